@@ -1,0 +1,26 @@
+"""The simulated IPU: targets, tile memory, tile-level graphs, programs, compiler and engine.
+
+`ipu/` imports nothing else of the project. Write a tile-level program directly:
+
+    import ipu
+    g = ipu.Graph(ipu.GC200)
+    x = g.add_variable("x", (1024,), "float32"); g.map_linearly(x)
+    ...
+    exe = ipu.compile(g, ipu.Sequence(...))
+    engine = ipu.Engine(exe)
+    engine.run()
+"""
+from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, registered_codelets
+from .compile import Executable, Step, compile
+from .engine import Engine
+from .errors import CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
+from .graph import ComputeSet, Function, Graph, HostStream
+from .half import load, store
+from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence,
+                      Switch, Sync)
+from .target import GC2, GC200, Target, get_target, small_target
+from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
+from .types import (ALL_TYPES, BOOL, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
+                    ElementType, element_type)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,527 @@
+"""Compile a graph and its programs into an Executable.
+
+1. Walk the program trees in execution order (calls expanded) to get the timeline: when each
+   variable is first and last used, and which stretches are loops.
+2. Plan memory: an address for every piece of every used variable on its tile (`ipu.memory`).
+3. Turn every leaf into a step with precomputed tables: vertex tables per compute set (grouped by
+   codelet and field types), copy tables for exchanges and host streams, the address of every
+   branch condition. Each step carries its cycles on every tile from the cost models.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import costs
+from .codelet import IN, INOUT, OUT
+from .errors import CompileError, MappingError
+from .graph import ComputeSet, Function, Graph
+from .memory import CATEGORIES, MemoryPlan, align, check_fits, place_pieces
+from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat,
+                      Sequence, Switch, Sync)
+from .target import Target
+from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
+
+# Non-data memory per tile (assumptions in the spirit of Poplar's code generation; each is a
+# documented constant, not a measurement):
+CONTROL_BYTES_PER_STEP = 8  # one supervisor instruction pair per program step, on every tile
+EXCHANGE_BYTES_PER_RUN = 8  # one send/receive instruction pair per contiguous run a tile moves
+EXCHANGE_BYTES_PER_PHASE = 16  # entering and leaving an exchange phase on a participating tile
+
+_FOREVER = np.iinfo(np.int64).max // 4
+
+
+@dataclass
+class Layout:
+    """Where a variable's pieces live: flat element runs, their tiles and global byte addresses."""
+
+    variable: Variable
+    starts: np.ndarray
+    stops: np.ndarray
+    tiles: np.ndarray
+    addr: np.ndarray  # byte offset of each piece in the flat memory of a replica
+
+    def element_addresses(self, idx: np.ndarray):
+        """(byte addresses, tiles) of flat element indices."""
+        p = np.searchsorted(self.starts, idx, side="right") - 1
+        isz = self.variable.dtype.itemsize
+        return self.addr[p] + (idx - self.starts[p]) * isz, self.tiles[p]
+
+
+@dataclass
+class KernelGroup:
+    """The vertices of one compute set that run through one kernel call."""
+
+    codelet: object
+    types: tuple
+    tiles: np.ndarray
+    off: np.ndarray  # element offsets into the typed views, int64[V, F]
+    cnt: np.ndarray
+    fp: np.ndarray
+    ip: np.ndarray
+    vertex_cycles: np.ndarray
+
+
+@dataclass
+class Step:
+    """One leaf of the program: what the engine runs and what the profile shows."""
+
+    id: int
+    kind: str  # compute | exchange | sync | host_to_device | device_to_host | branch
+    name: str
+    cycles: int  # the step's cost: the slowest tile (plus any global term)
+    tile_cycles: np.ndarray | None = None  # int64[num_tiles], or None when every tile is idle
+    # payload by kind
+    groups: list = field(default_factory=list)  # compute
+    copy: tuple | None = None  # exchange / host: (src_off, dst_off, nbytes) arrays, staged flag
+    stream: object = None
+    vertices: int = 0
+    bytes_moved: int = 0
+    debug: str = ""
+
+
+@dataclass
+class Executable:
+    target: Target
+    steps: list
+    programs: list  # node trees, one per program given to compile()
+    functions: list  # node trees of shared functions
+    layouts: dict  # variable id -> Layout
+    variables: dict  # variable id -> Variable
+    streams: dict
+    plan: MemoryPlan
+    timeline_length: int
+    liveness: np.ndarray  # not-always-live bytes (summed over tiles) at each timeline position
+    live_peak_tile: np.ndarray  # per tile: the most not-always-live bytes at any position
+
+    @property
+    def total_bytes(self) -> int:
+        return self.plan.total_bytes
+
+    def variable(self, name: str) -> Variable:
+        for v in self.variables.values():
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. timeline
+
+
+class _Timeline:
+    def __init__(self):
+        self.pos = 0
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        self.first_is_read: dict[int, bool] = {}
+        self.loops: list[tuple[int, int]] = []
+        self.vars: dict[int, Variable] = {}
+        self.calls_active: set[int] = set()
+
+    def use(self, var: Variable, read: bool, write: bool):
+        vid = var.id
+        self.vars[vid] = var
+        if vid not in self.first:
+            self.first[vid] = self.pos
+            self.first_is_read[vid] = read and not write
+        self.last[vid] = self.pos
+
+    def walk(self, p: Program):
+        if isinstance(p, Sequence):
+            for q in p.programs:
+                self.walk(q)
+            return
+        if isinstance(p, Repeat):
+            a = self.pos
+            self.walk(p.body)
+            self.loops.append((a, max(a, self.pos - 1)))
+            return
+        if isinstance(p, If):
+            self.use(p.condition.variable, True, False)
+            self.pos += 1
+            self.walk(p.then_)
+            if p.else_ is not None:
+                self.walk(p.else_)
+            return
+        if isinstance(p, Switch):
+            self.use(p.control.variable, True, False)
+            self.pos += 1
+            for q in p.cases.values():
+                self.walk(q)
+            if p.default is not None:
+                self.walk(p.default)
+            return
+        if isinstance(p, Call):
+            key = id(p.function)
+            if key in self.calls_active:
+                raise CompileError(f"function {p.function.name!r} calls itself; recursion is not supported")
+            self.calls_active.add(key)
+            self.walk(p.function.program)
+            self.calls_active.discard(key)
+            return
+        if isinstance(p, Execute):
+            for chunk in p.compute_set.chunks:
+                for f, v in zip(chunk.codelet.fields, chunk.field_vars):
+                    self.use(v, f.direction in (IN, INOUT), f.direction in (OUT, INOUT))
+        elif isinstance(p, Copy):
+            self.use(p.src.variable, True, False)
+            self.use(p.dst.variable, False, True)
+        elif isinstance(p, HostToDevice):
+            self.use(p.dst.variable, False, True)
+        elif isinstance(p, DeviceToHost):
+            self.use(p.src.variable, True, False)
+        elif isinstance(p, Sync):
+            pass
+        else:
+            raise CompileError(f"unknown program node {type(p).__name__}")
+        self.pos += 1
+
+    def intervals(self):
+        first = dict(self.first)
+        last = dict(self.last)
+        for a, b in sorted(self.loops, key=lambda r: r[1] - r[0]):
+            for vid in first:
+                f, l = first[vid], last[vid]
+                crosses = (f < a <= l) or (f <= b < l)
+                carried = a <= f and l <= b and self.first_is_read[vid]
+                if crosses or carried:
+                    first[vid], last[vid] = min(f, a), max(l, b)
+        return first, last
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. memory
+
+
+def _plan_memory(graph: Graph, used: dict, first: dict, last: dict, target: Target):
+    pieces_tile, pieces_bytes, pieces_start, pieces_end, pieces_owner, pieces_range = [], [], [], [], [], []
+    live_vars = [v for v in graph.variables if v.category != TEMPORARY or v.id in used]
+    for v in live_vars:
+        if v.numel == 0:
+            continue
+        unmapped = np.count_nonzero(v.tile_of < 0)
+        if unmapped:
+            raise MappingError(
+                f"tensor {v.name!r} has {unmapped} of {v.numel} elements without a tile mapping; "
+                f"call set_tile_mapping or map_linearly on it before compiling"
+            )
+        starts, stops, tiles = v.pieces()
+        always = v.category != TEMPORARY
+        s = -1 if always else first[v.id]
+        e = _FOREVER if always else last[v.id]
+        pieces_tile.append(tiles.astype(np.int64))
+        pieces_bytes.append((stops - starts) * v.dtype.itemsize)
+        pieces_start.append(np.full(len(starts), s, np.int64))
+        pieces_end.append(np.full(len(starts), e, np.int64))
+        pieces_owner.append((v, starts, stops, tiles))
+    if pieces_tile:
+        tile = np.concatenate(pieces_tile)
+        nbytes = np.concatenate(pieces_bytes)
+        start = np.concatenate(pieces_start)
+        end = np.concatenate(pieces_end)
+    else:
+        tile = nbytes = start = end = np.zeros(0, np.int64)
+    local, peak = place_pieces(tile, nbytes, start, end, target)
+    tile_bytes = align(peak, target.alignment)
+    tile_base = np.concatenate(([0], np.cumsum(tile_bytes)[:-1])).astype(np.int64)
+    total = int(tile_bytes.sum())
+
+    layouts = {}
+    k = 0
+    for v, starts, stops, tiles in pieces_owner:
+        n = len(starts)
+        addr = tile_base[tiles.astype(np.int64)] + local[k:k + n]
+        layouts[v.id] = Layout(v, starts, stops, tiles.astype(np.int64), addr)
+        k += n
+
+    n = target.num_tiles
+    cats = {c: np.zeros(n, np.int64) for c in CATEGORIES}
+    size = align(nbytes, target.alignment)
+    always = start < 0
+    cat_of = np.array([{VARIABLE: 0, CONSTANT: 1, TEMPORARY: 2}[v.category]
+                       for v, s, _, _ in pieces_owner for _ in range(len(s))], dtype=np.int64)
+    if tile.size:
+        cats["variables"] += np.bincount(tile[cat_of == 0], weights=size[cat_of == 0], minlength=n).astype(np.int64)
+        cats["constants"] += np.bincount(tile[cat_of == 1], weights=size[cat_of == 1], minlength=n).astype(np.int64)
+        fixed = cats["variables"] + cats["constants"]
+        cats["temporaries"] = np.maximum(tile_bytes - fixed, 0)
+    cats["stack"][:] = target.stack_bytes_per_tile
+
+    # liveness over the timeline: not-always-live bytes (summed over tiles) at each position
+    length = max(1, max(last.values(), default=0) + 1)
+    diff = np.zeros(length + 1, np.int64)
+    temp = ~always
+    if temp.any():
+        np.add.at(diff, np.clip(start[temp], 0, length), size[temp])
+        np.add.at(diff, np.clip(end[temp] + 1, 0, length), -size[temp])
+    liveness = np.cumsum(diff)[:length]
+    return layouts, MemoryPlan(target, tile_bytes, tile_base, total, cats), liveness, cats["temporaries"].copy()
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. steps
+
+
+class _Compiler:
+    def __init__(self, graph: Graph, layouts: dict, plan: MemoryPlan):
+        self.graph = graph
+        self.target = graph.target
+        self.layouts = layouts
+        self.plan = plan
+        self.steps: list[Step] = []
+        self.cs_cache: dict[int, tuple] = {}
+        self.functions: dict[int, int] = {}
+        self.function_nodes: list = []
+        self.code_keys = [set() for _ in range(self.target.num_tiles)]  # (codelet, types) per tile
+        self.code_bytes = np.zeros(self.target.num_tiles, np.int64)
+        self.state_bytes = np.zeros(self.target.num_tiles, np.int64)
+        self.exchange_bytes = np.zeros(self.target.num_tiles, np.int64)
+        self.control_steps = 0
+
+    def _step(self, **kw) -> Step:
+        s = Step(id=len(self.steps), **kw)
+        self.steps.append(s)
+        self.control_steps += 1
+        return s
+
+    def _sync(self, why: str):
+        c = costs.sync_cycles(self.target)
+        return ("step", self._step(kind="sync", name=f"sync ({why})" if why else "sync", cycles=c,
+                                   tile_cycles=None).id)
+
+    # -- program nodes
+    def node(self, p: Program):
+        if isinstance(p, Sequence):
+            return ("seq", [self.node(q) for q in p.programs])
+        if isinstance(p, Repeat):
+            if int(p.count) < 0:
+                raise CompileError(f"Repeat count must be >= 0, got {p.count}")
+            self.control_steps += 1
+            return ("repeat", int(p.count), self.node(p.body))
+        if isinstance(p, If):
+            ref = self._scalar_ref(p.condition, "If condition")
+            b = self._step(kind="branch", name=p.name or "if", cycles=costs.branch_cycles(self.target))
+            return ("if", b.id, ref, self.node(p.then_), self.node(p.else_) if p.else_ is not None else ("seq", []))
+        if isinstance(p, Switch):
+            ref = self._scalar_ref(p.control, "Switch control")
+            b = self._step(kind="branch", name=p.name or "switch", cycles=costs.branch_cycles(self.target))
+            cases = {int(k): self.node(v) for k, v in p.cases.items()}
+            default = self.node(p.default) if p.default is not None else ("seq", [])
+            return ("switch", b.id, ref, cases, default)
+        if isinstance(p, Call):
+            return ("call", self._function(p.function))
+        if isinstance(p, Execute):
+            return ("step", self._execute(p).id)
+        if isinstance(p, Copy):
+            return ("seq", [self._sync(p.name or "copy"), ("step", self._copy(p).id)])
+        if isinstance(p, (HostToDevice, DeviceToHost)):
+            return ("seq", [self._sync(p.name or "stream"), ("step", self._stream(p).id)])
+        if isinstance(p, Sync):
+            return ("step", self._step(kind="sync", name=p.name or "sync", cycles=costs.sync_cycles(self.target)).id)
+        raise CompileError(f"unknown program node {type(p).__name__}")
+
+    def _function(self, f: Function) -> int:
+        key = id(f)
+        if key not in self.functions:
+            self.functions[key] = len(self.function_nodes)
+            self.function_nodes.append(None)
+            self.function_nodes[self.functions[key]] = self.node(f.program)
+        return self.functions[key]
+
+    def _scalar_ref(self, t: Tensor, what: str):
+        if t.numel != 1:
+            raise CompileError(f"{what} must be a tensor of one element, {t.name!r} has shape {t.shape}")
+        L = self.layouts[t.variable.id]
+        addr, _ = L.element_addresses(t.flat_index())
+        dt = t.dtype
+        return (dt.storage, int(addr[0]) // dt.itemsize)
+
+    # -- compute sets
+    def _execute(self, p: Execute) -> Step:
+        cs: ComputeSet = p.compute_set
+        if not isinstance(cs, ComputeSet):
+            raise CompileError("Execute takes a ComputeSet")
+        if id(cs) not in self.cs_cache:
+            self.cs_cache[id(cs)] = self._compile_compute_set(cs)
+        groups, tile_cycles, nverts = self.cs_cache[id(cs)]
+        cycles = int(tile_cycles.max(initial=0))
+        return self._step(kind="compute", name=p.name or cs.name, cycles=cycles, tile_cycles=tile_cycles,
+                          groups=groups, vertices=nverts, debug=cs.debug)
+
+    def _compile_compute_set(self, cs: ComputeSet):
+        by_key: dict = {}
+        for chunk in cs.chunks:
+            c = chunk.codelet
+            n = len(chunk.tiles)
+            off = np.zeros((n, len(c.fields)), np.int64)
+            for j, var in enumerate(chunk.field_vars):
+                off[:, j] = self._field_offsets(cs, chunk, j, var)
+            by_key.setdefault((c.name, chunk.types), []).append((chunk, off))
+        groups = []
+        all_tiles, all_cycles, all_sup = [], [], []
+        for (name, types), items in by_key.items():
+            c = items[0][0].codelet
+            tiles = np.concatenate([ch.tiles for ch, _ in items])
+            off = np.concatenate([o for _, o in items])
+            cnt = np.concatenate([ch.field_count for ch, _ in items])
+            fp = np.concatenate([ch.fp for ch, _ in items])
+            ip = np.concatenate([ch.ip for ch, _ in items])
+            vc = np.asarray(c.cycles(types, cnt, fp, ip, self.target), np.int64).reshape(-1)
+            if vc.shape[0] != tiles.shape[0]:
+                raise CompileError(f"codelet {name}: cost model returned {vc.shape[0]} values for {tiles.shape[0]} vertices")
+            groups.append(KernelGroup(c, types, tiles, np.ascontiguousarray(off), np.ascontiguousarray(cnt),
+                                      np.ascontiguousarray(fp), np.ascontiguousarray(ip), vc))
+            all_tiles.append(tiles)
+            all_cycles.append(vc)
+            all_sup.append(np.full(len(tiles), c.supervisor))
+            # memory: vertex state per vertex, code once per (codelet, types) per tile
+            self.state_bytes += np.bincount(tiles, minlength=self.target.num_tiles) * c.state_bytes()
+            code = c.code_bytes(types)
+            for t in np.unique(tiles):
+                if (name, types) not in self.code_keys[t]:
+                    self.code_keys[t].add((name, types))
+                    self.code_bytes[t] += code
+        if all_tiles:
+            tile_cycles = costs.compute_set_tile_cycles(np.concatenate(all_tiles), np.concatenate(all_cycles),
+                                                        np.concatenate(all_sup), self.target)
+        else:
+            tile_cycles = np.zeros(self.target.num_tiles, np.int64)
+        return groups, tile_cycles, cs.num_vertices
+
+    def _field_offsets(self, cs, chunk, j, var) -> np.ndarray:
+        L = self.layouts[var.id]
+        s = chunk.field_start[:, j]
+        k = chunk.field_count[:, j]
+        p = np.searchsorted(L.starts, s, side="right") - 1
+        p = np.clip(p, 0, max(len(L.starts) - 1, 0))
+        isz = var.dtype.itemsize
+        if len(L.starts) == 0:
+            return np.zeros(len(s), np.int64)
+        inside = s + k <= L.stops[p]
+        on_tile = L.tiles[p] == chunk.tiles
+        ok = (k == 0) | (inside & on_tile)
+        if not ok.all():
+            v = int(np.flatnonzero(~ok)[0])
+            fname = chunk.codelet.fields[j].name
+            tile = int(chunk.tiles[v])
+            elems = np.arange(s[v], s[v] + k[v])
+            _, el_tiles = L.element_addresses(elems)
+            others = sorted(set(int(t) for t in el_tiles) - {tile})
+            if others:
+                raise CompileError(
+                    f"compute set {cs.name!r}: a {chunk.codelet.name} vertex on tile {tile} connects field "
+                    f"{fname!r} to elements [{s[v]}, {s[v] + k[v]}) of {var.name!r}, which live on tile(s) "
+                    f"{others[:8]}. A vertex can only touch memory of its own tile: Copy the data to tile "
+                    f"{tile} first (an exchange), or put the vertex where the data is."
+                )
+            raise CompileError(
+                f"compute set {cs.name!r}: a {chunk.codelet.name} vertex on tile {tile} connects field "
+                f"{fname!r} to elements [{s[v]}, {s[v] + k[v]}) of {var.name!r}, which are not contiguous in "
+                f"tile memory (they span several pieces of its tile mapping); split the vertex per piece."
+            )
+        byte = L.addr[p] + (s - L.starts[p]) * isz
+        return np.where(k == 0, 0, byte // isz)
+
+    # -- copies
+    def _addresses(self, t: Tensor, what: str):
+        L = self.layouts.get(t.variable.id)
+        if L is None:
+            raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
+        return L.element_addresses(t.flat_index())
+
+    def _copy(self, p: Copy) -> Step:
+        src, dst = p.src, p.dst
+        if src.numel != dst.numel:
+            raise CompileError(f"Copy {p.name!r}: {src.name!r} has {src.numel} elements but {dst.name!r} has {dst.numel}")
+        if src.dtype != dst.dtype:
+            raise CompileError(f"Copy {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is {dst.dtype.name}; cast with a compute set")
+        if src.numel == 0:
+            return self._step(kind="exchange", name=p.name or "copy", cycles=0)
+        isz = src.dtype.itemsize
+        sa, st = self._addresses(src, "Copy source")
+        da, dt = self._addresses(dst, "Copy destination")
+        src_off, dst_off, nbytes, src_tile, dst_tile = _runs(sa, da, st, dt, isz)
+        tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, self.target)
+        runs_per_tile = np.bincount(src_tile, minlength=self.target.num_tiles) + np.bincount(dst_tile, minlength=self.target.num_tiles)
+        self.exchange_bytes += runs_per_tile * EXCHANGE_BYTES_PER_RUN + (runs_per_tile > 0) * EXCHANGE_BYTES_PER_PHASE
+        staged = src.variable is dst.variable
+        return self._step(kind="exchange", name=p.name or f"copy {src.name} -> {dst.name}",
+                          cycles=int(tile_cycles.max(initial=0)) + extra, tile_cycles=tile_cycles,
+                          copy=(src_off, dst_off, nbytes, staged), bytes_moved=int(nbytes.sum()))
+
+    def _stream(self, p) -> Step:
+        to_dev = isinstance(p, HostToDevice)
+        t = p.dst if to_dev else p.src
+        s = p.stream
+        if s.to_device != to_dev:
+            raise CompileError(f"stream {s.name!r} goes the other way")
+        if t.numel != s.numel or t.dtype != s.dtype:
+            raise CompileError(
+                f"stream {s.name!r} carries {s.dtype.name}{list(s.shape)} but tensor {t.name!r} is "
+                f"{t.dtype.name}{list(t.shape)}"
+            )
+        isz = t.dtype.itemsize
+        addr, tiles = self._addresses(t, f"stream {s.name!r}")
+        host = np.arange(t.numel, dtype=np.int64) * isz
+        if to_dev:
+            src_off, dst_off, nbytes, _, run_tiles = _runs(host, addr, np.zeros_like(tiles), tiles, isz)
+        else:
+            src_off, dst_off, nbytes, run_tiles, _ = _runs(addr, host, tiles, np.zeros_like(tiles), isz)
+        tile_cycles, cycles = costs.host_transfer_tile_cycles(run_tiles, nbytes, self.target)
+        if s.nbytes > self.target.max_transfer_bytes:
+            raise CompileError(
+                f"stream {s.name!r} moves {s.nbytes:,} bytes in one transfer; the limit is "
+                f"{self.target.max_transfer_bytes:,} (128 MiB): split it into smaller tensors"
+            )
+        kind = "host_to_device" if to_dev else "device_to_host"
+        return self._step(kind=kind, name=p.name or f"{kind} {s.name}", cycles=cycles, tile_cycles=tile_cycles,
+                          copy=(src_off, dst_off, nbytes, False), stream=s, bytes_moved=s.nbytes)
+
+
+def _runs(sa, da, st, dt, isz):
+    """Group an element-wise copy into runs that are contiguous at both ends on fixed tiles."""
+    n = sa.size
+    brk = np.ones(n, bool)
+    if n > 1:
+        brk[1:] = (sa[1:] != sa[:-1] + isz) | (da[1:] != da[:-1] + isz) | (st[1:] != st[:-1]) | (dt[1:] != dt[:-1])
+    starts = np.flatnonzero(brk)
+    lengths = np.diff(np.append(starts, n))
+    return (sa[starts].astype(np.int64), da[starts].astype(np.int64), (lengths * isz).astype(np.int64),
+            st[starts].astype(np.int64), dt[starts].astype(np.int64))
+
+
+def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural name
+    """Compile `programs` (one Program or a list; run them by index) for the graph's target."""
+    if isinstance(programs, Program):
+        programs = [programs]
+    programs = list(programs)
+    for p in programs:
+        if not isinstance(p, Program):
+            raise TypeError(f"compile takes ipu programs, got {type(p).__name__}")
+    target = graph.target
+    tl = _Timeline()
+    for p in programs:
+        tl.walk(p)
+    first, last = tl.intervals()
+    layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, first, last, target)
+    comp = _Compiler(graph, layouts, plan)
+    nodes = [comp.node(p) for p in programs]
+    plan.categories["vertex_code"] = comp.code_bytes
+    plan.categories["vertex_state"] = comp.state_bytes
+    plan.categories["exchange_code"] = comp.exchange_bytes
+    plan.categories["control_code"] = np.full(target.num_tiles, comp.control_steps * CONTROL_BYTES_PER_STEP, np.int64)
+
+    def largest_on_tile(t):
+        items = []
+        for L in layouts.values():
+            m = L.tiles == t
+            if m.any():
+                items.append((L.variable.name, int(((L.stops[m] - L.starts[m]) * L.variable.dtype.itemsize).sum())))
+        return sorted(items, key=lambda x: -x[1])[:3]
+
+    check_fits(plan, largest_on_tile)
+    return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
+                      {v.id: v for v in graph.variables}, dict(graph.streams), plan,
+                      len(liveness), liveness, live_peak)

@@ -1,0 +1,121 @@
+"""Cycle models of the machine's own steps: worker scheduling, exchange, sync, host transfers.
+
+Codelets carry their own cost models; this module prices everything between them. Every formula
+names its source.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .target import Target
+
+
+@njit(cache=True)
+def _schedule(tiles, cycles, supervisor, num_tiles, workers):
+    """Tile cycles of a compute set.
+
+    Worker vertices go, in the order they were added, to the least loaded of the tile's worker
+    contexts; the contexts share the tile's issue slots round robin, so a context advances one
+    instruction every `workers` tile cycles and the tile is busy for workers x (the most loaded
+    context's thread cycles). Supervisor vertices occupy the whole tile one after another and their
+    cycles are already tile cycles. Source: Poplar Vertex programming guide (barrel scheduling of
+    6 worker contexts); poplibs estimators return worker cycles for worker vertices and
+    supervisor + 6 x max(worker) for supervisor vertices.
+    """
+    load = np.zeros((num_tiles, workers), np.int64)
+    sup = np.zeros(num_tiles, np.int64)
+    for v in range(tiles.shape[0]):
+        t = tiles[v]
+        if supervisor[v]:
+            sup[t] += cycles[v]
+        else:
+            w = 0
+            for k in range(1, workers):
+                if load[t, k] < load[t, w]:
+                    w = k
+            load[t, w] += cycles[v]
+    out = np.empty(num_tiles, np.int64)
+    for t in range(num_tiles):
+        m = 0
+        for k in range(workers):
+            if load[t, k] > m:
+                m = load[t, k]
+        out[t] = sup[t] + workers * m
+    return out
+
+
+def compute_set_tile_cycles(tiles, cycles, supervisor, target: Target) -> np.ndarray:
+    return _schedule(np.asarray(tiles, np.int64), np.asarray(cycles, np.int64),
+                     np.asarray(supervisor, np.bool_), target.num_tiles, target.worker_contexts)
+
+
+def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target) -> tuple[np.ndarray, int]:
+    """Per-tile cycles of one exchange phase, and the extra cycles of crossing IPUs.
+
+    On-IPU: a tile sends and receives 4 bytes per cycle in each direction (poplibs
+    ExchangeEstimator, exchangeBytesPerCycle = 4), and a run sent to several tiles is sent once
+    (the exchange multicasts). A tile's phase costs the fixed exchange overhead plus
+    max(bytes sent, bytes received) / 4. Copies within one tile go through the load/store path at
+    8 bytes written per cycle (Jia et al. 2019). Between IPUs: the bytes leaving each IPU share its
+    IPU-Links (10 links x 128 Gbit/s x 0.85, poplibs test util), and the phase adds an inter-IPU
+    sync (poplibs test IPU model).
+    """
+    n = target.num_tiles
+    src_tile = np.asarray(src_tile, np.int64)
+    dst_tile = np.asarray(dst_tile, np.int64)
+    nbytes = np.asarray(nbytes, np.int64)
+    remote = src_tile != dst_tile
+    local = ~remote
+    # multicast: a source run goes out once however many tiles receive it
+    if remote.any():
+        key = np.stack([src_off[remote], nbytes[remote]], 1)
+        _, first = np.unique(key, axis=0, return_index=True)
+        s_tiles = src_tile[remote][first]
+        s_bytes = nbytes[remote][first]
+        sent = np.bincount(s_tiles, weights=s_bytes, minlength=n)
+        recv = np.bincount(dst_tile[remote], weights=nbytes[remote], minlength=n)
+    else:
+        sent = recv = np.zeros(n)
+    copied = np.bincount(src_tile[local], weights=nbytes[local], minlength=n) if local.any() else np.zeros(n)
+    busy = (sent > 0) | (recv > 0) | (copied > 0)
+    cycles = (np.ceil(np.maximum(sent, recv) / target.exchange_bytes_per_cycle)
+              + np.ceil(copied / target.memory_write_bytes_per_cycle)
+              + busy * target.exchange_overhead_cycles).astype(np.int64)
+    extra = 0
+    if target.ipus > 1 and remote.any():
+        src_ipu = src_tile // target.tiles_per_ipu
+        dst_ipu = dst_tile // target.tiles_per_ipu
+        cross = src_ipu != dst_ipu
+        if cross.any():
+            out_bytes = np.bincount(src_ipu[cross], weights=nbytes[cross], minlength=target.ipus)
+            link_bpc = target.ipu_link_bytes_per_cycle() * target.ipu_links
+            extra = int(np.ceil(out_bytes.max() / link_bpc)) + target.inter_ipu_sync_cycles()
+    return cycles, extra
+
+
+def sync_cycles(target: Target) -> int:
+    """A barrier across the tiles of one IPU (poplibs CTC planner, ~90 cycles), or across several
+    IPUs (poplibs test IPU model formula)."""
+    if target.ipus > 1:
+        return target.inter_ipu_sync_cycles()
+    return target.sync_cycles
+
+
+def host_transfer_tile_cycles(tiles, nbytes, target: Target) -> tuple[np.ndarray, int]:
+    """A host stream copy: each tile receives (or sends) its bytes over the exchange at 4 B/cycle,
+    and the whole transfer is limited by the host link (IPU-M2000: 2 x 100 Gbit/s shared by 4
+    IPUs) plus its start-up latency. Returns per-tile cycles and the step's cycles."""
+    n = target.num_tiles
+    per_tile = np.bincount(np.asarray(tiles, np.int64), weights=np.asarray(nbytes, np.float64), minlength=n)
+    tile_cycles = (np.ceil(per_tile / target.exchange_bytes_per_cycle)
+                   + (per_tile > 0) * target.exchange_overhead_cycles).astype(np.int64)
+    total = float(np.sum(nbytes))
+    link = int(np.ceil(total / target.host_bytes_per_cycle())) + target.host_latency_cycles()
+    return tile_cycles, max(int(tile_cycles.max(initial=0)), link)
+
+
+def branch_cycles(target: Target) -> int:
+    """Deciding an If/Switch: a sync, then the condition's word broadcast over the exchange to
+    every tile (one exchange phase carrying 4 bytes)."""
+    return sync_cycles(target) + target.exchange_overhead_cycles + 1

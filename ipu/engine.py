@@ -1,0 +1,269 @@
+"""The engine: runs an Executable on simulated tile memory and counts cycles.
+
+Memory is one flat byte array per replica holding only the bytes the memory plan uses (tile after
+tile), so host RAM stays close to the simulated bytes in use. Each compute step calls one compiled
+kernel per codelet group over all its vertices; exchanges and host transfers run from the copy
+tables built at compile time. Cycles advance by each step's cost (its slowest tile) in program
+order, bulk-synchronously, and every executed step is logged with its start cycle.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .compile import Executable
+from .errors import IpuError, StreamError
+from .tensor import TEMPORARY, Variable
+
+
+@njit(cache=True)
+def _copy_runs(src, dst, src_off, dst_off, nbytes):
+    for i in range(src_off.shape[0]):
+        a = src_off[i]
+        b = dst_off[i]
+        n = nbytes[i]
+        dst[b:b + n] = src[a:a + n]
+
+
+@njit(cache=True)
+def _copy_runs_staged(mem, src_off, dst_off, nbytes):
+    total = 0
+    for i in range(nbytes.shape[0]):
+        total += nbytes[i]
+    tmp = np.empty(total, np.uint8)
+    k = 0
+    for i in range(src_off.shape[0]):
+        tmp[k:k + nbytes[i]] = mem[src_off[i]:src_off[i] + nbytes[i]]
+        k += nbytes[i]
+    k = 0
+    for i in range(dst_off.shape[0]):
+        mem[dst_off[i]:dst_off[i] + nbytes[i]] = tmp[k:k + nbytes[i]]
+        k += nbytes[i]
+
+
+class StepLog:
+    """Executed steps in order: step id and start cycle, per replica group (all replicas run in
+    lock step unless a branch splits them)."""
+
+    def __init__(self):
+        self.step_ids: list[int] = []
+        self.start_cycles: list[int] = []
+
+    def add(self, step_id: int, start: int) -> None:
+        self.step_ids.append(step_id)
+        self.start_cycles.append(start)
+
+    def arrays(self):
+        return np.asarray(self.step_ids, np.int64), np.asarray(self.start_cycles, np.int64)
+
+    def __len__(self):
+        return len(self.step_ids)
+
+
+class Engine:
+    """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
+
+    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True):
+        if replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        self.exe = executable
+        self.target = executable.target
+        self.replicas = int(replicas)
+        self.log_steps = log_steps
+        nbytes = max(executable.total_bytes, 8)
+        self.memory = np.zeros((self.replicas, nbytes), np.uint8)
+        self._views: list[dict] = [dict() for _ in range(self.replicas)]
+        self._streams: dict[str, object] = {}
+        self._stream_pos: dict[str, int] = {}
+        self.cycles = 0
+        self.log = StepLog()
+        self.runs = 0
+        for v in executable.variables.values():
+            if v.initial is not None and v.id in executable.layouts:
+                for r in range(self.replicas):
+                    self.write_tensor(v, v.initial, replica=r)
+
+    # -- memory views -----------------------------------------------------------------------
+    def _view(self, r: int, storage: np.dtype):
+        d = self._views[r]
+        v = d.get(storage)
+        if v is None:
+            v = self.memory[r].view(storage)
+            d[storage] = v
+        return v
+
+    def _group_views(self, r, group):
+        return tuple(self._view(r, t.storage) for t in group.types)
+
+    # -- host access ----------------------------------------------------------------------------
+    def _layout(self, var: Variable):
+        if not isinstance(var, Variable):
+            var = var.variable
+        L = self.exe.layouts.get(var.id)
+        if L is None:
+            if var.numel == 0:
+                return var, None
+            raise IpuError(f"tensor {var.name!r} is not in this executable (unused temporaries get no memory)")
+        return var, L
+
+    def read_tensor(self, var, replica: int = 0) -> np.ndarray:
+        """A copy of a variable's contents as a NumPy array of its shape."""
+        var, L = self._layout(var)
+        out = np.empty(var.numel, var.dtype.numpy)
+        if L is not None:
+            isz = var.dtype.itemsize
+            _copy_runs(self.memory[replica], out.view(np.uint8), L.addr, L.starts * isz, (L.stops - L.starts) * isz)
+        return out.reshape(var.shape)
+
+    def write_tensor(self, var, data, replica: int | None = None) -> None:
+        """Write host data (converted to the tensor's type) into a variable on all or one replica."""
+        var, L = self._layout(var)
+        arr = np.asarray(data)
+        if arr.size != var.numel:
+            raise ValueError(
+                f"cannot write data of shape {arr.shape} into {var.name!r} of shape {var.shape}"
+            )
+        arr = np.ascontiguousarray(arr, dtype=var.dtype.numpy).reshape(-1)
+        if L is None:
+            return
+        isz = var.dtype.itemsize
+        reps = range(self.replicas) if replica is None else [replica]
+        for r in reps:
+            _copy_runs(arr.view(np.uint8), self.memory[r], L.starts * isz, L.addr, (L.stops - L.starts) * isz)
+
+    def connect_stream(self, name: str, buffer) -> None:
+        """Give a host stream its host buffer: an array of the stream's shape (used on every
+        transfer) or with one extra leading dimension (one element per transfer, in order).
+        With replicas > 1 a further leading replica dimension may come first."""
+        if name not in self.exe.streams:
+            raise StreamError(f"no stream named {name!r}; streams are {sorted(self.exe.streams)}")
+        s = self.exe.streams[name]
+        if s.to_device:
+            buf = np.asarray(buffer)
+        else:
+            buf = buffer
+            if not isinstance(buf, np.ndarray):
+                raise StreamError(f"device-to-host stream {name!r} needs a writable NumPy array")
+        if buf.dtype != s.dtype.numpy:
+            raise StreamError(f"stream {name!r} carries {s.dtype.name}, the buffer is {buf.dtype}")
+        per = s.numel
+        if buf.size % per:
+            raise StreamError(f"stream {name!r} moves {s.shape} per transfer; a buffer of shape {buf.shape} does not divide into those")
+        self._streams[name] = buf
+        self._stream_pos[name] = 0
+
+    def _stream_elem(self, s, r: int):
+        buf = self._streams.get(s.name)
+        if buf is None:
+            raise StreamError(f"stream {s.name!r} is not connected: call connect_stream({s.name!r}, array) before run()")
+        flat = buf.reshape(-1)
+        per = s.numel
+        total = flat.size // per
+        reps_in_buf = self.replicas if (self.replicas > 1 and buf.ndim > len(s.shape) and buf.shape[0] == self.replicas
+                                        and total % self.replicas == 0) else 1
+        per_replica = total // reps_in_buf
+        k = self._stream_pos[s.name] % per_replica
+        base = ((r if reps_in_buf > 1 else 0) * per_replica + k) * per
+        return flat[base:base + per]
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self, program: int = 0) -> int:
+        """Run program `program`; returns the cycles it took."""
+        if not 0 <= program < len(self.exe.programs):
+            raise IndexError(f"program {program} does not exist; this executable has {len(self.exe.programs)}")
+        for k in self._stream_pos:
+            self._stream_pos[k] = 0
+        start = self.cycles
+        self.cycles = self._run(self.exe.programs[program], list(range(self.replicas)), self.cycles)
+        self.runs += 1
+        return self.cycles - start
+
+    def _run(self, node, reps, clock):
+        kind = node[0]
+        if kind == "step":
+            return self._run_step(self.exe.steps[node[1]], reps, clock)
+        if kind == "seq":
+            for n in node[1]:
+                clock = self._run(n, reps, clock)
+            return clock
+        if kind == "repeat":
+            body = node[2]
+            for _ in range(node[1]):
+                clock = self._run(body, reps, clock)
+            return clock
+        if kind == "call":
+            return self._run(self.exe.functions[node[1]], reps, clock)
+        if kind in ("if", "switch"):
+            step = self.exe.steps[node[1]]
+            if self.log_steps:
+                self.log.add(step.id, clock)
+            clock += step.cycles
+            storage, off = node[2]
+            values = [self._view(r, storage)[off] for r in reps]
+            values = [int(v["bits"]) if storage.names else v for v in values]
+            if kind == "if":
+                choose = lambda v: node[3] if v else node[4]  # noqa: E731
+            else:
+                choose = lambda v: node[3].get(int(v), node[4])  # noqa: E731
+            by_branch: dict[int, tuple] = {}
+            for r, v in zip(reps, values):
+                b = choose(v)
+                by_branch.setdefault(id(b), (b, []))[1].append(r)
+            end = clock
+            for b, rs in by_branch.values():
+                end = max(end, self._run(b, rs, clock))
+            return end
+        raise IpuError(f"corrupt program node {kind!r}")
+
+    def _run_step(self, step, reps, clock):
+        if self.log_steps:
+            self.log.add(step.id, clock)
+        k = step.kind
+        if k == "compute":
+            for g in step.groups:
+                kern = g.codelet.kernel()
+                for r in reps:
+                    kern(self._group_views(r, g), g.off, g.cnt, g.fp, g.ip)
+        elif k == "exchange":
+            if step.copy is not None:
+                src_off, dst_off, nbytes, staged = step.copy
+                for r in reps:
+                    m = self.memory[r]
+                    if staged:
+                        _copy_runs_staged(m, src_off, dst_off, nbytes)
+                    else:
+                        _copy_runs(m, m, src_off, dst_off, nbytes)
+        elif k == "host_to_device":
+            src_off, dst_off, nbytes, _ = step.copy
+            s = step.stream
+            for r in reps:
+                elem = np.ascontiguousarray(self._stream_elem(s, r)).view(np.uint8)
+                _copy_runs(elem, self.memory[r], src_off, dst_off, nbytes)
+            self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
+        elif k == "device_to_host":
+            src_off, dst_off, nbytes, _ = step.copy
+            s = step.stream
+            for r in reps:
+                elem = self._stream_elem(s, r)
+                if not elem.flags.c_contiguous:
+                    raise StreamError(f"stream {s.name!r}: the host buffer must be C-contiguous")
+                _copy_runs(self.memory[r], elem.view(np.uint8), src_off, dst_off, nbytes)
+            self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
+        return clock + step.cycles
+
+    # -- results --------------------------------------------------------------------------------
+    def executed_steps(self):
+        """(step ids, start cycles) of every executed step, in order."""
+        return self.log.arrays()
+
+    def cycles_by_kind(self) -> dict:
+        ids, _ = self.log.arrays()
+        out: dict[str, int] = {}
+        for i in ids:
+            s = self.exe.steps[i]
+            out[s.kind] = out.get(s.kind, 0) + s.cycles
+        return out
+
+    def reset_cycles(self) -> None:
+        self.cycles = 0
+        self.log = StepLog()

@@ -1,0 +1,25 @@
+"""Errors of the simulated machine. Each says what is wrong and how to fix it."""
+
+
+class IpuError(Exception):
+    """Base of the simulator's errors."""
+
+
+class MappingError(IpuError, ValueError):
+    """A tensor is not mapped to tiles, or is mapped where it cannot be used."""
+
+
+class CompileError(IpuError, ValueError):
+    """A program cannot be compiled for the target (bad connection, unmapped tensor, ...)."""
+
+
+class OutOfMemoryError(IpuError, MemoryError):
+    """Tile memory overflowed. `report` holds the per-tile breakdown of the worst tiles."""
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+class StreamError(IpuError, ValueError):
+    """A host stream is not connected, or its buffer does not fit."""

@@ -1,0 +1,138 @@
+"""The machine description: every constant of the simulated IPU, each with its source.
+
+A Target is a frozen dataclass. `GC200` (Mk2, the default), `GC2` (Mk1) and `small_target()` (a few
+tiles, for fast tests) are provided; `get_target(name)` selects one by name.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    # Tiles per IPU. GC200: 1472, GC2: 1216.
+    # Source: Graphcore profile-analyser tests; Louw & McIntosh-Smith 2021 (DESIGN.md section 6).
+    tiles_per_ipu: int
+    # Bytes of In-Processor memory per tile. GC200: 638,976 (624 KiB), GC2: 262,144. Same sources.
+    bytes_per_tile: int
+    # Tile clock. GC200 in an IPU-M2000: 1.33 GHz; GC2 on a C2 PCIe card: 1.3 GHz (1.6 GHz peak part).
+    clock_hz: float
+    # IPUs per replica. Each IPU has its own tiles and memory.
+    ipus: int = 1
+    # Six worker contexts sharing the issue slots round robin (a worker issues once every 6 tile
+    # cycles), plus one supervisor. Source: Poplar Vertex programming guide.
+    worker_contexts: int = 6
+    # Exchange bandwidth: 4 bytes per cycle per tile in each direction.
+    # Source: poplibs ExchangeEstimator (exchangeBytesPerCycle); Graphcore tutorial 6.
+    exchange_bytes_per_cycle: int = 4
+    # Fixed cost of one exchange phase on a tile (starting the exchange code, the first
+    # send/receive latency). Derivation: tutorial 6 measured 8,743 exchange cycles per tile on Mk2
+    # hardware against 8,697 on the IPU model for the same bytes, a ~46-cycle gap; we charge a
+    # fixed 30 cycles per phase (assumption within that gap, not a measurement of its own).
+    exchange_overhead_cycles: int = 30
+    # On-IPU barrier synchronisation. Source: poplibs CTC planner (~90 cycles).
+    sync_cycles: int = 90
+    # Inter-IPU sync: ceil(15 ns x f x (1 + nIPUs/4) x 2) cycles. Source: poplibs test IPU model.
+    inter_ipu_sync_ns: float = 15.0
+    # IPU-Link: 128 Gbit/s per link x 0.85 efficiency, 10 links per IPU. Source: poplibs test util.
+    ipu_link_gbps: float = 128.0
+    ipu_link_efficiency: float = 0.85
+    ipu_links: int = 10
+    # Host <-> IPU streams. IPU-M2000 host links: 2 x 100 Gbit/s RoCE (IPU-M2000 datasheet) shared
+    # by 4 IPUs, so ~6.25 GB/s per IPU; plus a fixed ~2 us round trip to start a transfer
+    # (assumption, the order of a PCIe/RoCE DMA setup).
+    host_bytes_per_second: float = 6.25e9
+    host_latency_s: float = 2e-6
+    # Largest single stream / remote transfer: 128 MiB. Source: Poplar DataStream docs.
+    max_transfer_bytes: int = 128 * 1024 * 1024
+    # 64-bit data path: 2 x float32 or 4 x float16 per vector op. Source: Louw 2021; poplibs.
+    data_path_bytes: int = 8
+    # Local memory: 6-cycle load latency, 16 B/cycle read, 8 B/cycle write per tile. Source: Jia et al. 2019.
+    load_latency_cycles: int = 6
+    memory_read_bytes_per_cycle: int = 16
+    memory_write_bytes_per_cycle: int = 8
+    # Peak AMP arithmetic per tile-cycle: vendor peaks 250 TFLOPS half / 62.5 TFLOPS float over
+    # 1472 tiles at 1.33 GHz = 128 / 32 FLOP per tile-cycle (GC2: 64 / 16). DESIGN.md section 6.
+    peak_flops_per_cycle_half: int = 128
+    peak_flops_per_cycle_float: int = 32
+    # Every tensor piece is placed at an 8-byte aligned address (64-bit loads need it).
+    alignment: int = 8
+    # Stack reserved on every tile: the supervisor's plus one per worker. Poplar's default worker
+    # stack is small; we reserve 6 x 48 + 128 bytes (assumption: Poplar default "stack size" order).
+    stack_bytes_per_tile: int = 6 * 48 + 128
+
+    @property
+    def num_tiles(self) -> int:
+        """Tiles of one replica (all its IPUs)."""
+        return self.tiles_per_ipu * self.ipus
+
+    @property
+    def clock_ghz(self) -> float:
+        return self.clock_hz / 1e9
+
+    def ipu_of_tile(self, tile):
+        return tile // self.tiles_per_ipu
+
+    def inter_ipu_sync_cycles(self) -> int:
+        """ceil(15 ns x f x (1 + nIPUs/4) x 2). Source: poplibs test IPU model."""
+        return int(math.ceil(self.inter_ipu_sync_ns * 1e-9 * self.clock_hz * (1 + self.ipus / 4) * 2))
+
+    def ipu_link_bytes_per_cycle(self) -> float:
+        """Bytes per cycle over one IPU-Link: 128 Gbit/s x 0.85 / clock."""
+        return self.ipu_link_gbps * 1e9 / 8 * self.ipu_link_efficiency / self.clock_hz
+
+    def host_bytes_per_cycle(self) -> float:
+        return self.host_bytes_per_second / self.clock_hz
+
+    def host_latency_cycles(self) -> int:
+        return int(round(self.host_latency_s * self.clock_hz))
+
+    def cycles_to_seconds(self, cycles: int) -> float:
+        return cycles / self.clock_hz
+
+    def with_ipus(self, ipus: int) -> "Target":
+        return replace(self, ipus=ipus)
+
+
+GC200 = Target(name="GC200", tiles_per_ipu=1472, bytes_per_tile=638_976, clock_hz=1.33e9)
+
+GC2 = Target(
+    name="GC2",
+    tiles_per_ipu=1216,
+    bytes_per_tile=262_144,
+    clock_hz=1.3e9,
+    peak_flops_per_cycle_half=64,
+    peak_flops_per_cycle_float=16,
+)
+
+
+def small_target(tiles: int = 4, bytes_per_tile: int = 638_976, name: str | None = None) -> Target:
+    """A GC200 with only a few tiles: the same costs per tile, for fast tests."""
+    return replace(GC200, name=name or f"GC200-{tiles}tiles", tiles_per_ipu=tiles, bytes_per_tile=bytes_per_tile)
+
+
+_NAMED = {"gc200": GC200, "mk2": GC200, "gc2": GC2, "mk1": GC2}
+
+
+def get_target(name: str | None = None) -> Target:
+    """A target by name: 'GC200' / 'mk2', 'GC2' / 'mk1', or 'small:N' for N tiles.
+
+    With no name, the IPU_SIM_TARGET environment variable decides, else GC200.
+    """
+    name = name or os.environ.get("IPU_SIM_TARGET") or "GC200"
+    key = name.strip().lower()
+    if key in _NAMED:
+        return _NAMED[key]
+    if key.startswith("small"):
+        _, _, n = key.partition(":")
+        try:
+            return small_target(int(n) if n else 4)
+        except ValueError:
+            pass
+    raise ValueError(
+        f"Unknown IPU target {name!r}. Choose 'GC200' (Mk2, default), 'GC2' (Mk1) or 'small:N' "
+        f"(a GC200 with N tiles)."
+    )

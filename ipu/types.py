@@ -1,0 +1,65 @@
+"""Element types held in tile memory.
+
+Each type has a host NumPy dtype (what users read and write) and a storage dtype: the typed view
+of tile memory that kernels receive. float16 is stored as a one-field record of uint16 bits, so
+Numba (which has no CPU float16) sees a distinct type and kernels convert through
+`ipu.half.load`/`store`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+HALF_STORAGE = np.dtype([("bits", np.uint16)])
+
+
+@dataclass(frozen=True)
+class ElementType:
+    name: str
+    numpy: np.dtype
+    storage: np.dtype
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self.numpy.kind == "f"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+FLOAT32 = ElementType("float32", np.dtype(np.float32), np.dtype(np.float32))
+FLOAT16 = ElementType("float16", np.dtype(np.float16), HALF_STORAGE)
+INT32 = ElementType("int32", np.dtype(np.int32), np.dtype(np.int32))
+UINT32 = ElementType("uint32", np.dtype(np.uint32), np.dtype(np.uint32))
+INT16 = ElementType("int16", np.dtype(np.int16), np.dtype(np.int16))
+UINT16 = ElementType("uint16", np.dtype(np.uint16), np.dtype(np.uint16))
+INT8 = ElementType("int8", np.dtype(np.int8), np.dtype(np.int8))
+UINT8 = ElementType("uint8", np.dtype(np.uint8), np.dtype(np.uint8))
+BOOL = ElementType("bool", np.dtype(np.bool_), np.dtype(np.bool_))
+
+ALL_TYPES = (FLOAT32, FLOAT16, INT32, UINT32, INT16, UINT16, INT8, UINT8, BOOL)
+_BY_NAME = {t.name: t for t in ALL_TYPES}
+_BY_NUMPY = {t.numpy: t for t in ALL_TYPES}
+
+
+def element_type(x) -> ElementType:
+    """An ElementType from an ElementType, a name, or anything NumPy accepts as a dtype."""
+    if isinstance(x, ElementType):
+        return x
+    if isinstance(x, str) and x in _BY_NAME:
+        return _BY_NAME[x]
+    try:
+        npd = np.dtype(x)
+    except TypeError:
+        npd = None
+    if npd is not None and npd in _BY_NUMPY:
+        return _BY_NUMPY[npd]
+    raise TypeError(
+        f"{x!r} is not a type tile memory holds; use one of {', '.join(_BY_NAME)} "
+        f"(64-bit data must be cast to 32-bit first)."
+    )
