@@ -1,0 +1,88 @@
+"""Cycles of hand-checkable programs equal the cost models, and runs are deterministic."""
+import numpy as np
+import pytest
+
+import ipu
+
+
+def _scaled_add_program(n, target=None):
+    g = ipu.Graph(target or ipu.small_target(2))
+    x = g.add_variable("x", (n,), "float32")
+    y = g.add_variable("y", (n,), "float32")
+    g.set_tile_mapping(x, 0)
+    g.set_tile_mapping(y, 0)
+    cs = g.add_compute_set("scaled_add")
+    g.add_vertex(cs, "ScaledAdd", 0, data=x, deltas=y, a=1.0, b=0.25)
+    return g, x, y, ipu.Execute(cs)
+
+
+@pytest.mark.parametrize("n,poplibs", [(64, 279), (128, 369), (256, 567), (512, 945)])
+def test_scaled_add_one_tile_matches_poplibs_estimate(n, poplibs):
+    g, x, y, prog = _scaled_add_program(n)
+    engine = ipu.Engine(ipu.compile(g, prog))
+    xv = np.random.default_rng(n).random(n, dtype=np.float32)
+    yv = np.random.default_rng(n + 1).random(n, dtype=np.float32)
+    engine.write_tensor(x, xv)
+    engine.write_tensor(y, yv)
+    cycles = engine.run()
+    assert abs(cycles - poplibs) <= 0.1 * poplibs
+    assert cycles == poplibs  # our model reproduces the estimator exactly
+    np.testing.assert_allclose(engine.read_tensor(x), xv + np.float32(0.25) * yv, rtol=1e-6)
+
+
+def test_exchange_between_two_tiles_costs_bytes_over_bandwidth_plus_overhead():
+    target = ipu.small_target(2)
+    g = ipu.Graph(target)
+    a = g.add_variable("a", (143,), "float32")
+    b = g.add_variable("b", (143,), "float32")
+    g.set_tile_mapping(a, 0)
+    g.set_tile_mapping(b, 1)
+    exe = ipu.compile(g, ipu.Copy(a, b))
+    engine = ipu.Engine(exe)
+    data = np.arange(143, dtype=np.float32)
+    engine.write_tensor(a, data)
+    total = engine.run()
+    exchange = [s for s in exe.steps if s.kind == "exchange"]
+    assert len(exchange) == 1
+    assert exchange[0].cycles == 143 + target.exchange_overhead_cycles  # 572 bytes / 4 B per cycle
+    assert total == exchange[0].cycles + target.sync_cycles  # the exchange is preceded by a sync
+    np.testing.assert_array_equal(engine.read_tensor(b), data)
+
+
+def test_sync_costs_the_target_sync():
+    target = ipu.small_target(4)
+    g = ipu.Graph(target)
+    engine = ipu.Engine(ipu.compile(g, ipu.Sync()))
+    assert engine.run() == target.sync_cycles == 90
+
+
+def test_worker_vertices_share_six_contexts():
+    # six vertices on one tile run in parallel on the six workers; a seventh doubles the time
+    from codelets.scaled_add import scaled_add_cycles
+
+    g = ipu.Graph(ipu.small_target(1))
+    x = g.add_variable("x", (70,), "float32")
+    g.set_tile_mapping(x, 0)
+    cs = g.add_compute_set("cs")
+    for i in range(7):
+        g.add_vertex(cs, "ScaledAdd", 0, data=x[i * 10:(i + 1) * 10], deltas=x[i * 10:(i + 1) * 10], a=1.0, b=1.0)
+    exe = ipu.compile(g, ipu.Execute(cs))
+    one = int(scaled_add_cycles(np.array([10]), 4, True, np.array([False]))[0])
+    # ScaledAdd is a supervisor vertex: they run one after another
+    assert exe.steps[0].cycles == 7 * one
+
+
+def test_same_program_twice_same_cycles_and_bytes():
+    results = []
+    for _ in range(2):
+        g, x, y, prog = _scaled_add_program(300, ipu.small_target(3))
+        z = g.add_variable("z", (300,), "float32")
+        g.map_linearly(z)
+        exe = ipu.compile(g, ipu.Sequence(prog, ipu.Copy(x, z)))
+        engine = ipu.Engine(exe)
+        engine.write_tensor(x, np.ones(300, np.float32))
+        engine.write_tensor(y, np.ones(300, np.float32))
+        c = engine.run()
+        results.append((c, exe.total_bytes, {k: v.tolist() for k, v in exe.plan.categories.items()},
+                        engine.read_tensor(z).tobytes()))
+    assert results[0] == results[1]
