@@ -1,0 +1,198 @@
+"""The lowering context: turns a popxl Ir into an ipu.Graph and its programs.
+
+Every popxl tensor gets an ipu tensor (a variable or a view of one); every op's rule appends
+programs to the sequence being built. Called graphs are lowered once into an `ipu.Function` with
+variables for their inputs and outputs; call sites copy arguments in and results out, so the code
+of a graph called from several places is shared.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import ipu
+
+from .mapping import TileAllocator
+from .registry import get_rule
+
+
+@dataclass
+class LoweredGraph:
+    graph: object
+    function: ipu.Function
+    inputs: list  # ipu Variables, one per graph input
+    outputs: list  # ipu Tensors holding each graph output
+
+
+@dataclass
+class LoweredIr:
+    """What a Session needs: the compiled-ready ipu graph, its programs and the tensor maps."""
+
+    graph: ipu.Graph
+    main: ipu.Program
+    variables: dict  # popxl Variable -> ipu Variable
+    constants: dict
+    h2d: dict  # popxl HostToDeviceStream -> ipu HostStream
+    d2h: dict
+    op_names: dict = field(default_factory=dict)  # compute set / step name -> popxl op name
+
+
+class Lowering:
+    def __init__(self, ir, target: ipu.Target):
+        self.ir = ir
+        self.target = target
+        self.g = ipu.Graph(target)
+        self.tiles = TileAllocator(target)
+        self.values: dict = {}
+        self.variables: dict = {}
+        self.constants: dict = {}
+        self.h2d: dict = {}
+        self.d2h: dict = {}
+        self.graphs: dict = {}
+        self._seqs: list[ipu.Sequence] = []
+        self._lowering_stack: list = []
+        self.op = None  # the op being lowered (for names)
+
+    # -- entry point ---------------------------------------------------------------------------
+    def lower(self) -> LoweredIr:
+        main = self.ir.main_graph
+        for v in main.variables:
+            self.values[v] = self.variables[v] = self._persistent(v, ipu.VARIABLE)
+        seq = self.lower_ops(main)
+        return LoweredIr(self.g, seq, self.variables, self.constants, self.h2d, self.d2h)
+
+    def _persistent(self, t, category):
+        et = self.etype(t)
+        data = np.asarray(t._data, dtype=et.numpy) if category == ipu.CONSTANT else None
+        if category == ipu.CONSTANT:
+            v = self.g.add_constant(t.id, data, et, debug=t.id)
+        else:
+            v = self.g.add_variable(t.id, t.shape, et, category, debug=t.id)
+        self.tiles.map(self.g, v)
+        return v
+
+    def lower_ops(self, graph) -> ipu.Sequence:
+        if graph in self._lowering_stack:
+            raise ValueError(f"graph {graph.name!r} calls itself; recursion cannot be lowered")
+        self._lowering_stack.append(graph)
+        seq = ipu.Sequence(name=graph.name)
+        self._seqs.append(seq)
+        try:
+            for c in graph.constants:
+                if c not in self.values:
+                    self.values[c] = self.constants[c] = self._persistent(c, ipu.CONSTANT)
+            for op in sorted(graph.ops, key=lambda o: o.id):
+                prev, self.op = self.op, op
+                get_rule(op.type)(self, op)
+                self.op = prev
+        finally:
+            self._seqs.pop()
+            self._lowering_stack.pop()
+        return seq
+
+    def lowered(self, graph) -> LoweredGraph:
+        """The ipu Function of a called graph, lowering it on first use."""
+        lg = self.graphs.get(graph)
+        if lg is not None:
+            return lg
+        inputs = []
+        for t in graph.inputs:
+            v = self.new_var(t.shape, self.etype(t), f"{graph.name}/{t.name}")
+            self.values[t] = v
+            inputs.append(v)
+        saved_op = self.op
+        seq = self.lower_ops(graph)
+        self.op = saved_op
+        outputs = [self.value(t) for t in graph.outputs]
+        fn = self.g.add_function(seq, graph.name)
+        lg = LoweredGraph(graph, fn, inputs, outputs)
+        self.graphs[graph] = lg
+        return lg
+
+    # -- helpers for rules ----------------------------------------------------------------------
+    def etype(self, t) -> ipu.ElementType:
+        name = t.dtype.name
+        if name in ("float64", "int64", "uint64"):
+            raise TypeError(
+                f"tensor {getattr(t, 'id', None) or t.tensor_id!r} is {name}: the IPU has no 64-bit types. Create it as a 32-bit type "
+                f"(popxl.variable/constant downcast host data by default) or cast it."
+            )
+        try:
+            return ipu.element_type(name)
+        except TypeError:
+            raise TypeError(f"tensor {getattr(t, 'id', None) or t.tensor_id!r}: dtype {name} is not supported by the simulator yet") from None
+
+    def value(self, t) -> ipu.Tensor:
+        try:
+            return self.values[t]
+        except KeyError:
+            graph = getattr(t, "graph", None)
+            raise ValueError(
+                f"tensor {t.id!r} (graph {getattr(graph, 'name', '?')!r}) has no value here: it is used "
+                f"outside the graph that produces it; pass it in as a graph input"
+            ) from None
+
+    def bind(self, t, value: ipu.Tensor) -> None:
+        self.values[t] = value
+
+    def name(self, suffix: str = "") -> str:
+        base = self.op.name if self.op is not None else "main"
+        return f"{base}/{suffix}" if suffix else base
+
+    def new_var(self, shape, et, name: str, like: ipu.Tensor | None = None, category=ipu.TEMPORARY) -> ipu.Variable:
+        v = self.g.add_variable(name, shape, et, category, debug=self.name())
+        if like is not None and like.is_identity and like.variable.numel == v.numel:
+            v.tile_of[:] = like.variable.tile_of
+        else:
+            self.tiles.map(self.g, v)
+        return v
+
+    def new_output(self, op, i: int = 0, like: ipu.Tensor | None = None, et=None) -> ipu.Variable:
+        t = op.outputs[i]
+        v = self.new_var(t.shape, et or self.etype(t), t.id, like=like)
+        self.values[t] = v
+        return v
+
+    def emit(self, program: ipu.Program) -> None:
+        self._seqs[-1].add(program)
+
+    def compute_set(self, suffix: str = "") -> ipu.ComputeSet:
+        return self.g.add_compute_set(self.name(suffix), debug=self.name())
+
+    def copy(self, src: ipu.Tensor, dst: ipu.Tensor, suffix: str = "copy") -> None:
+        if src.numel:
+            self.emit(ipu.Copy(src, dst, name=self.name(suffix)))
+
+    def like(self, view: ipu.Tensor, ref: ipu.Variable, suffix: str = "rearrange") -> ipu.Variable:
+        """A variable laid out exactly like `ref` (same shape order and tiles) holding `view`'s
+        data: `view` itself when it already is, else a temporary filled by a Copy."""
+        if view.numel != ref.numel:
+            view = view.broadcast(ref.shape)
+        if view.is_identity and np.array_equal(view.variable.tile_of, ref.tile_of):
+            return view.variable
+        v = self.g.add_variable(f"{self.name(suffix)}", ref.shape, view.dtype, ipu.TEMPORARY, debug=self.name())
+        v.tile_of[:] = ref.tile_of
+        self.copy(view, v, suffix)
+        return v
+
+    def pieces(self, var: ipu.Variable, split_for_workers: bool = False, grain: int = 1):
+        """(tiles, starts, counts) of the runs of `var` on tiles; optionally each run split into up
+        to 6 parts (one per worker context) in multiples of `grain`."""
+        starts, stops, tiles = var.pieces()
+        counts = stops - starts
+        if not split_for_workers:
+            return tiles.astype(np.int64), starts, counts
+        w = self.target.worker_contexts
+        out_t, out_s, out_c = [], [], []
+        for t, s, c in zip(tiles, starts, counts):
+            per = -(-int(c) // w)
+            per = -(-per // grain) * grain if per else 0
+            k = 0
+            while k < c:
+                n = min(per, int(c) - k)
+                out_t.append(t)
+                out_s.append(int(s) + k)
+                out_c.append(n)
+                k += n
+        return np.asarray(out_t, np.int64), np.asarray(out_s, np.int64), np.asarray(out_c, np.int64)

@@ -1,0 +1,32 @@
+"""Where new tensors live: the tile-mapping policy of the lowering.
+
+Large tensors are spread linearly over the tiles in 64-bit grains with at least
+`MIN_BYTES_PER_TILE` on each tile used (as poputil::mapTensorLinearly does with a minimum per
+tile); small ones are kept whole on one tile, and successive small tensors go to successive tiles
+so that they do not all pile up on tile 0.
+"""
+from __future__ import annotations
+
+import ipu
+
+# A tile's share of a spread tensor is at least this many bytes: below it the exchange and vertex
+# overheads outweigh the parallelism (Poplar's linear mapping uses a similar minimum per tile).
+MIN_BYTES_PER_TILE = 256
+
+
+class TileAllocator:
+    def __init__(self, target: ipu.Target):
+        self.target = target
+        self._next_small = 0
+
+    def map(self, g: ipu.Graph, v: ipu.Variable) -> None:
+        n = v.numel
+        if n == 0:
+            return
+        isz = v.dtype.itemsize
+        if n * isz <= MIN_BYTES_PER_TILE or self.target.num_tiles == 1:
+            g.set_tile_mapping(v, self._next_small % self.target.num_tiles)
+            self._next_small += 1
+            return
+        grain = max(1, self.target.data_path_bytes // isz)
+        g.map_linearly(v, grain=grain, min_elements_per_tile=max(grain, MIN_BYTES_PER_TILE // isz))

@@ -1,0 +1,267 @@
+"""popxl.Session: compile an Ir for the simulated IPU and run it.
+
+`Session(ir, "ipu_model")` lowers the Ir to tiles, compiles it for a simulated GC200 (or the
+target named by the IPU_SIM_TARGET environment variable) and runs it on the engine. The API and
+its rules are PopXL's: attach with a context manager, inputs keyed by host-to-device streams with
+the leading (num_host_transfers, replication) dimensions, outputs keyed by device-to-host streams.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Dict, Iterable, List, Mapping, Optional, Union
+
+import numpy as np
+
+import ipu
+
+from .lowering import lower
+from .streams import DeviceToHostStream, HostToDeviceStream
+from .tensor import Constant, Variable
+
+_DEVICE_TARGETS = {
+    # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
+    "ipu_model": None,
+    "ipu_hw": None,
+    # "cpu": PopXL's CPU device has no tiles to speak of; we run it on a small simulated IPU
+    "cpu": "small:16",
+}
+_hw_warned = False
+
+
+def _target_for(device_desc: str) -> ipu.Target:
+    if device_desc not in _DEVICE_TARGETS:
+        raise ValueError(
+            f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
+            f"(also simulated here) or 'cpu' (a small simulated IPU)."
+        )
+    env = os.environ.get("IPU_SIM_TARGET")
+    if env:
+        return ipu.get_target(env)
+    name = _DEVICE_TARGETS[device_desc]
+    return ipu.get_target(name) if name else ipu.GC200
+
+
+class Session:
+    def __init__(self, ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True) -> None:
+        global _hw_warned
+        from .ir import Ir
+
+        if not isinstance(ir, Ir):
+            raise TypeError(f"Session takes a popxl.Ir, got {type(ir).__name__}")
+        self._ir = ir
+        self.device_desc = device_desc
+        self.weights_to_host_on_exit = weights_to_host_on_exit
+        self.target = _target_for(device_desc)
+        if device_desc == "ipu_hw" and not _hw_warned:
+            _hw_warned = True
+            warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
+        t0 = time.perf_counter()
+        self._lowered = lower(ir, self.target)
+        t1 = time.perf_counter()
+        self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        t2 = time.perf_counter()
+        self.compile_seconds = t2 - t0
+        self.lowering_seconds = t1 - t0
+        self.engine = ipu.Engine(self.executable, replicas=ir.replication_factor)
+        self._host_weights: Dict[Variable, np.ndarray] = {
+            v: np.array(v._data, copy=True) for v in self._lowered.variables
+        }
+        self._attach_depth = 0
+        self._device_is_newer = False
+        self.run_seconds = 0.0
+        self.total_cycles = 0
+        self._write_weights()
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def ir(self):
+        return self._ir
+
+    @property
+    def is_attached(self) -> bool:
+        return self._attach_depth > 0
+
+    @property
+    def num_host_transfers(self) -> int:
+        return self._ir.num_host_transfers
+
+    # -- context manager --------------------------------------------------------------------------
+    def __enter__(self) -> "Session":
+        if self._attach_depth == 0:
+            self._write_weights()
+        self._attach_depth += 1
+        return self
+
+    def __exit__(self, exc_type, exc_value, exc_tb):
+        self._attach_depth -= 1
+        if self._attach_depth == 0 and self.weights_to_host_on_exit:
+            self.weights_to_host()
+
+    # -- weights --------------------------------------------------------------------------------
+    def _write_weights(self) -> None:
+        for v, data in self._host_weights.items():
+            self.engine.write_tensor(self._lowered.variables[v], data)
+        self._device_is_newer = False
+
+    def weights_from_host(self) -> None:
+        self._require_attached("weights_from_host")
+        self._write_weights()
+
+    def weights_to_host(self) -> None:
+        self._require_attached("weights_to_host", allow_exit=True)
+        for v in self._host_weights:
+            self._host_weights[v] = self.engine.read_tensor(self._lowered.variables[v])
+        self._device_is_newer = False
+
+    def get_tensor_data(self, tensor: Union[Variable, Constant]) -> np.ndarray:
+        if isinstance(tensor, Constant):
+            return np.array(tensor._data, copy=True)
+        if not isinstance(tensor, Variable):
+            raise TypeError(
+                f"get_tensor_data takes a Variable or Constant, not {type(tensor).__name__} "
+                f"{getattr(tensor, 'id', '')!r}; stream intermediate tensors out with host_store"
+            )
+        self._check_ir(tensor)
+        if self.is_attached and self._device_is_newer:
+            self.weights_to_host()
+        return np.array(self._host_weights[tensor], copy=True)
+
+    def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
+        return {t: self.get_tensor_data(t) for t in tensors}
+
+    def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
+        if not isinstance(tensor, Variable):
+            raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
+        self._check_ir(tensor)
+        arr = np.asarray(data)
+        if arr.shape != tuple(tensor.shape):
+            raise ValueError(
+                f"write_variable_data: variable {tensor.id!r} has shape {tuple(tensor.shape)}, the data "
+                f"has shape {arr.shape}"
+            )
+        arr = np.array(arr, dtype=tensor.dtype.as_numpy(), copy=True)
+        if self.is_attached and self._device_is_newer:
+            self.weights_to_host()
+        self._host_weights[tensor] = arr
+        if self.is_attached:
+            self.engine.write_tensor(self._lowered.variables[tensor], arr)
+
+    def write_variables_data(self, tensors: Mapping[Variable, np.ndarray]) -> None:
+        for t, d in tensors.items():
+            self.write_variable_data(t, d)
+
+    def _check_ir(self, tensor) -> None:
+        if tensor.ir is not self._ir:
+            raise ValueError(f"tensor {tensor.id!r} belongs to another Ir than this session's")
+        if tensor not in self._host_weights:
+            raise ValueError(f"variable {tensor.id!r} is not in this session's main graph")
+
+    # -- streams --------------------------------------------------------------------------------
+    def expected_inputs(self) -> List[HostToDeviceStream]:
+        return list(self._lowered.h2d)
+
+    def _leading(self) -> tuple:
+        lead = []
+        if self._ir.num_host_transfers > 1:
+            lead.append(self._ir.num_host_transfers)
+        if self._ir.replication_factor > 1:
+            lead.append(self._ir.replication_factor)
+        return tuple(lead)
+
+    def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
+        lead = self._leading()
+        return {s: np.zeros(lead + tuple(s.shape), dtype=s.dtype.as_numpy()) for s in self._lowered.d2h}
+
+    def _to_engine_layout(self, arr: np.ndarray) -> np.ndarray:
+        """(transfers, replicas, ...) as PopXL takes it -> (replicas, transfers, ...) for the engine."""
+        if self._ir.num_host_transfers > 1 and self._ir.replication_factor > 1:
+            return np.ascontiguousarray(np.moveaxis(arr, 1, 0))
+        return np.ascontiguousarray(arr)
+
+    def _check_inputs(self, inputs, downcast_inputs: bool) -> dict:
+        inputs = dict(inputs or {})
+        expected = self._lowered.h2d
+        for s in inputs:
+            if not isinstance(s, HostToDeviceStream):
+                raise ValueError(f"inputs must be keyed by popxl.HostToDeviceStream, got {type(s).__name__}")
+            if s not in expected:
+                raise ValueError(
+                    f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
+                    f"expected inputs are {[x.tensor_id for x in expected]}"
+                )
+        missing = [s.tensor_id for s in expected if s not in inputs]
+        if missing:
+            raise ValueError(f"missing inputs for streams {missing}; pass an array for each in `inputs`")
+        lead = self._leading()
+        out = {}
+        for s, data in inputs.items():
+            arr = np.asarray(data)
+            want = lead + tuple(s.shape)
+            if arr.shape != want and not (lead == () and arr.size == int(np.prod(s.shape)) and arr.ndim == 0):
+                raise ValueError(
+                    f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
+                    f"({'leading dims (num_host_transfers, replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
+                    f"the stream shape {tuple(s.shape)})"
+                )
+            npd = s.dtype.as_numpy()
+            if arr.dtype != npd:
+                can_down = downcast_inputs and arr.dtype.itemsize == 8 and np.dtype(npd).itemsize == 4 \
+                    and arr.dtype.kind == np.dtype(npd).kind
+                if not can_down:
+                    raise ValueError(
+                        f"input for stream {s.tensor_id!r} is {arr.dtype}, the stream carries "
+                        f"{s.dtype.name}; convert it (64-bit data is downcast when downcast_inputs=True)"
+                    )
+                arr = arr.astype(npd)
+            out[s] = arr
+        return out
+
+    # -- running --------------------------------------------------------------------------------
+    def _require_attached(self, what: str, allow_exit: bool = False) -> None:
+        if not self.is_attached and not allow_exit:
+            raise ValueError(
+                f"Session.{what}: the session is not attached to a device. Use it inside "
+                f"`with session:` (which attaches and loads the weights)."
+            )
+
+    def run_with_outputs(self, inputs=None, outputs=None, downcast_inputs: bool = True) -> None:
+        self._require_attached("run")
+        ins = self._check_inputs(inputs, downcast_inputs)
+        if outputs is None:
+            outputs = {}
+        for s, arr in ins.items():
+            self.engine.connect_stream(self._lowered.h2d[s].name, self._to_engine_layout(arr))
+        lead = self._leading()
+        staging = {}
+        for s in self._lowered.d2h:
+            if s in outputs:
+                o = outputs[s]
+                want = lead + tuple(s.shape)
+                if not isinstance(o, np.ndarray) or o.shape != want:
+                    raise ValueError(
+                        f"output array for stream {s.tensor_id!r} must be a NumPy array of shape {want}"
+                    )
+            shape = lead + tuple(s.shape)
+            if len(lead) == 2:
+                shape = (lead[1], lead[0]) + tuple(s.shape)
+            buf = np.zeros(shape, s.dtype.as_numpy())
+            staging[s] = buf
+            self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+        t0 = time.perf_counter()
+        self.total_cycles += self.engine.run()
+        self.run_seconds += time.perf_counter() - t0
+        for s, buf in staging.items():
+            if s in outputs:
+                res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
+                outputs[s][...] = res
+        self._device_is_newer = True
+
+    def run(self, inputs=None, downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:
+        outputs = self.create_host_outputs()
+        self.run_with_outputs(inputs, outputs, downcast_inputs)
+        return outputs
+
+    def __repr__(self) -> str:
+        return f"<popxl.Session on simulated {self.target.name} ({self.device_desc})>"
