@@ -1,0 +1,189 @@
+"""Element types of PopXL tensors.
+
+Every popxl dtype is a unique instance of :class:`dtype`; compare them with ``==`` or ``is``.
+The module-level names (``popxl.float32`` ...) are those instances.  The two float8
+formats have no NumPy equivalent here: ``as_numpy`` raises for them.
+"""
+
+import builtins
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+__all__ = [
+    "dtype", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float8_143", "float8_152", "float16", "float32", "float64", "complex64", "complex128",
+    "half", "float", "double", "downcast_np_dtypes", "downcast_numpy_dtype",
+]
+
+_BY_NAME: Dict[str, "dtype"] = {}
+_BY_NUMPY: Dict[np.dtype, "dtype"] = {}
+_BY_PYTHON: Dict[Any, "dtype"] = {}
+
+# 64-bit host data is narrowed to the IPU's 32-bit types when ``downcast=True``.
+downcast_np_dtypes = {
+    np.dtype("int64"): np.dtype("int32"),
+    np.dtype("uint64"): np.dtype("uint32"),
+    np.dtype("float64"): np.dtype("float32"),
+}
+
+
+def downcast_numpy_dtype(np_dtype: np.dtype) -> np.dtype:
+    """The 32-bit NumPy dtype a 64-bit one is narrowed to (others are returned unchanged)."""
+    np_dtype = np.dtype(np_dtype)
+    return downcast_np_dtypes.get(np_dtype, np_dtype)
+
+
+class dtype:
+    """The type of the elements of a tensor.
+
+    Instances cannot be created by users; use the module-level instances such as
+    ``popxl.float32`` or the constructors :meth:`from_name` and :meth:`as_dtype`.
+    Aliases: ``half`` is ``float16``, ``float`` is ``float32``, ``double`` is ``float64``.
+    """
+
+    __slots__ = ("_name", "_is_complex", "_is_int", "_is_floating_point", "_is_signed",
+                 "_np_type", "_py_type", "_itemsize")
+
+    def __init__(self) -> None:
+        raise TypeError(f"Cannot create {self.__module__}.dtype instances.")
+
+    @classmethod
+    def _make(cls, name: str, kind: str, signed: builtins.bool, itemsize: int,
+              np_type: Optional[str], py_type: Any = None) -> "dtype":
+        self = object.__new__(cls)
+        self._name = name
+        self._is_complex = kind == "complex"
+        self._is_int = kind == "int"
+        self._is_floating_point = kind == "float"
+        self._is_signed = signed
+        self._itemsize = itemsize
+        self._np_type = np.dtype(np_type) if np_type is not None else None
+        self._py_type = py_type
+        _BY_NAME[name] = self
+        if self._np_type is not None:
+            _BY_NUMPY[self._np_type] = self
+        if py_type is not None:
+            _BY_PYTHON[py_type] = self
+        return self
+
+    @property
+    def name(self) -> str:
+        """The name of the dtype, for example ``'float32'``."""
+        return self._name
+
+    @property
+    def is_complex(self) -> builtins.bool:
+        return self._is_complex
+
+    @property
+    def is_int(self) -> builtins.bool:
+        return self._is_int
+
+    @property
+    def is_floating_point(self) -> builtins.bool:
+        return self._is_floating_point
+
+    @property
+    def is_signed(self) -> builtins.bool:
+        return self._is_signed
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element on the device."""
+        return self._itemsize
+
+    @classmethod
+    def from_name(cls, name: str) -> "dtype":
+        """Return the dtype called ``name`` (``'float32'``, ``'half'``, ...)."""
+        try:
+            return _BY_NAME[name]
+        except (KeyError, TypeError):
+            raise ValueError(f"There is no popxl.dtype with the name: {name!r}.") from None
+
+    @classmethod
+    def as_dtype(cls, type_value: Any) -> "dtype":
+        """Convert a popxl dtype, dtype name, NumPy dtype / scalar type, Python type or array
+        (anything with a ``.dtype``) to a popxl dtype."""
+        if isinstance(type_value, dtype):
+            return type_value
+        if isinstance(type_value, str):
+            if type_value in _BY_NAME:
+                return _BY_NAME[type_value]
+        else:
+            try:
+                if type_value in _BY_PYTHON:
+                    return _BY_PYTHON[type_value]
+            except TypeError:
+                pass
+        if hasattr(type_value, "dtype") and not isinstance(type_value, type):
+            inner = type_value.dtype
+            if isinstance(inner, dtype):
+                return inner
+            try:
+                return _BY_NUMPY[np.dtype(inner)]
+            except (KeyError, TypeError):
+                pass
+        try:
+            return _BY_NUMPY[np.dtype(type_value)]
+        except (KeyError, TypeError):
+            pass
+        raise ValueError(
+            f"There is no popxl.dtype compatible with value: {type_value!r}, type: {type(type_value)}.")
+
+    def as_numpy(self) -> np.dtype:
+        """The NumPy dtype of this dtype. Raises ``TypeError`` for the float8 types."""
+        if self._np_type is None:
+            raise TypeError(
+                f"popxl.{self._name} has no NumPy dtype: float8 data cannot be represented as a NumPy "
+                "array in this simulator yet (float8 arrives later).")
+        return self._np_type
+
+    def as_torch(self):
+        """The PyTorch dtype of this dtype (needs PyTorch installed)."""
+        try:
+            import torch  # noqa: F401
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError("PyTorch is not installed.") from None
+        import torch
+        pt = getattr(torch, self._name, None) if self._np_type is not None else None
+        if pt is None:
+            raise TypeError(f"popxl.{self._name} does not have a corresponding PyTorch dtype.")
+        return pt
+
+    def __repr__(self) -> str:
+        return f"popxl.dtypes.{self._name}"
+
+    def __reduce__(self):
+        return (dtype.from_name, (self._name,))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+# name, kind, signed, bytes, numpy type, python type
+bool = dtype._make("bool", "bool", False, 1, "bool", builtins.bool)
+int8 = dtype._make("int8", "int", True, 1, "int8")
+int16 = dtype._make("int16", "int", True, 2, "int16")
+int32 = dtype._make("int32", "int", True, 4, "int32")
+int64 = dtype._make("int64", "int", True, 8, "int64", builtins.int)
+uint8 = dtype._make("uint8", "int", False, 1, "uint8")
+uint16 = dtype._make("uint16", "int", False, 2, "uint16")
+uint32 = dtype._make("uint32", "int", False, 4, "uint32")
+uint64 = dtype._make("uint64", "int", False, 8, "uint64")
+float8_143 = dtype._make("float8_143", "float", True, 1, None)
+float8_152 = dtype._make("float8_152", "float", True, 1, None)
+float16 = dtype._make("float16", "float", True, 2, "float16")
+float32 = dtype._make("float32", "float", True, 4, "float32", builtins.float)
+float64 = dtype._make("float64", "float", True, 8, "float64")
+complex64 = dtype._make("complex64", "complex", True, 8, "complex64")
+complex128 = dtype._make("complex128", "complex", True, 16, "complex128", builtins.complex)
+
+half = float16
+float = float32
+double = float64
+
+FLOAT8_DTYPES = (float8_143, float8_152)

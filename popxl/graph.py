@@ -1,0 +1,165 @@
+"""Graphs: the main graph of an Ir and the subgraphs it calls."""
+
+from functools import wraps
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
+
+from popxl.context import get_current_context
+from popxl.tensor import Constant, Tensor, Variable
+
+if TYPE_CHECKING:
+    from popxl.ir import Ir
+    from popxl.op import Op
+
+__all__ = ["Graph"]
+
+
+class Graph:
+    """A graph of ops and tensors. The main graph is the program's entry point; other graphs have
+    inputs and outputs and run when an op (call, repeat, conditional) calls them.
+
+    Graphs are made by the Ir (``ir.main_graph``, ``ir.create_graph``, ``ir.create_empty_graph``).
+    Use ``with graph:`` to add ops to a graph.
+    """
+
+    def __init__(self):
+        raise TypeError(f"Cannot create {self.__module__}.Graph instances using the constructor.")
+
+    @classmethod
+    def _create(cls, ir: "Ir", graph_id: str) -> "Graph":
+        self = object.__new__(cls)
+        self._ir = ir
+        self._id = graph_id
+        self._ops: List["Op"] = []
+        self._tensors: Dict[str, Tensor] = {}
+        self._inputs: List[Tensor] = []
+        self._outputs: List[Tensor] = []
+        self._by_ref_inputs: Set[Tensor] = set()
+        return self
+
+    # -- naming -----------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The graph's scope name (its id; "" for the main graph)."""
+        return self._id
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def _scope_prefix(self) -> str:
+        return self._id + "/" if self._id else ""
+
+    @property
+    def _label(self) -> str:
+        return "the main graph" if self.is_main_graph else f"graph '{self._id}'"
+
+    def _create_tensor_id(self, name: Optional[str] = None) -> str:
+        """A new tensor id: graph scope + name scopes + ``name`` (default ``t``), made unique."""
+        name = name if name else "t"
+        tid = self._scope_prefix + get_current_context().name_scope_prefix + name
+        return self._ir._unique_tensor_id(tid)
+
+    def _add_tensor(self, t: Tensor) -> None:
+        self._ir._reserve_tensor_id(t.id)
+        self._tensors[t.id] = t
+
+    # -- structure ------------------------------------------------------------------------------
+    @property
+    def ir(self) -> "Ir":
+        return self._ir
+
+    @property
+    def main_graph(self) -> "Graph":
+        return self._ir.main_graph
+
+    @property
+    def is_main_graph(self) -> bool:
+        return self is self._ir.main_graph
+
+    @property
+    def ops(self) -> List["Op"]:
+        """The ops of the graph in creation order."""
+        return list(self._ops)
+
+    @property
+    def inputs(self) -> Tuple[Tensor, ...]:
+        return tuple(self._inputs)
+
+    @property
+    def inputs_by_name(self) -> Dict[str, Tensor]:
+        return {t.name: t for t in self._inputs}
+
+    @property
+    def outputs(self) -> Tuple[Tensor, ...]:
+        return tuple(self._outputs)
+
+    @property
+    def by_ref_inputs(self) -> Tuple[Tensor, ...]:
+        """The inputs that are passed by reference, in input order."""
+        return tuple(t for t in self._inputs if t in self._by_ref_inputs)
+
+    def get_tensor(self, tensor_id: str) -> Tensor:
+        try:
+            return self._tensors[tensor_id]
+        except KeyError:
+            raise KeyError(f"No tensor with id {tensor_id!r} in {self._label}.") from None
+
+    @property
+    def tensors(self) -> Tuple[Tensor, ...]:
+        return tuple(self._tensors.values())
+
+    @property
+    def variables(self) -> Tuple[Variable, ...]:
+        return tuple(t for t in self._tensors.values() if isinstance(t, Variable))
+
+    @property
+    def constants(self) -> Tuple[Constant, ...]:
+        return tuple(t for t in self._tensors.values() if isinstance(t, Constant))
+
+    @property
+    def called_graphs(self) -> Tuple["Graph", ...]:
+        """Graphs called by ops of this graph (each once, in order of first call)."""
+        seen: Dict[int, Graph] = {}
+        for op in self._ops:
+            for g in op.called_graphs:
+                seen.setdefault(id(g), g)
+        return tuple(seen.values())
+
+    def __contains__(self, value: Tensor) -> bool:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Value must be of type popxl.Tensor. Value: {value!r}. Type: {type(value)}")
+        return value.graph is self
+
+    # -- context manager --------------------------------------------------------------------------
+    def __enter__(self):
+        get_current_context().push_graph(self)
+        return self
+
+    def __exit__(self, *exc):
+        get_current_context().pop_graph()
+        return False
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def register_op_created_hook(self, fn: Callable[["Op"], Any]) -> int:
+        """Call ``fn(op)`` after each op created in this graph. Returns a handle for removal."""
+
+        @wraps(fn)
+        def hook(op: "Op"):
+            if op.graph is self:
+                fn(op)
+
+        return get_current_context().register_op_created_hook(hook)
+
+    def remove_op_created_hook(self, handle: int):
+        get_current_context().remove_op_created_hook(handle)
+
+    # -- identity -------------------------------------------------------------------------------
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Graph) and self._id == other._id and self._ir is other._ir
+
+    def __hash__(self):
+        return hash((self._id, id(self._ir)))
+
+    def __repr__(self) -> str:
+        return f"Graph[id={self._id} name={self.name}]" if self._id else "Graph[main_graph]"

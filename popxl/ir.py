@@ -1,0 +1,299 @@
+"""The Ir: a program made of a main graph and the graphs it calls."""
+
+import inspect
+import itertools
+import os
+import re
+import typing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Literal, Optional, Set, Union
+
+from popxl.graph import Graph
+from popxl.module import Module
+from popxl.replica_grouping import ReplicaGrouping
+from popxl.tensor import Tensor, TensorByRef, TensorSpec, graph_input, graph_output
+
+if TYPE_CHECKING:
+    from popxl.remote_buffer import RemoteBuffer
+    from popxl.streams import DeviceToHostStream, HostToDeviceStream, Stream
+
+__all__ = ["Ir"]
+
+_IR_IDS = itertools.count()
+_TENSOR_ID_SUFFIX = re.compile(r"__t\d+$")
+
+
+def _hint_is_by_ref(hint: Any) -> bool:
+    if hint is TensorByRef:
+        return True
+    return isinstance(hint, str) and hint.split(".")[-1] == "TensorByRef"
+
+
+def _hint_is_by_ref_sequence(hint: Any) -> bool:
+    if isinstance(hint, str):
+        return bool(re.fullmatch(r"\s*(typing\.)?(List|Tuple|Sequence|list|tuple)\[\s*(popxl\.)?TensorByRef"
+                                 r"(\s*,\s*\.\.\.)?\s*\]\s*", hint))
+    args = typing.get_args(hint)
+    return bool(args) and args[0] is TensorByRef and all(a is TensorByRef or a is Ellipsis for a in args)
+
+
+class Ir:
+    """A PopXL program: a main graph (``main_graph``) plus graphs made with :meth:`create_graph`
+    and :meth:`create_empty_graph`.
+
+    Args:
+        replication: the replication factor (``'popdist'`` takes it from PopRun; multi-replica
+            execution arrives with issue 7).
+    """
+
+    def __init__(self, replication: Union[int, Literal["popdist"]] = 1):
+        self._id = next(_IR_IDS)
+        self._tensor_ids: Set[str] = set()
+        self._tensor_suffix_counter = itertools.count(1)
+        self._op_ids = itertools.count()
+        self._graph_name_counts: Dict[str, int] = {}
+        self._graphs: Dict[str, Graph] = {}
+        self._streams: List["Stream"] = []
+        self._remote_buffers: List["RemoteBuffer"] = []
+        self._remote_buffer_ids = itertools.count(1)
+        self._num_host_transfers = 1
+        self._replication_factor = 1
+        self._dot_dir: Optional[Path] = None
+        self._use_popdist = replication == "popdist"
+        if self._use_popdist:
+            raise NotImplementedError("Ir(replication='popdist') arrives with issue 7 (replication).")
+        self.replication_factor = replication
+        self._main_graph = Graph._create(self, "")
+        self._graphs[""] = self._main_graph
+
+    # -- graphs -----------------------------------------------------------------------------------
+    @property
+    def main_graph(self) -> Graph:
+        """The graph the program starts in."""
+        return self._main_graph
+
+    @property
+    def graphs(self) -> typing.Tuple[Graph, ...]:
+        """All graphs of the Ir, the main graph first, then in creation order."""
+        return tuple(self._graphs.values())
+
+    def _new_graph(self, name: str) -> Graph:
+        base = name.replace(".<locals>", "")
+        while True:
+            n = self._graph_name_counts.get(base, 0)
+            self._graph_name_counts[base] = n + 1
+            graph_id = f"{base}_{n}"
+            if graph_id not in self._graphs:
+                break
+        g = Graph._create(self, graph_id)
+        self._graphs[graph_id] = g
+        return g
+
+    def create_empty_graph(self, name: Optional[str] = None) -> Graph:
+        """A new graph with no inputs, outputs or ops, named ``name`` (default ``graph``) + ``_N``."""
+        return self._new_graph(name or "graph")
+
+    def create_graph(self, fn: Union[Callable[..., Union[None, Tensor, Iterable[Tensor]]], Module],
+                     *args: Any, **kwargs: Any) -> Graph:
+        """Build a graph by calling ``fn`` (a function, or a Module's ``build``) with ``args``.
+
+        Every Tensor or TensorSpec argument (alone, in a list/tuple argument, in ``*args`` or in
+        ``**kwargs``) becomes a graph input of the same shape and dtype, in signature order; graph
+        inputs created inside ``fn`` with ``popxl.graph_input`` follow. Arguments annotated
+        ``TensorByRef`` (or ``List[TensorByRef]``) are passed by reference. ``fn`` must return
+        None, a Tensor or an iterable of Tensors: these become the graph outputs.
+
+        Raises:
+            TypeError: if ``fn`` is not callable, or a list, ``*args`` or ``**kwargs`` argument
+                mixes tensors and other values.
+            ValueError: if the arguments do not match the signature of ``fn``, or ``fn`` returns
+                something else than None, a Tensor or an iterable of Tensors.
+        """
+        if isinstance(fn, Module):
+            qualname = type(fn).__qualname__
+            func = fn.build
+        else:
+            if not callable(fn) or not hasattr(fn, "__qualname__"):
+                raise TypeError("Callable `fn` must be either a function or a class that extends popxl.Module")
+            qualname = fn.__qualname__
+            func = fn
+
+        signature = inspect.signature(func, follow_wrapped=True)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ValueError(f"The arguments, `args` and `kwargs`, do not match the signature of the "
+                             f"function `fn` ({qualname}{signature}): {e}") from e
+        bound.apply_defaults()
+        arguments = bound.arguments
+
+        graph = self._new_graph(qualname)
+        with graph:
+            for name, arg in list(arguments.items()):
+                param = signature.parameters[name]
+                hint = param.annotation
+                if isinstance(arg, (Tensor, TensorSpec)):
+                    arguments[name] = graph_input(arg.shape, arg.dtype, name, by_ref=_hint_is_by_ref(hint),
+                                                  meta_shape=arg.meta_shape)
+                    continue
+                if not isinstance(arg, (tuple, list, dict)):
+                    continue
+                if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                    by_ref = _hint_is_by_ref(hint)
+                elif isinstance(arg, dict):
+                    continue  # a plain dict argument is passed through untouched
+                else:
+                    by_ref = _hint_is_by_ref_sequence(hint)
+                items = list(arg.items()) if isinstance(arg, dict) else \
+                    [(f"{name}_{i}", a) for i, a in enumerate(arg)]
+                is_tensor = [isinstance(a, (Tensor, TensorSpec)) for _, a in items]
+                if any(is_tensor) and not all(is_tensor):
+                    raise TypeError(f"A {type(arg).__name__} argument can't contain a mixture of Tensors and "
+                                    f"other types. Arg name: {name}. Value: {arg}")
+                if not items or not is_tensor[0]:
+                    continue
+                inputs = {sub: graph_input(a.shape, a.dtype, sub, by_ref=by_ref, meta_shape=a.meta_shape)
+                          for sub, a in items}
+                arguments[name] = inputs if isinstance(arg, dict) else list(inputs.values())
+
+            new_bound = inspect.BoundArguments(signature, arguments)
+            outputs = func(*new_bound.args, **new_bound.kwargs)
+
+            if outputs is None:
+                outputs = []
+            elif isinstance(outputs, Tensor):
+                outputs = [outputs]
+            elif isinstance(outputs, Iterable) and not isinstance(outputs, (str, bytes, dict)):
+                outputs = list(outputs)
+                if not all(isinstance(o, Tensor) for o in outputs):
+                    raise ValueError("Output of subgraph must be None, a Tensor or an iterable of Tensors. "
+                                     f"Output types: {[type(o) for o in outputs]}. Value {outputs}")
+            else:
+                raise ValueError("Output of subgraph must be None, a Tensor or an iterable of Tensors. "
+                                 f"Output type: {type(outputs)}. Value {outputs}")
+            for out in outputs:
+                graph_output(out)
+        return graph
+
+    # -- ids --------------------------------------------------------------------------------------
+    @property
+    def id(self) -> int:
+        return self._id
+
+    def _reserve_tensor_id(self, tensor_id: str) -> None:
+        if tensor_id in self._tensor_ids:
+            raise ValueError(f"Tensor id {tensor_id!r} is already used in {self}.")
+        self._tensor_ids.add(tensor_id)
+
+    def _unique_tensor_id(self, tensor_id: str) -> str:
+        if tensor_id not in self._tensor_ids:
+            return tensor_id
+        base = _TENSOR_ID_SUFFIX.sub("", tensor_id)
+        while True:
+            candidate = f"{base}__t{next(self._tensor_suffix_counter)}"
+            if candidate not in self._tensor_ids:
+                return candidate
+
+    def _unique_stream_id(self, stream_id: str) -> str:
+        used = {s.tensor_id for s in self._streams}
+        if stream_id not in used:
+            return stream_id
+        base = _TENSOR_ID_SUFFIX.sub("", stream_id)
+        while True:
+            candidate = f"{base}__t{next(self._tensor_suffix_counter)}"
+            if candidate not in used:
+                return candidate
+
+    def _next_op_id(self) -> int:
+        return next(self._op_ids)
+
+    def _next_remote_buffer_id(self) -> int:
+        return next(self._remote_buffer_ids)
+
+    # -- streams ----------------------------------------------------------------------------------
+    def _streams_used_by(self, op_type: str) -> list:
+        found: Dict[int, Any] = {}
+        for g in self._graphs.values():
+            for op in g._ops:
+                if op.type == op_type:
+                    found.setdefault(id(op.attrs["stream"]), op.attrs["stream"])
+        return list(found.values())
+
+    def get_all_d2h_streams(self) -> Set["DeviceToHostStream"]:
+        """The device-to-host streams that a host_store op writes."""
+        return set(self._streams_used_by("host_store"))
+
+    def get_all_h2d_streams(self) -> Set["HostToDeviceStream"]:
+        """The host-to-device streams that a host_load op reads."""
+        return set(self._streams_used_by("host_load"))
+
+    # -- run settings -----------------------------------------------------------------------------
+    @property
+    def num_host_transfers(self) -> int:
+        """How many times each stream is read/written per ``session.run`` (batches per step x
+        gradient accumulation). Host buffers get a leading axis of this size when it is > 1."""
+        return self._num_host_transfers
+
+    @num_host_transfers.setter
+    def num_host_transfers(self, value: int) -> None:
+        if int(value) != value or value < 1:
+            raise ValueError(f"num_host_transfers must be a positive integer, not {value!r}.")
+        self._num_host_transfers = int(value)
+
+    @property
+    def replication_factor(self) -> int:
+        """Number of replicas of the model (global, across instances)."""
+        return self._replication_factor
+
+    @replication_factor.setter
+    def replication_factor(self, value: int) -> None:
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"replication_factor must be a positive integer, not {value!r}.")
+        if getattr(self, "_is_prepared", False):
+            raise RuntimeError(f"The Ir {self.id} is already prepared (a Session uses it); "
+                               "its replication_factor cannot change.")
+        self._replication_factor = int(value)
+
+    @property
+    def instance_replication_factor(self) -> int:
+        """Number of replicas run by this instance (equal to replication_factor without PopRun)."""
+        return self._replication_factor
+
+    def replica_grouping(self, stride: int = 1, group_size: Optional[int] = None) -> ReplicaGrouping:
+        """Group replicas: ``group_size`` replicas per group, ``stride`` apart (default: one group)."""
+        return ReplicaGrouping._from_params(self, stride, group_size)
+
+    def replica_grouping_from_assignments(self, assignment: List[int]) -> ReplicaGrouping:
+        """Group replicas by an explicit group index per replica."""
+        return ReplicaGrouping._from_assignment(self, assignment)
+
+    # -- debugging --------------------------------------------------------------------------------
+    def dot_checkpoint(self, check: str, save_dir: Optional[Union[Path, str]] = None) -> None:
+        """Write every graph of the Ir (ops, tensors, edges) as Graphviz DOT to ``<dir>/<check>.dot``.
+
+        The directory is ``save_dir`` (remembered for later checkpoints), else the last one given,
+        else ``$POPART_LOG_DIR``, else the working directory. If ``$POPART_DOT_CHECKS`` is set, only
+        the checks it lists (colon-separated, or ``ALL``) are written.
+        """
+        if save_dir is not None:
+            self._dot_dir = Path(save_dir)
+        enabled = os.environ.get("POPART_DOT_CHECKS")
+        if enabled:
+            wanted = {c.strip() for c in enabled.split(":")}
+            if "ALL" not in wanted and check not in wanted:
+                return
+        directory = self._dot_dir or Path(os.environ.get("POPART_LOG_DIR", "."))
+        directory.mkdir(parents=True, exist_ok=True)
+        from popxl._dot import ir_to_dot
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", check) or "check"
+        (directory / f"{safe}.dot").write_text(ir_to_dot(self, check))
+
+    # -- identity -------------------------------------------------------------------------------
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Ir) and self._id == other._id
+
+    def __repr__(self) -> str:
+        return f"Ir[id={self._id}]"

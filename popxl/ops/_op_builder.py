@@ -1,0 +1,109 @@
+"""The one place ops are recorded. Every op function validates its arguments, infers its output
+shapes and dtypes, then calls :func:`create_op` (or :func:`single`)."""
+
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from popxl import dtypes
+from popxl.context import get_current_context
+from popxl.graph import Graph
+from popxl.op import Op
+from popxl.tensor import Tensor
+
+__all__ = ["create_op", "single", "check_inputs_in_graph"]
+
+OutSpec = Tuple[Iterable[int], "dtypes.dtype"]
+
+
+def _not_in_graph_error(what: str, t: Tensor, g: Graph) -> ValueError:
+    return ValueError(
+        f"{what} {t} is in {t.graph._label}, but it is being used in {g._label}. A graph can only use "
+        f"its own tensors: pass the tensor to {g._label} as a graph input (a tensor argument of the "
+        "function given to `Ir.create_graph`, or `popxl.graph_input`) and provide it at the call site.")
+
+
+def check_inputs_in_graph(g: Graph, inputs: Sequence[Any], names: Optional[Sequence[str]] = None) -> None:
+    """Raise TypeError for a non-tensor input, ValueError for a tensor of another graph."""
+    for i, t in enumerate(inputs):
+        label = f"The input `{names[i]}`" if names else f"Input {i}"
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{label} is not a Tensor. Type: {type(t)}. Value: {t!r}.")
+        if t.graph is not g:
+            raise _not_in_graph_error(f"{label}, tensor", t, g)
+
+
+def _check_placement(inputs: Sequence[Tensor]) -> None:
+    ipus = [(t._ipu, t) for t in inputs if t._ipu is not None]
+    for ipu, t in ipus[1:]:
+        if ipu != ipus[0][0]:
+            raise ValueError(f"The input tensors {ipus[0][1].id} and {t.id} are on different IPUs: "
+                             f"{ipus[0][0]} != {ipu}. Copy one of them with `ops.ipu_copy` first.")
+    tiles = [(t._tile_set, t) for t in inputs if t._tile_set is not None]
+    for tile_set, t in tiles[1:]:
+        if tile_set != tiles[0][0]:
+            raise ValueError(f"The input tensors {tiles[0][1].id} and {t.id} are on different tile sets: "
+                             f"{tiles[0][0]} != {tile_set}. Use `ops.io_tile_copy` first.")
+
+
+def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec],
+              attrs: Optional[Dict[str, Any]] = None, *, out_names: Optional[Sequence[str]] = None,
+              input_names: Optional[Sequence[str]] = None, name: Optional[str] = None,
+              inplace: bool = False, modified: Iterable[int] = (), aliases: Optional[Dict[int, int]] = None,
+              called_graphs: Iterable[Graph] = (), check_placement: bool = True,
+              out_meta_shapes: Optional[Sequence[Iterable[int]]] = None) -> Op:
+    """Record an op in the current graph and return it.
+
+    Args:
+        op_type: the registry key (see docs/ir.md).
+        inputs: input tensors, all of the current graph.
+        outputs: (shape, dtype) of each output; the output tensors are created here.
+        attrs: static attributes.
+        out_names: names of the output tensors (default ``<op_type>_out``).
+        input_names: names of the inputs, for error messages.
+        name: the op's name without scope (default ``op_type``).
+        inplace, modified, aliases, called_graphs: see :class:`popxl.op.Op`.
+        check_placement: check that the inputs are on one IPU and one tile set.
+    """
+    ctx = get_current_context()
+    g = ctx.graph
+    inputs = tuple(inputs)
+    check_inputs_in_graph(g, inputs, input_names)
+    if check_placement:
+        _check_placement(inputs)
+    modified = tuple(sorted(set(int(i) for i in modified)))
+    aliases = dict(aliases or {})
+    for i in modified:
+        if not 0 <= i < len(inputs):
+            raise ValueError(f"Internal error: modified input index {i} out of range for {op_type}.")
+    if modified or aliases:
+        inplace = True
+
+    scope = "/".join(ctx.name_scopes)
+    base = name or op_type
+    op = Op(
+        id=g.ir._next_op_id(), type=op_type, graph=g, inputs=inputs, outputs=(), attrs=dict(attrs or {}),
+        name=f"{scope}/{base}" if scope else base, scope=scope, ipu=ctx.ipu_id,
+        tile_set="io" if ctx.io_tile_set else "compute", inplace=bool(inplace), modified=modified,
+        aliases=aliases, called_graphs=tuple(called_graphs), after=(),
+        execution_context=ctx.execution_context, debug_context=tuple(ctx._debug_names))
+    outs: List[Tensor] = []
+    for i, (shape, dt) in enumerate(outputs):
+        out_name = out_names[i] if out_names else f"{op_type}_out"
+        meta = out_meta_shapes[i] if out_meta_shapes else ()
+        outs.append(Tensor._create(g, g._create_tensor_id(out_name), shape, dt, meta, producer=op,
+                                   ipu=op.ipu, tile_set=op.tile_set))
+    op.outputs = tuple(outs)
+    op.after = ctx._sequence_op(op)
+    g._ops.append(op)
+    seen = set()
+    for t in inputs:
+        if id(t) not in seen:
+            seen.add(id(t))
+            t._consumers.append(op)
+    ctx._op_created(op)
+    return op
+
+
+def single(op_type: str, inputs: Sequence[Tensor], shape: Iterable[int], dtype: "dtypes.dtype",
+           attrs: Optional[Dict[str, Any]] = None, **kwargs) -> Tensor:
+    """Record an op with one output and return that output."""
+    return create_op(op_type, inputs, [(shape, dtype)], attrs, **kwargs).outputs[0]

@@ -1,0 +1,288 @@
+"""Element-wise ops: unary maths, binary arithmetic / comparison / logic with NumPy broadcasting,
+where, clip, maximum, scaled_add and increment_mod.
+
+The unary ops share one rule table; in-place ``_`` forms record the same op type with
+``inplace=True``, input 0 modified and output 0 aliasing input 0.
+"""
+
+import math
+from typing import Union
+
+from popxl import dtypes
+from popxl.context import op_debug_context
+from popxl.tensor import Tensor, TensorLike, constant
+
+from ._op_builder import single
+from ._shapes import broadcast_shapes, check_float, check_numeric, check_same_dtype, coerce_operands
+from .utils import cast_if_needed
+
+__all__ = [
+    "abs", "ceil", "cos", "exp", "exp_", "floor", "gelu", "gelu_", "geluerf", "geluerf_", "log", "log2",
+    "negate", "relu", "relu_", "sign", "sin", "sqrt", "swish", "swish_", "tanh", "isnan", "isinf",
+    "isfinite", "logical_not", "add", "add_", "sub", "mul", "div", "fmod", "pow", "equal", "greater",
+    "logical_and", "logical_or", "maximum", "where", "clip", "increment_mod", "increment_mod_",
+    "scaled_add", "scaled_add_",
+]
+
+# op type -> (input rule, output dtype). Input rules: "float" floating point only, "numeric" any
+# non-bool, "any" every dtype, "bool" cast to bool first. Output: "same" or "bool".
+UNARY_RULES = {
+    "abs": ("numeric", "same"), "ceil": ("float", "same"), "cos": ("float", "same"),
+    "exp": ("float", "same"), "floor": ("float", "same"), "gelu": ("float", "same"),
+    "geluerf": ("float", "same"), "log": ("float", "same"), "negate": ("numeric", "same"),
+    "relu": ("numeric", "same"), "sign": ("numeric", "same"), "sin": ("float", "same"),
+    "sqrt": ("float", "same"), "swish": ("float", "same"), "tanh": ("float", "same"),
+    "isnan": ("numeric", "bool"), "isinf": ("numeric", "bool"), "isfinite": ("numeric", "bool"),
+    "logical_not": ("bool", "bool"),
+}
+
+# op type -> rule. "arith": same numeric dtype in and out; "compare": same dtype, bool out;
+# "logical": inputs cast to bool, bool out.
+BINARY_RULES = {
+    "add": "arith", "sub": "arith", "mul": "arith", "div": "arith", "fmod": "arith", "pow": "arith",
+    "equal": "compare", "greater": "compare", "logical_and": "logical", "logical_or": "logical",
+}
+
+
+def _check_input(op_type: str, t: Tensor, rule: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op_type}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+    if rule == "float":
+        check_float(op_type, t)
+    elif rule == "numeric":
+        check_numeric(op_type, t)
+    elif rule == "bool":
+        t = cast_if_needed(t, dtypes.bool)
+    return t
+
+
+def _unary(op_type: str, t: Tensor, inplace: bool) -> Tensor:
+    rule, out = UNARY_RULES[op_type]
+    t = _check_input(op_type, t, rule)
+    out_dtype = dtypes.bool if out == "bool" else t.dtype
+    if inplace:
+        return single(op_type, [t], t.shape, out_dtype, modified=(0,), aliases={0: 0},
+                      out_names=[f"{op_type}_inplace_out"])
+    return single(op_type, [t], t.shape, out_dtype)
+
+
+def _unary_op(op_type: str, inplace: bool = False):
+    fn_name = op_type + ("_" if inplace else "")
+
+    def fn(t: Tensor) -> Tensor:
+        return _unary(op_type, t, inplace)
+
+    fn.__name__ = fn.__qualname__ = fn_name
+    fn.__doc__ = (f"Element-wise ``{op_type}`` of ``t``" + (" in place (returns an alias of ``t``)." if inplace
+                                                           else "."))
+    return op_debug_context(fn)
+
+
+abs = _unary_op("abs")
+ceil = _unary_op("ceil")
+cos = _unary_op("cos")
+exp = _unary_op("exp")
+exp_ = _unary_op("exp", inplace=True)
+floor = _unary_op("floor")
+gelu = _unary_op("gelu")
+gelu_ = _unary_op("gelu", inplace=True)
+geluerf = _unary_op("geluerf")
+geluerf_ = _unary_op("geluerf", inplace=True)
+log = _unary_op("log")
+negate = _unary_op("negate")
+relu = _unary_op("relu")
+relu_ = _unary_op("relu", inplace=True)
+sign = _unary_op("sign")
+sin = _unary_op("sin")
+sqrt = _unary_op("sqrt")
+swish = _unary_op("swish")
+swish_ = _unary_op("swish", inplace=True)
+tanh = _unary_op("tanh")
+isnan = _unary_op("isnan")
+isinf = _unary_op("isinf")
+isfinite = _unary_op("isfinite")
+logical_not = _unary_op("logical_not")
+
+
+@op_debug_context
+def log2(t: Tensor) -> Tensor:
+    """Element-wise base-2 logarithm (recorded as ``log(t) / ln 2``)."""
+    out = log(t)
+    return div(out, constant(math.log(2.0), out.dtype, "ln2"))
+
+
+def _binary(op_type: str, lhs: TensorLike, rhs: TensorLike, inplace: bool = False) -> Tensor:
+    rule = BINARY_RULES[op_type]
+    lhs, rhs = coerce_operands(lhs, rhs, what=f"{op_type} operands")
+    if rule == "logical":
+        lhs, rhs = cast_if_needed(lhs, dtypes.bool), cast_if_needed(rhs, dtypes.bool)
+    dt = check_same_dtype(op_type, lhs, rhs)
+    if rule == "arith":
+        check_numeric(op_type, lhs)
+    shape = broadcast_shapes(lhs.shape, rhs.shape, what=f"{op_type} operands")
+    out_dtype = dt if rule == "arith" else dtypes.bool
+    if inplace:
+        if shape != lhs.shape:
+            raise ValueError(f"{op_type}_: the result shape {shape} must equal the shape {lhs.shape} of the "
+                             "tensor updated in place (only rhs may be broadcast).")
+        return single(op_type, [lhs, rhs], shape, out_dtype, modified=(0,), aliases={0: 0},
+                      input_names=["lhs", "rhs"], out_names=[f"{op_type}_lhs_inplace_out"])
+    return single(op_type, [lhs, rhs], shape, out_dtype, input_names=["lhs", "rhs"])
+
+
+@op_debug_context
+def add(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs + rhs`` element-wise (NumPy broadcasting, same dtypes)."""
+    return _binary("add", lhs, rhs)
+
+
+@op_debug_context
+def add_(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs += rhs`` in place; returns an alias of ``lhs``."""
+    return _binary("add", lhs, rhs, inplace=True)
+
+
+@op_debug_context
+def sub(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs - rhs`` element-wise."""
+    return _binary("sub", lhs, rhs)
+
+
+@op_debug_context
+def mul(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs * rhs`` element-wise."""
+    return _binary("mul", lhs, rhs)
+
+
+@op_debug_context
+def div(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs / rhs`` element-wise (integer inputs divide as integers)."""
+    return _binary("div", lhs, rhs)
+
+
+@op_debug_context
+def fmod(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """Remainder of ``lhs / rhs`` with the sign of ``lhs`` (C ``fmod``)."""
+    return _binary("fmod", lhs, rhs)
+
+
+@op_debug_context
+def pow(t: Tensor, e: Union[float, int, TensorLike]) -> Tensor:
+    """``t ** e`` element-wise; a scalar ``e`` becomes a constant of ``t``'s dtype."""
+    return _binary("pow", t, e)
+
+
+@op_debug_context
+def equal(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs == rhs`` element-wise, as a bool tensor."""
+    return _binary("equal", lhs, rhs)
+
+
+@op_debug_context
+def greater(input: Tensor, other: Tensor) -> Tensor:
+    """``input > other`` element-wise, as a bool tensor."""
+    return _binary("greater", input, other)
+
+
+@op_debug_context
+def logical_and(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """Element-wise AND (non-bool inputs are cast to bool)."""
+    return _binary("logical_and", lhs, rhs)
+
+
+@op_debug_context
+def logical_or(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """Element-wise OR (non-bool inputs are cast to bool)."""
+    return _binary("logical_or", lhs, rhs)
+
+
+@op_debug_context
+def maximum(*ts: Tensor) -> Tensor:
+    """Element-wise maximum of any number of tensors (broadcast, same dtypes)."""
+    if not ts:
+        raise ValueError("maximum needs at least one tensor.")
+    ts = coerce_operands(*ts, what="maximum operands")
+    dt = check_same_dtype("maximum", *ts)
+    check_numeric("maximum", ts[0])
+    shape = broadcast_shapes(*(t.shape for t in ts), what="maximum operands")
+    return single("maximum", ts, shape, dt)
+
+
+@op_debug_context
+def where(condition: Tensor, lhs: TensorLike, rhs: TensorLike) -> Tensor:
+    """Elements of ``lhs`` where ``condition`` is true, else of ``rhs`` (all three broadcast)."""
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where: the condition must be a Tensor, got {type(condition).__name__}.")
+    lhs, rhs = coerce_operands(lhs, rhs, what="where operands")
+    condition = cast_if_needed(condition, dtypes.bool)
+    dt = check_same_dtype("where", lhs, rhs)
+    shape = broadcast_shapes(condition.shape, lhs.shape, rhs.shape, what="where operands")
+    return single("where", [condition, lhs, rhs], shape, dt, input_names=["condition", "lhs", "rhs"])
+
+
+@op_debug_context
+def clip(t: Tensor, min: float = float("-inf"), max: float = float("inf")) -> Tensor:
+    """Clamp every element of ``t`` to ``[min, max]``."""
+    t = _check_input("clip", t, "numeric")
+    if float(min) > float(max):
+        raise ValueError(f"clip: min ({min}) must not be greater than max ({max}).")
+    return single("clip", [t], t.shape, t.dtype, {"min": float(min), "max": float(max)})
+
+
+def _increment_mod(t: Tensor, increment: float, modulus: float, inplace: bool) -> Tensor:
+    t = _check_input("increment_mod", t, "numeric")
+    if float(modulus) == 0.0:
+        raise ValueError("increment_mod: the modulus must not be 0.")
+    attrs = {"increment": float(increment), "modulus": float(modulus)}
+    if inplace:
+        return single("increment_mod", [t], t.shape, t.dtype, attrs, modified=(0,), aliases={0: 0},
+                      out_names=["increment_mod_inplace_out"])
+    return single("increment_mod", [t], t.shape, t.dtype, attrs)
+
+
+@op_debug_context
+def increment_mod(t: Tensor, increment: float, modulus: float) -> Tensor:
+    """``(t + increment) % modulus`` element-wise."""
+    return _increment_mod(t, increment, modulus, False)
+
+
+@op_debug_context
+def increment_mod_(t: Tensor, increment: float, modulus: float) -> Tensor:
+    """``t = (t + increment) % modulus`` in place."""
+    return _increment_mod(t, increment, modulus, True)
+
+
+def _scaled_add(X: Tensor, Y: Tensor, a: Union[float, Tensor], b: Union[float, Tensor], inplace: bool) -> Tensor:
+    X, Y = coerce_operands(X, Y, what="scaled_add operands")
+    dt = check_same_dtype("scaled_add", X, Y)
+    check_numeric("scaled_add", X)
+    shape = broadcast_shapes(X.shape, Y.shape, what="scaled_add operands")
+    if inplace and shape != X.shape:
+        raise ValueError(f"scaled_add_: the result shape {shape} must equal the shape {X.shape} of X.")
+    inputs, names, attrs = [X, Y], ["X", "Y"], {}
+    for key, value in (("a", a), ("b", b)):
+        if isinstance(value, Tensor):
+            if value.nelms != 1:
+                raise ValueError(f"scaled_add: the scale `{key}` must be a scalar tensor, got shape {value.shape}.")
+            inputs.append(value)
+            names.append(key)
+            attrs[key] = None
+        else:
+            attrs[key] = float(value)
+    attrs["input_names"] = tuple(names)
+    if inplace:
+        return single("scaled_add", inputs, shape, dt, attrs, input_names=names, modified=(0,),
+                      aliases={0: 0}, out_names=["scaled_add_inplace_out"])
+    return single("scaled_add", inputs, shape, dt, attrs, input_names=names)
+
+
+@op_debug_context
+def scaled_add(X: Tensor, Y: Tensor, a: Union[float, Tensor] = 1.0, b: Union[float, Tensor] = 1.0) -> Tensor:
+    """``a * X + b * Y``; ``a`` and ``b`` are Python floats or scalar tensors."""
+    return _scaled_add(X, Y, a, b, False)
+
+
+@op_debug_context
+def scaled_add_(X: Tensor, Y: Tensor, a: Union[float, Tensor] = 1.0, b: Union[float, Tensor] = 1.0) -> Tensor:
+    """``X = a * X + b * Y`` in place."""
+    return _scaled_add(X, Y, a, b, True)

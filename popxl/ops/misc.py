@@ -1,0 +1,129 @@
+"""Ops that do not change values much: cast, identity, detach, init, print_tensor, histogram, and
+the copies between tile sets and IPUs."""
+
+from typing import Iterable, List, Literal, Optional, Union
+
+from popxl import dtypes
+from popxl.context import get_current_context, op_debug_context
+from popxl.tensor import Tensor
+
+from ._op_builder import single
+
+__all__ = ["cast", "pow2scale_cast_to_fp8", "pow2scale_cast_from_fp8", "pow2scale_then_cast", "cast_then_pow2scale",
+           "identity", "detach", "detach_", "init", "print_tensor", "histogram", "check_increment", "io_tile_copy",
+           "ipu_copy"]
+
+
+def _tensor(op: str, t) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+    return t
+
+
+@op_debug_context
+def cast(t: Tensor, data_type: dtypes.dtype) -> Tensor:
+    """``t`` converted to ``data_type``."""
+    _tensor("cast", t)
+    data_type = dtypes.dtype.as_dtype(data_type)
+    if data_type in dtypes.FLOAT8_DTYPES or t.dtype in dtypes.FLOAT8_DTYPES:
+        raise NotImplementedError("ops.cast to or from float8: float8 arrives later.")
+    return single("cast", [t], t.shape, data_type, {"dtype": data_type})
+
+
+def pow2scale_cast_to_fp8(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
+    raise NotImplementedError("ops.pow2scale_cast_to_fp8: float8 arrives later.")
+
+
+def pow2scale_cast_from_fp8(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
+    raise NotImplementedError("ops.pow2scale_cast_from_fp8: float8 arrives later.")
+
+
+def pow2scale_then_cast(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
+    raise NotImplementedError("ops.pow2scale_then_cast: float8 arrives later.")
+
+
+def cast_then_pow2scale(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
+    raise NotImplementedError("ops.cast_then_pow2scale: float8 arrives later.")
+
+
+@op_debug_context
+def identity(t: Tensor, output_name: Optional[str] = None) -> Tensor:
+    """A copy of ``t`` (named ``output_name`` if given)."""
+    _tensor("identity", t)
+    return single("identity", [t], t.shape, t.dtype, out_names=[output_name or "identity_out"])
+
+
+@op_debug_context
+def detach(t: Tensor) -> Tensor:
+    """A copy of ``t`` that autodiff does not propagate gradients through."""
+    _tensor("detach", t)
+    return single("detach", [t], t.shape, t.dtype)
+
+
+@op_debug_context
+def detach_(t: Tensor) -> Tensor:
+    """``t`` itself, as an alias that autodiff does not propagate gradients through."""
+    _tensor("detach", t)
+    return single("detach", [t], t.shape, t.dtype, aliases={0: 0}, out_names=["detach_inplace_out"])
+
+
+@op_debug_context
+def init(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
+         init_type: Union[Literal["zero"], Literal["undef"]] = "zero",
+         meta_shape: Optional[Iterable[int]] = None) -> Tensor:
+    """A new tensor, zero-filled (``'zero'``) or left uninitialised (``'undef'``)."""
+    if init_type not in ("zero", "undef"):
+        raise ValueError(f"init: init_type must be 'zero' or 'undef', not {init_type!r}.")
+    dtype = dtypes.dtype.as_dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    return single("init", [], shape, dtype, {"init_type": init_type}, out_names=[name or "init_out"],
+                  out_meta_shapes=[tuple(meta_shape) if meta_shape else ()])
+
+
+@op_debug_context
+def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gradient: bool = False,
+                 summarise_threshold: int = 1000, edge_items: int = 3, max_line_width: int = 75, digits: int = 8,
+                 float_format: str = "auto", separator: str = " ", open_bracket: str = "[",
+                 close_bracket: str = "]") -> Tensor:
+    """Print ``t`` when the program runs; returns a tensor equal to ``t`` to use afterwards."""
+    _tensor("print_tensor", t)
+    if float_format not in ("auto", "fixed", "scientific", "none"):
+        raise ValueError(f"print_tensor: float_format must be 'auto', 'fixed', 'scientific' or 'none', "
+                         f"not {float_format!r}.")
+    attrs = {"title": title if title is not None else t.name, "print_self": bool(print_self),
+             "print_gradient": bool(print_gradient), "summarise_threshold": int(summarise_threshold),
+             "edge_items": int(edge_items), "max_line_width": int(max_line_width), "digits": int(digits),
+             "float_format": float_format, "separator": separator, "open_bracket": open_bracket,
+             "close_bracket": close_bracket}
+    return single("print_tensor", [t], t.shape, t.dtype, attrs)
+
+
+def check_increment(levels: List[float]):
+    """Raise ValueError unless ``levels`` increase strictly."""
+    for a, b in zip(levels, levels[1:]):
+        if not b > a:
+            raise ValueError(f"histogram levels must increase strictly, got {list(levels)}.")
+
+
+@op_debug_context
+def histogram(t: Tensor, levels: List[float], absolute_of_input: bool) -> Tensor:
+    """Count the elements of ``t`` in the ``len(levels) + 1`` bins the ``levels`` delimit (uint32)."""
+    _tensor("histogram", t)
+    levels = [float(x) for x in levels]
+    check_increment(levels)
+    return single("histogram", [t], (len(levels) + 1,), dtypes.uint32,
+                  {"levels": tuple(levels), "absolute_of_input": bool(absolute_of_input)})
+
+
+@op_debug_context
+def io_tile_copy(t: Tensor) -> Tensor:
+    """Copy ``t`` to the tile set of the current context (IO tiles inside ``popxl.io_tiles()``,
+    compute tiles outside)."""
+    _tensor("io_tile_copy", t)
+    target = "io" if get_current_context().io_tile_set else "compute"
+    return single("io_tile_copy", [t], t.shape, t.dtype, {"destination": target}, check_placement=False)
+
+
+def ipu_copy(t: Tensor, destination: int, source: Optional[int] = None) -> Tensor:
+    """Copy ``t`` to another IPU."""
+    raise NotImplementedError("ops.ipu_copy (copies between IPUs) arrives with issue 7 (replication).")

@@ -1,0 +1,19 @@
+"""Overwrite a tensor with another."""
+from popxl.context import op_debug_context
+from popxl.tensor import Tensor
+
+from .utils import var_update
+
+__all__ = ["copy_var_update_"]
+
+
+@op_debug_context
+def copy_var_update_(t: Tensor, X: Tensor) -> Tensor:
+    """``t = X`` in place (same shape and dtype)."""
+    for name, v in (("t", t), ("X", X)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"copy_var_update_: `{name}` must be a Tensor, got {type(v).__name__}.")
+    if t.shape != X.shape or t.dtype != X.dtype:
+        raise ValueError(f"copy_var_update_: X ({X.dtype.name} {X.shape}) must have the shape and dtype of "
+                         f"t ({t.dtype.name} {t.shape}).")
+    return var_update("copy_var_update", {0: t, 1: X}, {0: "t", 1: "X"}, {}, t.shape, t.dtype)

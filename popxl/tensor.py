@@ -1,0 +1,595 @@
+"""Tensors of the IR: intermediates, variables, constants and graph inputs.
+
+A tensor belongs to exactly one graph; ops can only combine tensors of the graph they are created
+in. Variables and constants keep their initial host data (a C-ordered NumPy array owned by the
+tensor, in the tensor's dtype) in ``_data`` for the Session to upload.
+"""
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Literal, Optional, Tuple, Union
+
+import numpy as np
+
+from popxl import dtypes
+from popxl.context import get_current_context, gcg, gmg
+from popxl.errors import UndefinedValue
+from popxl.replica_grouping import ReplicaGrouping
+from popxl.tensorlocation import TensorLocation
+from popxl.typing_ import NewAliasAnnotation
+from popxl.utils import to_numpy
+
+if TYPE_CHECKING:
+    from popxl.graph import Graph
+    from popxl.ir import Ir
+    from popxl.op import Op
+    from popxl.remote_buffer import RemoteBuffer
+
+__all__ = [
+    "ScalarType", "HostTensor", "HostScalarTensor", "TensorLike", "TensorSpec", "Tensor", "Variable",
+    "Constant", "TensorByRef", "variable", "constant", "graph_input", "graph_output", "remote_variable",
+    "remote_replica_sharded_variable", "replica_sharded_buffer", "replica_sharded_variable",
+]
+
+ScalarType = Union[int, float, bool]
+"""Scalar types that can be turned into a constant tensor."""
+HostTensor = Union[np.ndarray, Iterable[ScalarType]]
+"""Containers that can be turned into a constant tensor."""
+HostScalarTensor = Union[ScalarType, HostTensor]
+TensorLike = Union["Tensor", HostScalarTensor]
+"""Tensors, and values that can be turned into a constant tensor."""
+host_tensor_types = (np.ndarray, list, tuple)
+
+_ISSUE_STREAMING = "arrives with issue 6 (streaming memory)"
+_ISSUE_REPLICATION = "arrives with issue 7 (replication)"
+
+
+class TensorSpec(Mapping):
+    """Shape, dtype and meta shape of a tensor, without the tensor.
+
+    Can stand in for a tensor in ``Ir.create_graph`` arguments.
+    """
+
+    def __init__(self, shape: Tuple[int, ...], dtype: dtypes.dtype, meta_shape: Tuple[int, ...] = ()):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtypes.dtype.as_dtype(dtype)
+        self.meta_shape = tuple(int(s) for s in meta_shape) if meta_shape else ()
+
+    def to_dict(self):
+        return {"shape": self.shape, "dtype": self.dtype, "meta_shape": self.meta_shape}
+
+    def to_tuple(self):
+        return self.shape, self.dtype, self.meta_shape
+
+    def __iter__(self):
+        return iter(self.to_dict())
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, key):
+        return self.to_dict()[key]
+
+    def __eq__(self, other):
+        return isinstance(other, TensorSpec) and self.to_tuple() == other.to_tuple()
+
+    def __hash__(self) -> int:
+        return hash(self.to_tuple())
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype}, meta_shape={self.meta_shape})"
+
+
+class Tensor:
+    """A tensor of a graph. Created by ops, ``popxl.variable``, ``popxl.constant`` and
+    ``popxl.graph_input``; never constructed directly.
+
+    Hash and ``==`` are by identity (tensor id and Ir), so tensors can be dict keys; use
+    ``ops.equal`` for element-wise comparison.
+    """
+
+    def __init__(self):
+        raise RuntimeError("popxl.Tensor cannot be constructed directly.")
+
+    @classmethod
+    def _create(cls, graph: "Graph", tensor_id: str, shape: Iterable[int], dtype: dtypes.dtype,
+                meta_shape: Iterable[int] = (), producer: Optional["Op"] = None,
+                ipu: Optional[int] = None, tile_set: Optional[str] = None) -> "Tensor":
+        self = object.__new__(cls)
+        self._graph = graph
+        self._id = tensor_id
+        self._shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in self._shape):
+            raise ValueError(f"Tensor shape cannot have negative dimensions: {self._shape}.")
+        self._dtype = dtypes.dtype.as_dtype(dtype)
+        self._meta_shape = tuple(int(s) for s in meta_shape) if meta_shape else ()
+        self._producer = producer
+        self._consumers: List["Op"] = []
+        self._ipu = ipu
+        self._tile_set = tile_set
+        self._in_sync_with_ipu = True
+        graph._add_tensor(self)
+        return self
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        """Identifier unique in the Ir: the graph scope, name scopes and name (``'g_0/a/x'``)."""
+        return self._id
+
+    @property
+    def name(self) -> str:
+        """The id without the graph scope (name scopes included)."""
+        scope = self._graph._scope_prefix
+        return self._id[len(scope):] if scope and self._id.startswith(scope) else self._id
+
+    @property
+    def scope(self) -> str:
+        """The graph scope of the tensor ("" for the main graph)."""
+        return self._graph.name
+
+    @property
+    def graph(self) -> "Graph":
+        return self._graph
+
+    @property
+    def ir(self) -> "Ir":
+        return self._graph.ir
+
+    @property
+    def producer(self) -> Optional["Op"]:
+        """The op that computes this tensor, or None for variables, constants and graph inputs."""
+        return self._producer
+
+    @property
+    def consumers(self) -> Tuple["Op", ...]:
+        """The ops that read this tensor, in creation order."""
+        return tuple(self._consumers)
+
+    # -- type and shape -------------------------------------------------------------------------
+    @property
+    def dtype(self) -> dtypes.dtype:
+        return self._dtype
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self._shape
+
+    @property
+    def meta_shape(self) -> Tuple[int, ...]:
+        """Shape of the full tensor when this one is a replica shard (``()`` otherwise)."""
+        return self._meta_shape
+
+    @property
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self._shape, self._dtype, self._meta_shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self._shape)
+
+    @property
+    def nelms(self) -> int:
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    @property
+    def location_info(self) -> TensorLocation:
+        return getattr(self, "_location", TensorLocation())
+
+    def strides(self, shape=None) -> Tuple[int, ...]:
+        """Bytes to step along each axis in row-major order (as NumPy's ``strides``)."""
+        shape = self._shape if shape is None else tuple(shape)
+        out, step = [], self._dtype.itemsize
+        for s in reversed(shape):
+            out.append(step)
+            step *= s
+        return tuple(reversed(out))
+
+    # -- placement --------------------------------------------------------------------------------
+    def _get_ipu_and_tile_set(self, raise_on_undefined_tile_set: bool = True,
+                              raise_on_undefined_ipu: bool = True):
+        ipu, tile_set = self._ipu, self._tile_set
+        if ipu is None or tile_set is None:
+            for op in self._consumers:
+                ipu = op.ipu if ipu is None else ipu
+                tile_set = op.tile_set if tile_set is None else tile_set
+                break
+        if raise_on_undefined_ipu and ipu is None:
+            raise UndefinedValue(f"The IPU of tensor {self.id} is undefined.")
+        if raise_on_undefined_tile_set and tile_set is None:
+            raise UndefinedValue(f"The tile set of tensor {self.id} is undefined.")
+        return ipu, tile_set if tile_set is not None else "undefined"
+
+    @property
+    def ipu(self) -> int:
+        """The IPU the tensor is on. Raises UndefinedValue if nothing placed it yet."""
+        return self._get_ipu_and_tile_set(False, True)[0]
+
+    @property
+    def tile_set(self) -> Literal["compute", "io"]:
+        """``'compute'`` or ``'io'``. Raises UndefinedValue if nothing placed it yet."""
+        return self._get_ipu_and_tile_set(True, False)[1]
+
+    @property
+    def in_sync_with_ipu(self) -> bool:
+        """For variables: whether the host copy equals the device copy."""
+        return self._in_sync_with_ipu
+
+    # -- methods ------------------------------------------------------------------------------
+    @property
+    def T(self) -> "Tensor":
+        """The tensor with its axes reversed."""
+        return self.transpose()
+
+    @property
+    def T_(self) -> "Tensor":
+        """The tensor with its axes reversed (in-place view)."""
+        return self.transpose_()
+
+    def transpose(self, permutation: Optional[Iterable[int]] = None) -> "Tensor":
+        import popxl.ops as ops
+        return ops.transpose(self, permutation)
+
+    def transpose_(self, permutation: Optional[Iterable[int]] = None) -> "Tensor":
+        import popxl.ops as ops
+        return ops.transpose_(self, permutation)
+
+    def reshape(self, shape: Iterable[int]) -> "Tensor":
+        import popxl.ops as ops
+        return ops.reshape(self, shape)
+
+    def reshape_(self, shape: Iterable[int]) -> "Tensor":
+        import popxl.ops as ops
+        return ops.reshape_(self, shape)
+
+    def flatten(self) -> "Tensor":
+        import popxl.ops as ops
+        return ops.flatten(self)
+
+    def flatten_(self) -> "Tensor":
+        import popxl.ops as ops
+        return ops.flatten_(self)
+
+    def detach(self) -> "Tensor":
+        import popxl.ops as ops
+        return ops.detach(self)
+
+    def detach_(self) -> "Tensor":
+        import popxl.ops as ops
+        return ops.detach_(self)
+
+    def diag(self) -> "Tensor":
+        raise NotImplementedError("Tensor.diag is not implemented in this simulator.")
+
+    def copy_to_ipu(self, destination: int, source: Optional[int] = None) -> "Tensor":
+        import popxl.ops as ops
+        return ops.ipu_copy(self, destination, source)
+
+    def _ensure_tensor(self, value: TensorLike, dtype: Optional[dtypes.dtype] = None,
+                       raise_on_empty: bool = True) -> "Tensor":
+        """Return ``value`` if it is a tensor, else a constant of it with this tensor's dtype."""
+        if isinstance(value, Tensor):
+            return value
+        t = constant(value, self._dtype if dtype is None else dtype)
+        if raise_on_empty and t.nelms == 0:
+            raise ValueError(
+                "The value has 0 elements - this is most likely a mistake. If not, create the tensor "
+                f"explicitly before using it in an op. Type: {type(value)}. Value: {value!r}")
+        return t
+
+    # -- dunders --------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"Tensor[{self._id} {self._dtype} {self._shape}]"
+
+    def __hash__(self):
+        return hash((self._id, id(self._graph.ir)))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Tensor) and self._id == other._id and self._graph.ir is other._graph.ir
+
+    def __ne__(self, other: Any) -> bool:
+        return not self.__eq__(other)
+
+    def __len__(self) -> int:
+        if self._shape:
+            return self._shape[0]
+        raise ValueError("Tensor is a scalar and doesn't have a length.")
+
+    def __add__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.add(self, self._ensure_tensor(other))
+
+    def __radd__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.add(self._ensure_tensor(other), self)
+
+    def __iadd__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        ops.add_(self, self._ensure_tensor(other))
+        return self
+
+    def __sub__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.sub(self, self._ensure_tensor(other))
+
+    def __rsub__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.sub(self._ensure_tensor(other), self)
+
+    def __mul__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.mul(self, self._ensure_tensor(other))
+
+    def __rmul__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.mul(self._ensure_tensor(other), self)
+
+    def __truediv__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.div(self, self._ensure_tensor(other))
+
+    def __rtruediv__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.div(self._ensure_tensor(other), self)
+
+    def __mod__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.fmod(self, self._ensure_tensor(other))
+
+    def __rmod__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.fmod(self._ensure_tensor(other), self)
+
+    def __pow__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.pow(self, self._ensure_tensor(other))
+
+    def __rpow__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.pow(self._ensure_tensor(other), self)
+
+    def __neg__(self) -> "Tensor":
+        import popxl.ops as ops
+        return ops.negate(self)
+
+    def __matmul__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.matmul(self, self._ensure_tensor(other))
+
+    def __rmatmul__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.matmul(self._ensure_tensor(other), self)
+
+    def __and__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.logical_and(self, self._ensure_tensor(other))
+
+    def __rand__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.logical_and(self._ensure_tensor(other), self)
+
+    def __or__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.logical_or(self, self._ensure_tensor(other))
+
+    def __ror__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.logical_or(self._ensure_tensor(other), self)
+
+    def __invert__(self) -> "Tensor":
+        import popxl.ops as ops
+        return ops.logical_not(self)
+
+    def __gt__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.greater(self, self._ensure_tensor(other))
+
+    def __lt__(self, other: TensorLike) -> "Tensor":
+        import popxl.ops as ops
+        return ops.greater(self._ensure_tensor(other), self)
+
+    def __getitem__(self, key) -> "Tensor":
+        """Slicing (ints and slices, NumPy rules; int indices drop their axis), integer indexing
+        (an int tensor or host array: ``ops.gather`` on axis 0) and boolean masking (a bool
+        tensor or host array: elements where the mask is False become 0, the shape is kept)."""
+        import popxl.ops as ops
+
+        if isinstance(key, (bool, str)) or key is None or key is Ellipsis:
+            pass
+        elif isinstance(key, (slice, int, np.integer)) or (
+                isinstance(key, tuple) and all(isinstance(k, (slice, int, np.integer)) for k in key)
+                and not any(isinstance(k, bool) for k in key)):
+            key = key if isinstance(key, tuple) else (key,)
+            if len(key) > self.rank:
+                raise IndexError(f"Too many indices for tensor of rank {self.rank}: {len(key)}.")
+            start, stop, step, squeeze_axes = [], [], [], []
+            for axis, k in enumerate(key):
+                if isinstance(k, slice):
+                    start.append(k.start)
+                    stop.append(k.stop)
+                    step.append(k.step)
+                    continue
+                k = int(k)
+                dim = self._shape[axis]
+                if not -dim <= k < dim:
+                    raise IndexError(f"Index {k} is out of bounds for axis {axis} with size {dim}.")
+                k = k + dim if k < 0 else k
+                start.append(k)
+                stop.append(k + 1)
+                step.append(1)
+                squeeze_axes.append(axis)
+            out = ops.slice(self, start, stop, step)
+            if squeeze_axes:
+                out = ops.squeeze(out, axes=squeeze_axes)
+            return out
+        elif isinstance(key, Tensor) or isinstance(key, host_tensor_types):
+            key_t = key if isinstance(key, Tensor) else constant(key)
+            if key_t.dtype.is_int:
+                return ops.gather(self, key_t)
+            if key_t.dtype == dtypes.bool:
+                return ops.where(key_t, self, constant(0, self._dtype))
+        raise TypeError("Only integers, slices (`:`), integer tensors and boolean tensors are valid "
+                        f"indices. Not a valid index: {key!r} (type {type(key)}).")
+
+    # No fallback of iteration / `in` to __getitem__, and NumPy defers to our reflected operators.
+    __iter__ = None
+    __contains__ = None
+    __array_ufunc__ = None
+
+
+class Variable(Tensor):
+    """A tensor whose value persists between runs (weights, optimiser state). Main graph only."""
+
+    def copy_to_ipu(self, dst: int, src: int) -> "Tensor":
+        import popxl.ops as ops
+        return ops.ipu_copy(self, dst, src)
+
+    @property
+    def replica_grouping(self) -> ReplicaGrouping:
+        return self._replica_grouping
+
+    @property
+    def retrieval_mode(self) -> Literal["one_per_group", "all_replicas"]:
+        return self._retrieval_mode
+
+    @property
+    def shape_on_replica(self) -> Tuple[int, ...]:
+        """The shape of the variable on one replica (the tensor shape)."""
+        return self._shape
+
+    @property
+    def shape_on_host(self) -> Tuple[int, ...]:
+        """The shape of the variable's host data: a leading group axis when there are several groups."""
+        groups = self._replica_grouping.num_groups
+        return ((groups,) + self._shape) if groups > 1 else self._shape
+
+
+class Constant(Tensor):
+    """A tensor with a value fixed when the IR is built."""
+
+    def copy_to_ipu(self, dst: int, src: int) -> "Tensor":
+        import popxl.ops as ops
+        return ops.ipu_copy(self, dst, src)
+
+
+def _new_leaf(cls, g: "Graph", name: Optional[str], shape, dtype, meta_shape=()) -> Tensor:
+    return cls._create(g, g._create_tensor_id(name), shape, dtype, meta_shape)
+
+
+def variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
+             downcast: bool = True, replica_grouping: Optional[ReplicaGrouping] = None,
+             retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = None,
+             log2_scale: int = None, nan_on_overflow: bool = None) -> Variable:
+    """Create a variable initialised with ``data`` in the main graph.
+
+    Without ``dtype`` the dtype is NumPy's, with 64-bit types narrowed to 32 bits when ``downcast``.
+
+    Raises:
+        ValueError: if the current graph is not the main graph.
+    """
+    g = gcg()
+    if g is not g.ir.main_graph:
+        raise ValueError(
+            "You cannot create a variable tensor in a subgraph (current graph: "
+            f"{g._label}). Variables can only live in the main graph: create the variable there and "
+            "pass it to this graph as a graph input (`popxl.graph_input`), or use a constant "
+            "(`popxl.constant`).")
+    np_data = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
+                       nan_on_overflow=nan_on_overflow)
+    if replica_grouping is None:
+        replica_grouping = g.ir.replica_grouping()
+    if retrieval_mode is None:
+        retrieval_mode = "one_per_group"
+    if retrieval_mode not in ("one_per_group", "all_replicas"):
+        raise ValueError(f"retrieval_mode must be 'one_per_group' or 'all_replicas', not {retrieval_mode!r}.")
+    shape = np_data.shape
+    if replica_grouping.num_groups > 1:
+        if not shape or shape[0] != replica_grouping.num_groups:
+            raise ValueError(f"Variable data of shape {shape} needs a leading axis of one value per replica "
+                             f"group ({replica_grouping.num_groups}).")
+        shape = shape[1:]
+    v = _new_leaf(Variable, g, name, shape, dtypes.dtype.as_dtype(np_data.dtype))
+    v._data = np_data
+    v._replica_grouping = replica_grouping
+    v._retrieval_mode = retrieval_mode
+    v._location = TensorLocation()
+    return v
+
+
+def constant(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
+             downcast: bool = True, log2_scale: int = None, nan_on_overflow: bool = None) -> Constant:
+    """Create a constant tensor with value ``data`` in the current graph."""
+    g = gcg()
+    np_data = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
+                       nan_on_overflow=nan_on_overflow)
+    c = _new_leaf(Constant, g, name, np_data.shape, dtypes.dtype.as_dtype(np_data.dtype))
+    c._data = np_data
+    return c
+
+
+def remote_variable(data: HostScalarTensor, remote_buffer: "RemoteBuffer", offset: int = 0,
+                    dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None, downcast: bool = True,
+                    replica_grouping: Optional[ReplicaGrouping] = None,
+                    retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
+                    log2_scale: int = None, nan_on_overflow: bool = None) -> Variable:
+    """A variable stored in streaming memory."""
+    raise NotImplementedError(f"popxl.remote_variable {_ISSUE_STREAMING}.")
+
+
+def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "RemoteBuffer", offset: int = 0,
+                                    dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
+                                    downcast: bool = True, replica_grouping: Optional[ReplicaGrouping] = None,
+                                    retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] =
+                                    "one_per_group", log2_scale: int = None,
+                                    nan_on_overflow: bool = None) -> Variable:
+    """A variable stored in streaming memory, sharded across replicas."""
+    raise NotImplementedError(f"popxl.remote_replica_sharded_variable {_ISSUE_REPLICATION}.")
+
+
+def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
+                           replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
+                           entries: int = 1):
+    """A remote buffer for replica-sharded variables."""
+    raise NotImplementedError(f"popxl.replica_sharded_buffer {_ISSUE_REPLICATION}.")
+
+
+def replica_sharded_variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None,
+                             name: Optional[str] = None, downcast: bool = True,
+                             replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
+                             retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
+                             log2_scale: int = None, nan_on_overflow: bool = None) -> Tuple[Variable, Tensor]:
+    """A variable sharded across replicas."""
+    raise NotImplementedError(f"popxl.replica_sharded_variable {_ISSUE_REPLICATION}.")
+
+
+def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None, by_ref: bool = False,
+                meta_shape: Optional[Iterable[int]] = None) -> Tensor:
+    """Add an input to the current graph; callers pass a tensor for it at each call site.
+
+    With ``by_ref`` changes the graph makes to the input are seen by the caller's tensor.
+    """
+    g = gcg()
+    if g is g.ir.main_graph:
+        raise ValueError("The main graph cannot have graph inputs: stream data in with "
+                         "`popxl.h2d_stream` and `ops.host_load`, or use a variable.")
+    t = _new_leaf(Tensor, g, name, tuple(shape), dtypes.dtype.as_dtype(dtype), meta_shape or ())
+    g._inputs.append(t)
+    if by_ref:
+        g._by_ref_inputs.add(t)
+    return t
+
+
+def graph_output(t: Tensor) -> None:
+    """Mark ``t`` (a tensor of the current graph) as the graph's next output."""
+    g = gcg()
+    from popxl.ops.utils import check_in_graph
+    check_in_graph(g, t=t)
+    if g is g.ir.main_graph:
+        raise ValueError("The main graph cannot have graph outputs: stream data out with "
+                         "`popxl.d2h_stream` and `ops.host_store`.")
+    g._outputs.append(t)
+
+
+TensorByRef = NewAliasAnnotation("TensorByRef", Tensor)
+"""Annotate a parameter of a graph function with ``TensorByRef`` (or ``List[TensorByRef]``) to make
+the corresponding graph inputs pass-by-reference: changes made to them in the graph are seen by
+the caller's tensors."""
