@@ -128,6 +128,15 @@ class Ir:
         arguments = bound.arguments
 
         graph = self._new_graph(qualname)
+        try:
+            self._build_graph(graph, func, signature, arguments)
+        except BaseException:
+            del self._graphs[graph.id]  # leave no half-built graph behind
+            raise
+        return graph
+
+    @staticmethod
+    def _build_graph(graph: Graph, func: Callable, signature: inspect.Signature, arguments) -> None:
         with graph:
             for name, arg in list(arguments.items()):
                 param = signature.parameters[name]
@@ -173,7 +182,6 @@ class Ir:
                                  f"Output type: {type(outputs)}. Value {outputs}")
             for out in outputs:
                 graph_output(out)
-        return graph
 
     # -- ids --------------------------------------------------------------------------------------
     @property

@@ -426,6 +426,8 @@ class Tensor:
             if key_t.dtype.is_int:
                 return ops.gather(self, key_t)
             if key_t.dtype == dtypes.bool:
+                if key_t.rank < self.rank:  # a mask over the leading axes applies to whole rows
+                    key_t = ops.reshape(key_t, key_t.shape + (1,) * (self.rank - key_t.rank))
                 return ops.where(key_t, self, constant(0, self._dtype))
         raise TypeError("Only integers, slices (`:`), integer tensors and boolean tensors are valid "
                         f"indices. Not a valid index: {key!r} (type {type(key)}).")

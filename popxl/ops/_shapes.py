@@ -60,12 +60,9 @@ def matmul_shape(a: Shape, b: Shape) -> Shape:
         raise ValueError(f"matmul: the contracting dimensions of shapes {a} and {b} differ "
                          f"({a2[-1]} != {b2[-2]}).")
     batch = broadcast_shapes(a2[:-2], b2[:-2], what="matmul batch dimensions")
-    out = batch + (a2[-2], b2[-1])
-    if len(b) == 1:
-        out = out[:-1]
-    if len(a) == 1:
-        out = out[:-2] + out[-1:]
-    return out
+    rows = () if len(a) == 1 else (a2[-2],)
+    cols = () if len(b) == 1 else (b2[-1],)
+    return batch + rows + cols
 
 
 def as_tensor(value, like: Tensor, what: str = "operand") -> Tensor:

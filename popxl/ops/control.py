@@ -135,7 +135,8 @@ def _connect_inputs(check_inputs: bool, parent: Graph, graph: Graph, graph_name:
                 raise ValueError(f"The parent input tensor {value} ({where}) is not in the parent graph {parent}: "
                                  f"it belongs to {value.graph._label}.")
             return value
-        try:
+        try:  # host values are broadcast to the graph input's shape
+            value = np.broadcast_to(np.asarray(value), graph_tensor.shape)
             return graph_tensor._ensure_tensor(value)
         except (TypeError, ValueError) as e:
             raise TypeError(f"Input {where} could not be coerced into a tensor for the {graph_name} graph: "
@@ -164,8 +165,9 @@ def _connect_inputs(check_inputs: bool, parent: Graph, graph: Graph, graph_name:
     for i, t in connected.items():
         g_t = g_inputs[i]
         if t.shape != g_t.shape or t.dtype != g_t.dtype:
-            raise ValueError(f"Input {i} of the {graph_name} graph {graph} ({g_t.name}) is {g_t.dtype.name} "
-                             f"{g_t.shape} but the parent tensor {t.id} given for it is {t.dtype.name} {t.shape}.")
+            raise ValueError(f"The parent tensor given for input {i} ({g_t.name}) of the {graph_name} graph {graph} "
+                             f"must match its shape and dtype: the graph input is {g_t.dtype.name} {g_t.shape}, "
+                             f"the parent tensor {t.id} is {t.dtype.name} {t.shape}.")
     return sorted(connected.items())
 
 
