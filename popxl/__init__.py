@@ -17,13 +17,17 @@ from .tensor import (Constant, Tensor, TensorByRef, TensorSpec, Variable, consta
                      remote_replica_sharded_variable, remote_variable, replica_sharded_buffer,
                      replica_sharded_variable, variable)
 from .tensorlocation import ReplicatedTensorSharding, TensorLocation, TensorStorage, TileSet
-from . import ops, random_seed, utils  # noqa: E402  (ops needs the names above)
+from . import fp8_utils, ops, random_seed, testing, utils  # noqa: E402  (ops needs the names above)
 
-try:  # the Session and lowering are written separately and may not be present yet
+try:  # the Session and lowering are written separately and may not be present (or importable) yet
     from .session import Session  # noqa: F401
-except ImportError as _e:  # pragma: no cover - depends on the other half of the project
-    if getattr(_e, "name", None) not in ("popxl.session", None) and "popxl.session" not in str(_e):
-        raise
+except ImportError as _session_import_error:  # pragma: no cover - depends on the other half of the project
+    _SESSION_ERROR = _session_import_error
+
+    def __getattr__(name):
+        if name == "Session":
+            raise ImportError(f"popxl.Session is not available: {_SESSION_ERROR}") from _SESSION_ERROR
+        raise AttributeError(f"module 'popxl' has no attribute {name!r}")
 
 __all__ = [
     "Ir", "Graph", "Module", "Op", "Tensor", "Variable", "Constant", "TensorSpec", "TensorByRef", "variable",

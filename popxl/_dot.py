@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING, Dict, List
 from popxl.tensor import Constant, Variable
 
 if TYPE_CHECKING:
-    from popxl.graph import Graph
     from popxl.ir import Ir
 
 

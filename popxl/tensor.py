@@ -6,12 +6,12 @@ tensor, in the tensor's dtype) in ``_data`` for the Session to upload.
 """
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Literal, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Literal, Optional, Tuple, Union
 
 import numpy as np
 
 from popxl import dtypes
-from popxl.context import get_current_context, gcg, gmg
+from popxl.context import gcg
 from popxl.errors import UndefinedValue
 from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensorlocation import TensorLocation

@@ -8,7 +8,7 @@ from popxl import dtypes
 if TYPE_CHECKING:
     from popxl.tensor import HostScalarTensor
 
-__all__ = ["to_numpy", "table_to_string"]
+__all__ = ["to_numpy", "table_to_string", "host_pow2scale_then_cast", "host_cast_then_pow2scale"]
 
 
 def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, downcast: bool = True,
@@ -66,3 +66,14 @@ def table_to_string(rows: Sequence[Sequence], delimiter: str = " | ", header: bo
     if header and len(lines) > 0:
         lines.insert(1, "-" * (sum(widths) + len(delimiter) * (ncols - 1)))
     return "\n".join(lines)
+
+
+def host_pow2scale_then_cast(src: np.ndarray, dtype: "dtypes.dtype" = None, log2_scale: int = 0,
+                             nan_on_overflow: bool = True):
+    """``cast(src * 2 ** log2_scale, dtype)`` on the host, for float8 data."""
+    raise NotImplementedError("popxl.utils.host_pow2scale_then_cast: float8 arrives later.")
+
+
+def host_cast_then_pow2scale(src: np.ndarray, dtype: "dtypes.dtype" = None, log2_scale: int = 0):
+    """``cast(src, dtype) * 2 ** log2_scale`` on the host, for float8 data."""
+    raise NotImplementedError("popxl.utils.host_cast_then_pow2scale: float8 arrives later.")

@@ -9,7 +9,7 @@ from popxl.remote_buffer import RemoteBuffer
 from popxl.streams import DeviceToHostStream, HostToDeviceStream
 from popxl.tensor import Tensor
 
-from ._op_builder import single
+from ._op_builder import create_op, single
 
 __all__ = ["host_load", "host_store", "remote_load", "remote_load_", "remote_store", "multiply_tuple",
            "remote_code_load", "code_copy"]
@@ -40,7 +40,6 @@ def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:
     if t.shape != d2h_stream.shape:
         raise ValueError(f"host_store: the shape {t.shape} of tensor {t.id} does not match the shape "
                          f"{d2h_stream.shape} of stream {d2h_stream.tensor_id}.")
-    from ._op_builder import create_op
     create_op("host_store", [t], [], {"stream": d2h_stream})
 
 

@@ -341,3 +341,14 @@ def test_random_seed_helpers():
         uint64_to_two_uint32(-1)
     with pytest.raises(ValueError):
         two_uint32_to_uint64(2**32, 0)
+
+
+def test_create_graph_without_a_graph_context(ir):
+    g = ir.create_graph(lambda a: ops.relu(a), popxl.TensorSpec((3,), popxl.float32))
+    assert g.outputs[0].shape == (3,) and popxl.get_current_context()._graphs == []
+
+
+def test_testing_helpers():
+    from popxl.testing import get_all_dtypes, get_all_int_dtypes
+    assert popxl.float8_143 in get_all_dtypes() and len(get_all_dtypes()) == 16
+    assert get_all_int_dtypes(include_unsigned=False) == [popxl.int8, popxl.int16, popxl.int32, popxl.int64]
