@@ -24,6 +24,17 @@ CONSTANT = "constant"  # always live, initialised from the executable
 TEMPORARY = "temporary"  # live only between its first and last use (liveness analysis)
 
 
+def _resolve_shape(numel: int, shape) -> tuple:
+    """`shape` with a -1 resolved; ValueError if it does not hold `numel` elements."""
+    shape = [int(d) for d in shape]
+    if shape.count(-1) == 1:
+        rest = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        shape[shape.index(-1)] = numel // rest if rest else 0
+    if int(np.prod(shape, dtype=np.int64)) != numel:
+        raise ValueError(f"cannot reshape {numel} elements into shape {tuple(shape)}")
+    return tuple(shape)
+
+
 class Tensor:
     """A view of a variable's elements with a shape."""
 
@@ -56,7 +67,8 @@ class Tensor:
         return self._index is None
 
     def index(self) -> np.ndarray:
-        """Flat element indices of the variable, shaped like this view."""
+        """Flat element indices of the variable, shaped like this view. An identity view (no index
+        array) covers all of its variable in flat order, possibly with another shape."""
         if self._index is None:
             return np.arange(self.variable.numel, dtype=np.int64).reshape(self.shape)
         return self._index
@@ -86,10 +98,10 @@ class Tensor:
     def reshape(self, *shape) -> "Tensor":
         if len(shape) == 1 and isinstance(shape[0], Iterable):
             shape = tuple(shape[0])
-        idx = self.index().reshape(shape)
         if self._index is None:
-            return Tensor(self.variable, None if idx.shape == self.variable.shape else idx, idx.shape)
-        return self._view(idx)
+            # a reshape keeps the flat order: still the identity view, with another shape
+            return Tensor(self.variable, None, _resolve_shape(self.numel, shape))
+        return self._view(self.index().reshape(shape))
 
     def flatten(self) -> "Tensor":
         return self.reshape(self.numel)

@@ -104,7 +104,18 @@ class Lowering:
         saved_op = self.op
         seq = self.lower_ops(graph)
         self.op = saved_op
-        outputs = [self.value(t) for t in graph.outputs]
+        # outputs are whole variables of their own, so that call sites and loop carries can copy
+        # them without reading an input that is being overwritten
+        outputs = []
+        input_ids = {v.id for v in inputs}
+        for t in graph.outputs:
+            v = self.value(t)
+            if not v.is_identity or v.variable.id in input_ids or v.variable.category != ipu.TEMPORARY:
+                nv = self.new_var(t.shape, self.etype(t), f"{graph.name}/{t.name}/out")
+                if v.numel:
+                    seq.add(ipu.Copy(v, nv, name=f"{graph.name}/output"))
+                v = nv
+            outputs.append(v)
         fn = self.g.add_function(seq, graph.name)
         lg = LoweredGraph(graph, fn, inputs, outputs)
         self.graphs[graph] = lg

@@ -1,0 +1,146 @@
+"""Tile-level building blocks shared by lowering rules: element-wise maps and reductions over
+ipu tensors. Rules of single ops call them once; composite ops (softmax, norms, losses) chain them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import ipu
+
+
+def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=None, out=None,
+                out_field="out", suffix="") -> ipu.Variable:
+    """out = codelet(inputs...) element by element, over `shape` (inputs broadcast to it).
+
+    The output is laid out like the first whole-variable input of that shape (so that input needs
+    no exchange), else by the mapping policy; other inputs are copied into that layout.
+    """
+    shape = tuple(shape)
+    if out is None:
+        like = next((v for v in inputs if v.is_identity and v.shape == shape), None)
+        out = ctx.new_var(shape, et, ctx.name(suffix or codelet), like=like)
+    if out.numel:
+        laid = [ctx.like(v if v.shape == shape else v.broadcast(shape), out) for v in inputs]
+        c = ipu.get_codelet(codelet)
+        tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
+        fields = {name: (var, starts, counts) for name, var in zip(field_names, laid)}
+        fields[out_field] = (out, starts, counts)
+        cs = ctx.compute_set(suffix or codelet)
+        ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip)
+        ctx.emit(ipu.Execute(cs, name=cs.name))
+    return out
+
+
+def unary(ctx, name: str, x: ipu.Tensor, et=None, suffix="") -> ipu.Variable:
+    from codelets.elementwise import UNARY_OPS
+
+    return elementwise(ctx, "UnaryOp", [x], ["in"], x.shape, et or x.dtype, ip={"op": UNARY_OPS[name]},
+                       suffix=suffix or name)
+
+
+def binary(ctx, name: str, a: ipu.Tensor, b: ipu.Tensor, shape=None, et=None, suffix="") -> ipu.Variable:
+    from codelets.elementwise import BINARY_OPS
+
+    if shape is None:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    return elementwise(ctx, "BinaryOp", [a, b], ["a", "b"], shape, et or a.dtype, ip={"op": BINARY_OPS[name]},
+                       suffix=suffix or name)
+
+
+def scalar_constant(ctx, value, et: ipu.ElementType, name="scalar") -> ipu.Variable:
+    c = ctx.g.add_constant(ctx.name(name), np.array(value, dtype=et.numpy), et)
+    ctx.tiles.map(ctx.g, c)
+    return c
+
+
+# -- reductions ---------------------------------------------------------------------------------
+
+# how partial results of each reduction combine in the second stage
+_SECOND_STAGE = {"sum": "sum", "max": "max", "min": "min", "prod": "prod", "sum_squares": "sum",
+                 "abs_sum": "sum"}
+
+
+def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="reduce") -> ipu.Variable:
+    """Reduce `x` over `axes` with op in sum / max / min / prod / sum_squares / abs_sum.
+
+    Stage 1 reduces, on every tile, the elements of each output row that the tile holds (after an
+    on-tile rearrangement that makes each (tile, row) group contiguous: no exchange); stage 2
+    exchanges the partials to the tile of each output element and reduces them there. Partials of
+    float16 data are float32, as poplibs accumulates.
+    """
+    from codelets.reduce import REDUCE_OPS
+
+    et = et or x.dtype
+    axes = tuple(sorted(a % x.rank for a in axes)) if x.rank else ()
+    kept = [d for d in range(x.rank) if d not in axes]
+    out_shape = tuple(x.shape[d] for d in kept)
+    full_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.rank))
+    rows = int(np.prod(out_shape, dtype=np.int64))
+    k = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    out = ctx.new_var(full_shape if keepdims else out_shape, et, ctx.name(suffix))
+    if rows == 0:
+        return out
+    if k == 0:
+        raise ValueError(f"{ctx.name()}: reducing over an empty axis has no value")
+    perm = kept + list(axes)
+    xp = x.transpose(perm).reshape(rows, k) if x.rank else x.reshape(1, 1)
+    src_index = xp.flat_index()
+    src_tiles = x.variable.tile_of[src_index]
+    row_of = np.repeat(np.arange(rows, dtype=np.int64), k)
+    # stage 1: groups of (tile, row), each made contiguous on its tile
+    order = np.lexsort((row_of, src_tiles))
+    g_tile = src_tiles[order]
+    g_row = row_of[order]
+    brk = np.ones(order.size, bool)
+    brk[1:] = (g_tile[1:] != g_tile[:-1]) | (g_row[1:] != g_row[:-1])
+    g_start = np.flatnonzero(brk)
+    g_count = np.diff(np.append(g_start, order.size))
+    grp_tile = g_tile[g_start].astype(np.int64)
+    grp_row = g_row[g_start]
+    single_stage = np.bincount(grp_row, minlength=rows).max() == 1
+    if x.is_identity and np.array_equal(src_index[order], np.arange(order.size)):
+        staged = x.variable  # each group already is a run of consecutive elements on its tile
+    else:
+        staged = ctx.g.add_variable(ctx.name(f"{suffix}/grouped"), (order.size,), x.dtype, ipu.TEMPORARY,
+                                    debug=ctx.name())
+        staged.tile_of[:] = g_tile
+        ctx.copy(ipu.Tensor(x.variable, src_index[order], (order.size,)), staged, f"{suffix}/group")
+    s_starts = g_start
+    part_et = ipu.FLOAT32 if (et == ipu.FLOAT16 or x.dtype == ipu.FLOAT16) and not single_stage else et
+    if single_stage:
+        # every row lives on one tile: stage 1 writes the output directly where the row is
+        out.tile_of[:] = grp_tile[np.argsort(grp_row)]
+        _reduce_vertices(ctx, f"{suffix}", grp_tile, staged, s_starts, g_count, out, grp_row,
+                         REDUCE_OPS[op])
+        return out
+    partials = ctx.g.add_variable(ctx.name(f"{suffix}/partials"), (grp_row.size,), part_et, ipu.TEMPORARY,
+                                  debug=ctx.name())
+    partials.tile_of[:] = grp_tile
+    _reduce_vertices(ctx, f"{suffix}/partial", grp_tile, staged, s_starts, g_count, partials,
+                     np.arange(grp_row.size), REDUCE_OPS[op])
+    # stage 2: partials of each row gathered on the row's output tile
+    ctx.tiles.map(ctx.g, out)
+    order2 = np.argsort(grp_row, kind="stable")
+    r2 = grp_row[order2]
+    out_tiles = out.tile_of
+    gathered = ctx.g.add_variable(ctx.name(f"{suffix}/gathered"), (order2.size,), part_et, ipu.TEMPORARY,
+                                  debug=ctx.name())
+    gathered.tile_of[:] = out_tiles[r2]
+    ctx.copy(ipu.Tensor(partials, order2, (order2.size,)), gathered, f"{suffix}/gather")
+    brk2 = np.ones(r2.size, bool)
+    brk2[1:] = r2[1:] != r2[:-1]
+    s2 = np.flatnonzero(brk2)
+    c2 = np.diff(np.append(s2, r2.size))
+    _reduce_vertices(ctx, f"{suffix}/final", out_tiles[r2[s2]].astype(np.int64), gathered, s2, c2, out, r2[s2],
+                     REDUCE_OPS[_SECOND_STAGE[op]])
+    return out
+
+
+def _reduce_vertices(ctx, name, tiles, src, starts, counts, dst, dst_index, op_code):
+    """One Reduce vertex per group: src[start:start+count] -> dst[dst_index]."""
+    cs = ctx.compute_set(name)
+    dst_var = dst.variable if isinstance(dst, ipu.Tensor) and not isinstance(dst, ipu.Variable) else dst
+    ctx.g.add_vertices(cs, "Reduce", tiles,
+                       {"in": (src, starts, counts), "out": (dst_var, dst_index, np.ones_like(dst_index))},
+                       ip={"op": op_code, "inner": counts})
+    ctx.emit(ipu.Execute(cs, name=cs.name))

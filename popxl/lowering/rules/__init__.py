@@ -1,0 +1,2 @@
+"""Built-in lowering rules, one module per op family (mirroring popxl/ops/)."""
+from . import control, elementwise, host, shape  # noqa: F401

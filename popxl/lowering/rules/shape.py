@@ -1,0 +1,90 @@
+"""Layout ops. The in-place (`_`) forms are views of their input: nothing moves. The others copy
+into a new tensor; when the result keeps the source's element order (reshape, slice, ...), the new
+tensor is mapped element by element where its source lives, so the copy never leaves a tile."""
+from __future__ import annotations
+
+import numpy as np
+
+import ipu
+
+from ..registry import lowering_rule
+
+
+def _is_view(op) -> bool:
+    return 0 in op.aliases.values() if op.aliases else False
+
+
+def materialise(ctx, t_out, view: ipu.Tensor, suffix="copy") -> ipu.Variable:
+    """A new variable for popxl tensor t_out holding `view`'s data."""
+    out = ctx.g.add_variable(t_out.id, t_out.shape, view.dtype, ipu.TEMPORARY, debug=ctx.name())
+    if out.numel:
+        flat = view.flat_index()
+        if flat.size < 2 or np.all(np.diff(flat) > 0):
+            out.tile_of[:] = view.variable.tile_of[flat]  # order kept: copy stays on each tile
+        else:
+            ctx.tiles.map(ctx.g, out)
+        ctx.copy(view, out, suffix)
+    ctx.bind(t_out, out)
+    return out
+
+
+def _view_or_copy(ctx, op, view):
+    if _is_view(op):
+        ctx.bind(op.outputs[0], view)
+    else:
+        materialise(ctx, op.outputs[0], view)
+
+
+@lowering_rule("reshape")
+def reshape(ctx, op):
+    _view_or_copy(ctx, op, ctx.value(op.inputs[0]).reshape(tuple(op.outputs[0].shape)))
+
+
+@lowering_rule("transpose")
+def transpose(ctx, op):
+    _view_or_copy(ctx, op, ctx.value(op.inputs[0]).transpose(tuple(op.attrs["permutation"])))
+
+
+@lowering_rule("slice")
+def slice_(ctx, op):
+    _view_or_copy(ctx, op, ctx.value(op.inputs[0])[tuple(op.attrs["index"])])
+
+
+@lowering_rule("subsample")
+def subsample(ctx, op):
+    key = tuple(slice(None, None, s) for s in op.attrs["strides"])
+    _view_or_copy(ctx, op, ctx.value(op.inputs[0])[key])
+
+
+@lowering_rule("identity", "detach")
+def identity(ctx, op):
+    _view_or_copy(ctx, op, ctx.value(op.inputs[0]))
+
+
+@lowering_rule("concat")
+def concat(ctx, op):
+    axis = op.attrs["axis"]
+    views = [ctx.value(t) for t in op.inputs]
+    if op.attrs.get("view"):
+        # concat_: a view over the inputs' storage is only possible when they share a variable;
+        # otherwise (the common case) it is a copy like concat.
+        pass
+    t_out = op.outputs[0]
+    out = ctx.new_var(t_out.shape, ctx.etype(t_out), t_out.id)
+    k = 0
+    for v in views:
+        n = v.shape[axis]
+        if n:
+            ctx.copy(v, out.slice(k, k + n, axis), "concat")
+        k += n
+    ctx.bind(t_out, out)
+
+
+@lowering_rule("split")
+def split(ctx, op):
+    axis = op.attrs["axis"]
+    src = ctx.value(op.inputs[0])
+    k = 0
+    for t_out, n in zip(op.outputs, op.attrs["splits"]):
+        materialise(ctx, t_out, src.slice(k, k + n, axis), "split")
+        k += n
