@@ -4,3 +4,4 @@ Importing this package registers every codelet with `ipu.register`; `ipu` import
 use of a codelet name. Each module holds one family: kernel, NumPy reference, cost model.
 """
 from . import scaled_add  # noqa: F401
+from . import matmul  # noqa: F401

@@ -1,0 +1,382 @@
+"""Matrix-multiply vertices: the AMP block product and the reduction of its partials.
+
+`MatMulBlock` is the counterpart of poplin's ConvPartial1x1Out supervisor vertex (the AMP unit) used
+as a matrix product: out[m, n] (=|+=) a[m, k] @ b[k, n], all three contiguous on the vertex's tile,
+row-major. The matmul as a 1x1 convolution: the m rows are the field (output positions, split over
+the 6 workers), k is the input channels and n the output channels.
+
+`MatMulReducePartials` sums P partial blocks laid out one after another ([P, len] contiguous) into
+`out` (float32, or float16 rounded to nearest even): poplin's ReduceAdd over the k-split of a plan.
+
+The kernels do their arithmetic at the host's BLAS speed: each vertex takes contiguous typed slices
+of tile memory, reshapes them to 2-D and calls `np.dot` (float32). float16 operands are widened to
+float32 through `ipu.load` first, as the AMP accumulates halves into float partials, and a float16
+output is written through `ipu.store`.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+import ipu
+from ipu import IN, INOUT, OUT, Codelet, Field, load, store
+
+_FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
+
+# ------------------------------------------------------------------------------------------------
+# kernels
+
+
+def _block_f32(view, start, count):  # pragma: no cover - replaced by the Numba overload
+    """A float32 array of `count` elements of a typed view from `start` (a slice when the view is
+    float32, a widened copy when it is float16)."""
+    raise NotImplementedError
+
+
+def _write_block(view, start, c, accumulate):  # pragma: no cover - replaced by the Numba overload
+    """Write (or add) the float32 array `c` into a typed view from `start`."""
+    raise NotImplementedError
+
+
+def _dot_into(view, start, a, b, accumulate):  # pragma: no cover - replaced by the Numba overload
+    """view[start:start + m*n] (=|+=) a @ b, written in the view's type."""
+    raise NotImplementedError
+
+
+def _is_f32(view) -> bool:
+    return isinstance(view, types.Array) and view.dtype == types.float32
+
+
+@overload(_block_f32)
+def _ov_block_f32(view, start, count):
+    if _is_f32(view):
+        def impl(view, start, count):
+            return view[start:start + count]
+    else:
+        def impl(view, start, count):
+            out = np.empty(count, np.float32)
+            for i in range(count):
+                out[i] = load(view, start + i)
+            return out
+    return impl
+
+
+@overload(_write_block)
+def _ov_write_block(view, start, c, accumulate):
+    if _is_f32(view):
+        def impl(view, start, c, accumulate):
+            n = c.size
+            dst = view[start:start + n]
+            if accumulate:
+                dst += c.reshape(n)
+            else:
+                dst[:] = c.reshape(n)
+    else:
+        def impl(view, start, c, accumulate):
+            flat = c.reshape(c.size)
+            if accumulate:
+                for i in range(flat.size):
+                    store(view, start + i, np.float32(load(view, start + i) + flat[i]))
+            else:
+                for i in range(flat.size):
+                    store(view, start + i, flat[i])
+    return impl
+
+
+@overload(_dot_into)
+def _ov_dot_into(view, start, a, b, accumulate):
+    if _is_f32(view):
+        def impl(view, start, a, b, accumulate):
+            m = a.shape[0]
+            n = b.shape[1]
+            dst = view[start:start + m * n].reshape(m, n)
+            if a.shape[1] == 0:
+                if not accumulate:
+                    dst[:, :] = 0.0
+            elif accumulate:
+                dst += np.dot(a, b)
+            else:
+                np.dot(a, b, dst)  # BLAS writes straight into tile memory
+    else:
+        def impl(view, start, a, b, accumulate):
+            m = a.shape[0]
+            n = b.shape[1]
+            if a.shape[1] == 0:
+                c = np.zeros((m, n), np.float32)
+            else:
+                c = np.dot(a, b)
+            _write_block(view, start, c, accumulate)
+    return impl
+
+
+@njit(cache=True)
+def _matmul_block_kernel(views, off, cnt, fp, ip):
+    """All MatMulBlock vertices of a compute set: out (=|+=) a @ b per vertex, float32 arithmetic."""
+    av = views[0]
+    bv = views[1]
+    ov = views[2]
+    for v in range(off.shape[0]):
+        m = ip[v, 0]
+        k = ip[v, 1]
+        n = ip[v, 2]
+        acc = ip[v, 3] != 0
+        if m == 0 or n == 0:
+            continue
+        a = _block_f32(av, off[v, 0], m * k).reshape(m, k)
+        b = _block_f32(bv, off[v, 1], k * n).reshape(k, n)
+        _dot_into(ov, off[v, 2], a, b, acc)
+
+
+@njit(cache=True)
+def _reduce_partials_kernel(views, off, cnt, fp, ip):
+    """All MatMulReducePartials vertices: out = sum over p of partials[p, :] (float32 sums, in order
+    p = 0, 1, ...), written in out's type."""
+    pv = views[0]
+    ov = views[1]
+    for v in range(off.shape[0]):
+        n = cnt[v, 1]
+        num = ip[v, 0]
+        if n == 0:
+            continue
+        p0 = off[v, 0]
+        acc = np.zeros(n, np.float32)
+        for p in range(num):
+            acc += pv[p0 + p * n:p0 + (p + 1) * n]
+        _write_block(ov, off[v, 1], acc, False)
+
+
+# ------------------------------------------------------------------------------------------------
+# cost models
+
+
+def amp_geometry(is_half: bool, target) -> dict:
+    """The AMP unit of a target, as poplin's 1x1 convolution vertex uses it.
+
+    - conv units per tile: 16 on Mk2, 8 on Mk1 (poplar Target getFp32InFp32OutConvUnitsPerTile /
+      getFp16InFp32OutConvUnitsPerTile). We derive it from the target's vendor peak (DESIGN.md
+      section 6): half peak FLOP/cycle = 2 x 16 input channels x units / 4 cycles, so
+      units = peak_half / 8 (128 -> 16 on GC200, 64 -> 8 on GC2);
+    - input channels per group (weights per conv unit): 8 for float, 16 for half
+      (convChainLength x convInputLoadElems in poplin ConvPartial1x1Out's estimator);
+    - output channels per group: one per conv unit, so one output pass per group;
+    - core loop: 8 worker cycles per output position for float, 4 for half
+      (poplin PerformanceEstimation.hpp, getConvPartial1x1SupervisorInnerLoopCycleEstimate);
+    - weight loads per pass: units x 32 weight bytes per unit / coefficient load bytes per cycle
+      (16 with ld128 on Mk2, 8 on Mk1) = 32 cycles (getConvPartialAmpSupervisorWeightLoadCycleEstimate).
+
+    Peak: float 8 in x 16 out per 8 cycles = 16 MACs/cycle (32 FLOP); half 16 x 16 per 4 cycles
+    = 64 MACs/cycle (128 FLOP), the vendor peaks of 62.5 / 250 TFLOPS on 1472 tiles at 1.33 GHz.
+    """
+    units = max(1, int(target.peak_flops_per_cycle_half) // 8)
+    in_chans = 16 if is_half else 8
+    coeff_bytes_per_cycle = 16 if units >= 16 else 8
+    return {
+        "units": units,
+        "in_chans": in_chans,
+        "out_chans": units,
+        "core_cycles": 4 if is_half else 8,
+        "weight_loads": units * in_chans * (2 if is_half else 4) // coeff_bytes_per_cycle,
+    }
+
+
+def _amp_worker_cycles(e, zeroing: bool, float_acts: bool, float_partials: bool, core: int):
+    """Worker (thread) cycles of one AMP pass over e output positions.
+
+    Source: poplin PerformanceEstimation.hpp, getConvPartial1x1SupervisorInnerLoopCycleEstimate
+    (one worklist entry per worker): a fixed cost for 0, 1 or 2 positions; for 3 or more a fixed
+    cost plus `core` cycles per position beyond the third; zeroing the partials on the first
+    input-channel group adds 2 + (4 float / 2 half partials) cycles per position; half activations
+    with float partials retain worker state and save 10 cycles.
+    """
+    e = np.asarray(e, np.int64)
+    z = 4 if float_partials else 2
+    zc = 1 if zeroing else 0
+    if float_acts:
+        c0 = np.full_like(e, 24)
+        c1 = 47 + (2 + z) * zc
+        c2 = 46 + (2 + 2 * z) * zc
+        cn = 46 + (2 + z * e) * zc + (e - 3) * core
+        saving = 0
+    elif float_partials:
+        extra = 2 if zeroing else 4
+        c0 = np.full_like(e, 20 + extra)
+        c1 = 31 + extra
+        c2 = 40 + extra
+        cn = (38 if zeroing else 40) + (e - 3) * core
+        saving = 10
+    else:
+        c0 = np.full_like(e, 24)
+        c1 = 39 + (2 + z) * zc
+        c2 = 40 + (2 + 2 * z) * zc
+        cn = 41 + (2 + z * e) * zc + (e - 3) * core
+        saving = 0
+    c = np.where(e == 0, c0, np.where(e == 1, c1, np.where(e == 2, c2, cn)))
+    return c - saving
+
+
+def matmul_block_cycles(m, k, n, float_acts: bool, float_partials: bool, target):
+    """Tile cycles of one MatMulBlock (AMP) supervisor vertex computing an m x k by k x n product.
+
+    Source: poplin PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate with
+    numConvGroups = 1, numInGroups = ceil(k / in_chans), numOutGroups = ceil(n / out_chans), one
+    output pass per group (out_chans = conv units), and the m positions split over the 6 workers
+    (ceil / floor of m / 6 each):
+
+      inner(zeroing) = max(6 x slowest worker, 6 x fastest worker + 14)
+      cycles = 50 + 6 x (r1 + r2 x (in_groups - 1))                     supervisor, state retention
+             + 12
+             + (in_groups - 1) x (16 + out_groups x (19 + 6 + loads + inner(no zeroing)))
+             + 11 + out_groups x (19 + 7 + loads + inner(zeroing))       first group zeroes partials
+
+    with loads = 32 weight-load cycles per pass and (r1, r2) = (10, 2) for half activations into
+    float partials, else (0, 0). k = 0 zeroes the output (poplin's zero supervisor vertex:
+    6 x (vectors per worker + 14 - 9) for float, + 15 - 10 for half).
+    """
+    m = np.asarray(m, np.int64)
+    k = np.asarray(k, np.int64)
+    n = np.asarray(n, np.int64)
+    g = amp_geometry(not float_acts, target)
+    w = target.worker_contexts
+    in_groups = -(-k // g["in_chans"])
+    out_groups = -(-n // g["out_chans"])
+    hi = -(-m // w)
+    lo = m // w
+
+    def inner(zeroing):
+        a = _amp_worker_cycles(hi, zeroing, float_acts, float_partials, g["core_cycles"])
+        b = _amp_worker_cycles(lo, zeroing, float_acts, float_partials, g["core_cycles"])
+        slow = np.maximum(a, b)
+        fast = np.minimum(a, b)
+        return np.maximum(w * slow, w * fast + 14)
+
+    r1, r2 = (10, 2) if (not float_acts and float_partials) else (0, 0)
+    loads = g["weight_loads"]
+    ig1 = np.maximum(in_groups - 1, 0)
+    cycles = (50 + w * (r1 + r2 * ig1) + 12
+              + ig1 * (16 + out_groups * (19 + 6 + loads + inner(False)))
+              + 11 + out_groups * (19 + 7 + loads + inner(True)))
+    # k == 0: nothing to multiply; the output block is zeroed by a zero vertex
+    vec = 2 if float_partials else 4
+    per_worker = -(-(m * n) // w)
+    zero = w * (-(-per_worker // vec) + (14 - 9 if float_partials else 15 - 10))
+    return np.where(in_groups == 0, zero, cycles).astype(np.int64)
+
+
+def reduce_partials_cycles(out_size, num_partials, out_float: bool, workers: int = 6,
+                           data_path_bits: int = 64):
+    """Tile cycles of one MatMulReducePartials supervisor vertex (float32 partials).
+
+    Source: poplin PerformanceEstimation.hpp. P >= 2: getReduceCycleEstimate (the multi-input
+    ReduceAdd, no single-input fast path): the workers take 4 float outputs per loop at 3 cycles per
+    partial (64-bit loads + a pointer load) plus 7 (float out) / 6 (half out) per loop; remainders
+    cost 2P + 13; 32 fixed; x 6 workers. P = 1: a cast (estimateCastCycles: (max(loads of 2 floats,
+    stores of 2 floats or 4 halves) per worker + 26) x 6). P = 0: the zero supervisor vertex.
+    """
+    n = np.asarray(out_size, np.int64)
+    p = np.asarray(num_partials, np.int64)
+    acc = 4  # float partials: accumulator vector width
+    per_dp = data_path_bits // 32
+    per_loop = acc // min(acc, per_dp) + 1
+    loops = n // acc + (n & 1 != 0) + (n & 2 != 0)
+    ldw = loops // workers
+    rem = loops % workers
+    base = np.full_like(n, 32)
+    base = base + np.where((rem != 0) & ((n & 3) != 0), 2 * p + 13, 0)
+    ldw = ldw + np.where((rem != 0) & ((n & 3) == 0), 1, 0)
+    red = workers * (base + (per_loop * p + (7 if out_float else 6)) * ldw)
+    out_vec = 2 if out_float else 4
+    per_worker = -(-n // workers)
+    cast = workers * (np.maximum(-(-per_worker // 2), -(-per_worker // out_vec)) + 26)
+    zero = workers * (-(-per_worker // out_vec) + (14 - 9 if out_float else 15 - 10))
+    return np.where(p >= 2, red, np.where(p == 1, cast, zero)).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# codelets
+
+
+@ipu.register
+class MatMulBlock(Codelet):
+    """out[m, n] (=|+=) a[m, k] @ b[k, n]; params m, k, n, accumulate (0: overwrite, 1: add)."""
+
+    name = "MatMulBlock"
+    fields = (Field("a", IN), Field("b", IN), Field("out", INOUT))
+    int_params = ("m", "k", "n", "accumulate")
+    supervisor = True
+    allowed_types = (_FLOATS, _FLOATS, _FLOATS)
+
+    def kernel(self):
+        return _matmul_block_kernel
+
+    def check(self, types, cnt, fp, ip):
+        if types[0] != types[1]:
+            raise TypeError(f"MatMulBlock: a is {types[0].name} but b is {types[1].name}")
+        if types[0] == ipu.FLOAT32 and types[2] != ipu.FLOAT32:
+            raise TypeError("MatMulBlock: float32 operands need a float32 output")
+        m, k, n = ip[:, 0], ip[:, 1], ip[:, 2]
+        if np.any(ip[:, :3] < 0):
+            raise ValueError("MatMulBlock: m, k and n must be >= 0")
+        bad = (cnt[:, 0] != m * k) | (cnt[:, 1] != k * n) | (cnt[:, 2] != m * n)
+        if np.any(bad):
+            v = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"MatMulBlock: vertex {v} has m, k, n = {m[v]}, {k[v]}, {n[v]} but its fields hold "
+                f"a {cnt[v, 0]}, b {cnt[v, 1]}, out {cnt[v, 2]} elements (need m*k, k*n, m*n)"
+            )
+
+    def cycles(self, types, cnt, fp, ip, target):
+        float_acts = types[0] == ipu.FLOAT32
+        float_partials = types[2] == ipu.FLOAT32
+        return matmul_block_cycles(ip[:, 0], ip[:, 1], ip[:, 2], float_acts, float_partials, target)
+
+    def code_bytes(self, types):
+        # ConvPartial1x1Out supervisor + worker assembly: ~1.5 KiB (assumption, the order of the
+        # poplin conv_partial_1x1 .S object code)
+        return 1536
+
+    def state_bytes(self):
+        # pointers and sizes of the three fields and the parameters, plus the per-worker worklists
+        # (6 workers x 3 entries x 2 bytes) the AMP vertex carries
+        return super().state_bytes() + 36
+
+    def reference(self, a, b, out=None, accumulate=False):
+        c = a.astype(np.float32) @ b.astype(np.float32)
+        if accumulate and out is not None:
+            c = out.astype(np.float32) + c
+        dt = out.dtype if out is not None else np.float32
+        return c.astype(dt)
+
+
+@ipu.register
+class MatMulReducePartials(Codelet):
+    """out[len] = sum over p of partials[p, len] (float32 partials; out float32 or float16)."""
+
+    name = "MatMulReducePartials"
+    fields = (Field("partials", IN), Field("out", OUT))
+    int_params = ("num_partials",)
+    supervisor = True
+    allowed_types = ((ipu.FLOAT32,), _FLOATS)
+
+    def kernel(self):
+        return _reduce_partials_kernel
+
+    def check(self, types, cnt, fp, ip):
+        if np.any(ip[:, 0] < 0):
+            raise ValueError("MatMulReducePartials: num_partials must be >= 0")
+        if np.any(cnt[:, 0] != ip[:, 0] * cnt[:, 1]):
+            raise ValueError("MatMulReducePartials: partials must hold num_partials x len(out) elements")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        return reduce_partials_cycles(cnt[:, 1], ip[:, 0], types[1] == ipu.FLOAT32, target.worker_contexts)
+
+    def code_bytes(self, types):
+        # poplin ReduceAdd supervisor + worker assembly: ~0.5 KiB (assumption)
+        return 512
+
+    def reference(self, partials, num_partials, out_dtype=np.float32):
+        p = np.asarray(partials, np.float32).reshape(num_partials, -1)
+        acc = np.zeros(p.shape[1], np.float32)
+        for row in p:
+            acc += row
+        return acc.astype(out_dtype)
