@@ -374,9 +374,9 @@ class MatMulReducePartials(Codelet):
         # poplin ReduceAdd supervisor + worker assembly: ~0.5 KiB (assumption)
         return 512
 
-    def reference(self, partials, num_partials, out_dtype=np.float32):
-        p = np.asarray(partials, np.float32).reshape(num_partials, -1)
-        acc = np.zeros(p.shape[1], np.float32)
+    def reference(self, partials, num_partials, length, out_dtype=np.float32):
+        p = np.asarray(partials, np.float32).reshape(num_partials, length)
+        acc = np.zeros(length, np.float32)
         for row in p:
             acc += row
         return acc.astype(out_dtype)

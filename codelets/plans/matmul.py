@@ -141,9 +141,19 @@ class MatMulPlan:
     estimate: dict = field(default_factory=dict)  # estimated cycles by phase, and 'total'
     bytes_per_tile: int = 0  # estimated peak bytes on the busiest tile (plan temporaries + reserved)
     problem: Problem | None = None
+    # serial splitting, when no single pass fits in tile memory: the product is done in `serial`
+    # passes over slices of `serial_axis` ('g', 'm' or 'n') of at most `serial_chunk` elements, each
+    # pass planned by `sub` (the last, smaller slice is planned again when built)
+    code_bytes: int = 0  # estimated exchange and control code per tile (not freed between passes)
+    serial: int = 1
+    serial_axis: str = ""
+    serial_chunk: int = 0
+    sub: "MatMulPlan | None" = None
 
     @property
     def num_tiles_used(self) -> int:
+        if self.sub is not None:
+            return self.sub.num_tiles_used
         return int(np.prod(self.parts))
 
     @property
@@ -151,6 +161,11 @@ class MatMulPlan:
         return self.parts[3] if self.K > 0 else 0
 
     def __repr__(self) -> str:
+        if self.sub is not None:
+            return (f"<MatMulPlan [{self.G}x{self.M}x{self.K}] x [{self.K}x{self.N}] {self.dtype.name}: "
+                    f"{self.serial} serial passes over {self.serial_axis} chunks of {self.serial_chunk}, "
+                    f"each {self.sub.parts} over {self.sub.num_tiles_used} tiles, "
+                    f"~{self.estimate.get('total', 0):,} cycles>")
         return (f"<MatMulPlan [{self.G}x{self.M}x{self.K}] x [{self.K}x{self.N}] {self.dtype.name}: "
                 f"parts (g, m, n, k) = {self.parts}, chunks {self.chunks}, {self.num_tiles_used} tiles, "
                 f"~{self.estimate.get('total', 0):,} cycles>")
@@ -195,7 +210,7 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     if K == 0:
         ex_a = ex_b = compute = ex_p = zero
         red = zero + int(reduce_partials_cycles(out_pt, 0, out_float, target.worker_contexts))
-        red_bytes = zero
+        red_bytes = zero + _align(out_pt * osz)
     else:
         ex_a = _phase(target, a_share, a_blk)
         ex_b = _phase(target, b_share, b_blk)
@@ -204,15 +219,18 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
         needs_reduce = (pk > 1) | (not out_float)
         red = np.where(needs_reduce,
                        reduce_partials_cycles(np.full_like(pk, out_pt), pk, out_float, target.worker_contexts), 0)
-        red_bytes = np.where(needs_reduce, _align(pk * out_pt * 4), 0)
+        # the reduction's input [pk, outputs] and (when out's elements are scattered) a result
+        red_bytes = np.where(needs_reduce, _align(pk * out_pt * 4) + _align(out_pt * osz), 0)
     total = ex_a + ex_b + compute + ex_p + red
-    runs = cg * cm + cg * ck + 2 * cg * cm * pn
-    data = np.maximum(_align(a_blk) + _align(b_blk) + _align(p_blk),
-                      _align(p_blk) + red_bytes + _align(out_pt * osz))
-    mem = data + runs * _EXCHANGE_BYTES_PER_RUN + _CODE_MARGIN + target.stack_bytes_per_tile
+    # exchange code: a run per block row received and about as many sent, for both operands; a
+    # partial row sent per block row, and pk runs per output row piece received
+    runs = (2 * cg * cm + 2 * cg * ck + cg * cm + pk * (_ceil(out_pt, np.maximum(cn, 1)) + 2)) * 5 // 4
+    data = np.maximum(_align(a_blk) + _align(b_blk) + _align(p_blk), _align(p_blk) + red_bytes)
+    code = runs * _EXCHANGE_BYTES_PER_RUN + 4 * 16  # exchange code: per run, and per phase
+    mem = data + code + _CODE_MARGIN + target.stack_bytes_per_tile
     phases = {"exchange_a": ex_a, "exchange_b": ex_b, "compute": compute, "exchange_partials": ex_p,
               "reduce": red}
-    return total, phases, mem
+    return total, phases, mem, code
 
 
 def _splits(D: int, grain: int, max_parts: int):
@@ -227,13 +245,14 @@ def _splits(D: int, grain: int, max_parts: int):
 
 
 def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 1, out_dtype=None,
-                reserved_bytes: int = 0, max_tiles: int | None = None) -> MatMulPlan:
+                reserved_bytes: int = 0, max_tiles: int | None = None, serial_ok: bool = True) -> MatMulPlan:
     """Choose how to spread `batch` products [m, k] x [k, n] of `dtype` (float32 or float16) over the
     tiles of `target`, with float32 partials and an `out_dtype` result (float32 by default for
     float32 operands, float16 for float16 ones).
 
     reserved_bytes: bytes already taken on every tile (always-live data), kept free.
-    Raises OutOfMemoryError when no split fits."""
+    When no split fits in one pass, the product is split serially (see MatMulPlan.serial); with
+    serial_ok=False, or when even that does not fit, raises OutOfMemoryError."""
     dtype = ipu.element_type(dtype)
     if dtype not in (ipu.FLOAT32, ipu.FLOAT16):
         raise TypeError(f"plan_matmul: operands must be float32 or float16, not {dtype.name}")
@@ -269,10 +288,13 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     ig, im, in_, ik = cand
     P = (gp[ig], mp[im], np_[in_], kp[ik])
     C = (gc[ig], mc[im], nc[in_], kc[ik])
-    total, phases, mem = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C)
+    total, phases, mem, code = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C)
     mem = mem + int(reserved_bytes)
     fits = mem <= target.bytes_per_tile
     if not fits.any():
+        serial = _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok)
+        if serial is not None:
+            return serial
         best = int(np.argmin(mem))
         raise OutOfMemoryError(
             f"matmul [{G}x{M}x{K}] x [{K}x{N}] {dtype.name} does not fit on {target.name}: the smallest "
@@ -292,7 +314,43 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     tiles = (np.arange(used, dtype=np.int64) * T // used).reshape(parts)
     est = {k_: int(v[best]) for k_, v in phases.items()}
     est["total"] = int(total[best])
-    return MatMulPlan(target, dtype, out_dtype, G, M, K, N, parts, chunks, tiles, est, int(mem[best]))
+    return MatMulPlan(target, dtype, out_dtype, G, M, K, N, parts, chunks, tiles, est, int(mem[best]),
+                      code_bytes=int(code[best]))
+
+
+def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok):
+    """Split G, M or N into the fewest serial passes whose plan fits (trying each axis, keeping the
+    cheapest estimate), or None."""
+    if not serial_ok:
+        return None
+    best = None
+    for axis, size in (("g", G), ("m", M), ("n", N)):
+        tried = set()
+        count = 2
+        while count <= size:
+            chunk = -(-size // count)
+            count = count + 1 if count < 64 else count * 2
+            if chunk in tried:
+                continue
+            tried.add(chunk)
+            dims = {"g": G, "m": M, "n": N, axis: chunk}
+            try:
+                sub = plan_matmul(dims["m"], K, dims["n"], dtype, target, batch=dims["g"], out_dtype=out_dtype,
+                                  reserved_bytes=reserved_bytes, max_tiles=max_tiles, serial_ok=False)
+            except OutOfMemoryError:
+                continue
+            passes = -(-size // chunk)
+            # code is not freed between passes: every pass's exchange code stays on the tiles
+            mem = sub.bytes_per_tile + (passes - 1) * (sub.code_bytes + 64)
+            if mem > target.bytes_per_tile:
+                continue
+            est = {k_: v * passes for k_, v in sub.estimate.items()}
+            if best is None or est["total"] < best.estimate["total"]:
+                best = MatMulPlan(target, dtype, out_dtype, G, M, K, N, sub.parts, sub.chunks, sub.tiles, est,
+                                  mem, code_bytes=passes * sub.code_bytes, serial=passes, serial_axis=axis,
+                                  serial_chunk=chunk, sub=sub)
+            break
+    return best
 
 
 def plan_for_shapes(a_shape, b_shape, dtype, target: ipu.Target, out_dtype=None, reserved_bytes: int = 0,
@@ -345,6 +403,11 @@ def mapping_for_output(plan: MatMulPlan, out_shape=None) -> np.ndarray:
     """The tile of every element of the output (flat, row-major over `out_shape`, by default the
     shape of the problem the plan was made for) that keeps the reduction next to the partials:
     each output block is shared out among the pk tiles that computed its partials."""
+    if plan.sub is not None:
+        # serial passes: spread the output evenly (each pass reduces onto wherever it lives)
+        total = plan.G * plan.M * plan.N
+        T = plan.target.num_tiles
+        return (np.arange(total, dtype=np.int64) * T // max(total, 1)).astype(np.int32)
     owner = _owner_canonical(plan)
     p = plan.problem
     if p is None:
@@ -468,6 +531,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
             raise MappingError(f"build_matmul: out {out.name!r} is only partly mapped; map all of it or none")
         map_output(graph, out, plan)
         owners = out_var.tile_of[c_flat]
+    if plan.sub is not None:
+        return _build_serial(graph, a, b, out, plan, prob, C, name, seq)
 
     cells = _cells(plan)
     tiles = cells["tile"]
@@ -504,8 +569,14 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         }, ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
         seq.add(ipu.Execute(cs, name=f"{name}/amp"))
 
-    # 3. partials to the owners of the outputs, reduced there
-    # the output elements in order of (owner tile, position in out's variable)
+    # 3. partials to the tiles that reduce them: the owners of the outputs when out is spread
+    # about evenly (the reduction then writes out in place), else the plan's own spread
+    # (mapping_for_output) into a result that a last Copy moves into out
+    even = -(-owners.size // target.num_tiles)
+    spread = np.bincount(owners, minlength=target.num_tiles).max() <= 2 * even + 16
+    if not spread:
+        owners = _owner_canonical(plan).reshape(-1)
+    # the output elements in order of (reducing tile, position in out's variable)
     key_sorted = np.all(owners[1:] >= owners[:-1]) if owners.size > 1 else True
     if key_sorted and (c_flat.size < 2 or np.all(c_flat[1:] > c_flat[:-1])):
         q = np.arange(c_flat.size, dtype=np.int64)
@@ -554,7 +625,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     via_temp = (reduce_partials_cycles(tile_len, P, out_float, target.worker_contexts).max()
                 + ipu_costs.sync_cycles(target) + target.exchange_overhead_cycles
                 + int(np.ceil(tile_len.max() * out.dtype.itemsize / target.memory_write_bytes_per_cycle)))
-    in_place = direct <= via_temp
+    in_place = spread and direct <= via_temp
     if in_place:
         grp_start, grp_len, grp_tile = run_start, run_len, run_tile
     else:
@@ -587,4 +658,27 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     seq.add(ipu.Execute(cs, name=f"{name}/reduce"))
     if not in_place:
         seq.add(ipu.Copy(result, ipu.Tensor(out_var, flat, flat.shape), name=f"{name}/write out"))
+    return seq
+
+
+def _build_serial(graph, a, b, out, plan, prob, C, name, seq):
+    """The passes of a serially split plan, each a full build over a slice of the canonical
+    problem (views of the same variables); their temporaries are dead between passes, so the
+    memory planner reuses them."""
+    A = _canon_a(a.index(), prob)
+    B = _canon_b(b.index(), prob)
+    size = {"g": plan.G, "m": plan.M, "n": plan.N}[plan.serial_axis]
+    for s_ in range(plan.serial):
+        lo = s_ * plan.serial_chunk
+        hi = min(size, lo + plan.serial_chunk)
+        if plan.serial_axis == "g":
+            As, Bs, Cs = A[lo:hi], B[lo:hi], C[lo:hi]
+        elif plan.serial_axis == "m":
+            As, Bs, Cs = A[:, lo:hi], B, C[:, lo:hi]
+        else:
+            As, Bs, Cs = A, B[:, :, lo:hi], C[:, :, lo:hi]
+        As, Bs, Cs = (np.ascontiguousarray(x) for x in (As, Bs, Cs))
+        sub = plan.sub if hi - lo == plan.serial_chunk else None
+        seq.add(build_matmul(graph, ipu.Tensor(a.variable, As, As.shape), ipu.Tensor(b.variable, Bs, Bs.shape),
+                             ipu.Tensor(out.variable, Cs, Cs.shape), plan=sub, name=f"{name}/pass{s_}"))
     return seq

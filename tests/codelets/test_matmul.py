@@ -1,0 +1,173 @@
+"""MatMulBlock (the AMP vertex) and MatMulReducePartials: NumPy results, cycles = cost models."""
+import numpy as np
+import pytest
+
+import ipu
+from codelets.matmul import amp_geometry, matmul_block_cycles, reduce_partials_cycles
+
+TYPES = [("float32", "float32"), ("float16", "float32"), ("float16", "float16")]
+SHAPES = [(1, 1, 1), (1, 7, 1), (7, 1, 5), (5, 13, 1), (6, 8, 16), (13, 17, 19), (37, 29, 41), (64, 64, 64)]
+
+
+def _one_vertex(m, k, n, dt, odt, accumulate=0, target=None):
+    g = ipu.Graph(target or ipu.small_target(2))
+    a = g.add_variable("a", (m, k), dt)
+    b = g.add_variable("b", (k, n), dt)
+    o = g.add_variable("o", (m, n), odt)
+    for v in (a, b, o):
+        g.set_tile_mapping(v, 1)
+    cs = g.add_compute_set("mm")
+    g.add_vertex(cs, "MatMulBlock", 1, a=a, b=b, out=o, m=m, k=k, n=n, accumulate=accumulate)
+    return g, a, b, o, ipu.Execute(cs)
+
+
+def _reference(av, bv, odt, init=None):
+    c = av.astype(np.float32) @ bv.astype(np.float32)
+    if init is not None:
+        c = init.astype(np.float32) + c
+    return c.astype(odt)
+
+
+@pytest.mark.parametrize("dt, odt", TYPES)
+@pytest.mark.parametrize("m, k, n", SHAPES)
+def test_block_matches_numpy_and_cost_model(m, k, n, dt, odt):
+    g, a, b, o, prog = _one_vertex(m, k, n, dt, odt)
+    engine = ipu.Engine(ipu.compile(g, prog))
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    av = rng.standard_normal((m, k)).astype(dt)
+    bv = rng.standard_normal((k, n)).astype(dt)
+    engine.write_tensor(a, av)
+    engine.write_tensor(b, bv)
+    cycles = engine.run()
+    got = engine.read_tensor(o)
+    ref = _reference(av, bv, odt)
+    if odt == "float32":
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    else:  # the float32 result rounded once to half: within half an ulp of half
+        np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=2 ** -10, atol=2 ** -14)
+    model = matmul_block_cycles(m, k, n, dt == "float32", odt == "float32", g.target)
+    assert cycles == int(model)  # one supervisor vertex: the step costs exactly its model
+
+
+@pytest.mark.parametrize("dt, odt", TYPES)
+def test_block_accumulates(dt, odt):
+    m, k, n = 9, 11, 17
+    g, a, b, o, prog = _one_vertex(m, k, n, dt, odt, accumulate=1)
+    engine = ipu.Engine(ipu.compile(g, prog))
+    rng = np.random.default_rng(3)
+    av = rng.standard_normal((m, k)).astype(dt)
+    bv = rng.standard_normal((k, n)).astype(dt)
+    init = rng.standard_normal((m, n)).astype(odt)
+    engine.write_tensor(a, av)
+    engine.write_tensor(b, bv)
+    engine.write_tensor(o, init)
+    engine.run()
+    ref = _reference(av, bv, odt, init)
+    tol = 1e-5 if odt == "float32" else 2 ** -10
+    np.testing.assert_allclose(engine.read_tensor(o).astype(np.float32), ref.astype(np.float32), rtol=tol, atol=tol)
+
+
+def test_block_with_empty_k_writes_zeros():
+    # (the empty operands are empty slices of mapped variables: an empty variable has no memory)
+    g = ipu.Graph(ipu.small_target(1))
+    a = g.add_variable("a", (1,))
+    b = g.add_variable("b", (1,))
+    o = g.add_variable("o", (4, 5))
+    for v in (a, b, o):
+        g.set_tile_mapping(v, 0)
+    cs = g.add_compute_set("mm")
+    g.add_vertex(cs, "MatMulBlock", 0, a=a[:0], b=b[:0], out=o, m=4, k=0, n=5, accumulate=0)
+    engine = ipu.Engine(ipu.compile(g, ipu.Execute(cs)))
+    engine.write_tensor(o, np.full((4, 5), 7.0, np.float32))
+    cycles = engine.run()
+    np.testing.assert_array_equal(engine.read_tensor(o), np.zeros((4, 5), np.float32))
+    assert cycles == int(matmul_block_cycles(4, 0, 5, True, True, g.target))
+
+
+def test_many_vertices_one_call_and_supervisors_add_up():
+    """Several blocks on two tiles run in one kernel call; supervisor vertices on a tile run one
+    after another, so a tile's time is the sum of its vertices' models."""
+    target = ipu.small_target(2)
+    g = ipu.Graph(target)
+    shapes = [(3, 5, 7), (16, 8, 16), (1, 1, 1), (20, 33, 9)]
+    tiles = [0, 0, 1, 1]
+    rng = np.random.default_rng(0)
+    data = []
+    cs = g.add_compute_set("mm")
+    for i, ((m, k, n), t) in enumerate(zip(shapes, tiles)):
+        a = g.add_variable(f"a{i}", (m, k))
+        b = g.add_variable(f"b{i}", (k, n))
+        o = g.add_variable(f"o{i}", (m, n))
+        for v in (a, b, o):
+            g.set_tile_mapping(v, t)
+        g.add_vertex(cs, "MatMulBlock", t, a=a, b=b, out=o, m=m, k=k, n=n, accumulate=0)
+        data.append((a, b, o, rng.standard_normal((m, k)).astype(np.float32),
+                     rng.standard_normal((k, n)).astype(np.float32)))
+    engine = ipu.Engine(ipu.compile(g, ipu.Execute(cs)))
+    for a, b, _, av, bv in data:
+        engine.write_tensor(a, av)
+        engine.write_tensor(b, bv)
+    cycles = engine.run()
+    for a, b, o, av, bv in data:
+        np.testing.assert_allclose(engine.read_tensor(o), av @ bv, rtol=1e-5, atol=1e-6)
+    per = [int(matmul_block_cycles(m, k, n, True, True, target)) for m, k, n in shapes]
+    assert cycles == max(per[0] + per[1], per[2] + per[3])
+
+
+def test_cost_model_poplibs_values_and_peak():
+    t = ipu.GC200
+    # getConvPartial1x1SupervisorCycleEstimate by hand for a 64 x 64 x 64 float block: 8 input
+    # groups of 8, 4 output groups of 16, workers with 11 / 10 positions
+    assert int(matmul_block_cycles(64, 64, 64, True, True, t)) == 24237
+    # large blocks approach (never beat) the AMP peak: 16 float / 64 half MACs per tile cycle
+    for float_acts, macs_per_cycle in ((True, 16), (False, 64)):
+        m = k = n = 480
+        c = int(matmul_block_cycles(m, k, n, float_acts, True, t))
+        ideal = m * k * n / macs_per_cycle
+        assert ideal < c < 1.15 * ideal
+    assert amp_geometry(False, t)["units"] == 16 and amp_geometry(False, ipu.GC2)["units"] == 8
+    # more positions per worker cost more; channels are padded to whole groups
+    assert matmul_block_cycles(60, 64, 64, True, True, t) > matmul_block_cycles(30, 64, 64, True, True, t)
+    assert matmul_block_cycles(30, 57, 64, True, True, t) == matmul_block_cycles(30, 64, 64, True, True, t)
+    assert matmul_block_cycles(30, 64, 50, True, True, t) == matmul_block_cycles(30, 64, 64, True, True, t)
+
+
+def test_block_rejects_wrong_sizes_and_types():
+    g = ipu.Graph(ipu.small_target(1))
+    a = g.add_variable("a", (4, 5))
+    b = g.add_variable("b", (5, 6))
+    o = g.add_variable("o", (4, 6))
+    h = g.add_variable("h", (4, 6), "float16")
+    for v in (a, b, o, h):
+        g.set_tile_mapping(v, 0)
+    cs = g.add_compute_set("mm")
+    with pytest.raises(ValueError, match="need m\\*k"):
+        g.add_vertex(cs, "MatMulBlock", 0, a=a, b=b, out=o, m=4, k=5, n=5, accumulate=0)
+    with pytest.raises(TypeError):
+        g.add_vertex(cs, "MatMulBlock", 0, a=a, b=b, out=h, m=4, k=5, n=6, accumulate=0)
+
+
+@pytest.mark.parametrize("odt", ["float32", "float16"])
+@pytest.mark.parametrize("num, length", [(0, 5), (1, 7), (2, 1), (3, 13), (5, 64), (8, 101)])
+def test_reduce_partials(num, length, odt):
+    g = ipu.Graph(ipu.small_target(1))
+    p = g.add_variable("p", (max(num * length, 1),))
+    o = g.add_variable("o", (length,), odt)
+    g.set_tile_mapping(p, 0)
+    g.set_tile_mapping(o, 0)
+    cs = g.add_compute_set("red")
+    g.add_vertex(cs, "MatMulReducePartials", 0, partials=p[:num * length], out=o, num_partials=num)
+    engine = ipu.Engine(ipu.compile(g, ipu.Execute(cs)))
+    pv = np.random.default_rng(num).standard_normal(max(num * length, 1)).astype(np.float32)
+    engine.write_tensor(p, pv)
+    engine.write_tensor(o, np.full(length, 3.0, odt))
+    cycles = engine.run()
+    ref = ipu.get_codelet("MatMulReducePartials").reference(pv[:num * length], num, length, odt)
+    np.testing.assert_allclose(engine.read_tensor(o).astype(np.float32), ref.astype(np.float32), rtol=1e-6)
+    assert cycles == int(reduce_partials_cycles(length, num, odt == "float32"))
+
+
+def test_reduce_cost_model_poplibs_value():
+    # getReduceCycleEstimate(712 outputs, 8 partials, float -> float): 178 loops of 4 over 6
+    # workers = 30 per worker, (3 x 8 + 7) x 30 + 32 = 962, x 6 workers
+    assert int(reduce_partials_cycles(712, 8, True)) == 5772
