@@ -5,3 +5,4 @@ use of a codelet name. Each module holds one family: kernel, NumPy reference, co
 """
 from . import scaled_add  # noqa: F401
 from . import matmul  # noqa: F401
+from . import rowwise  # noqa: F401
