@@ -2,7 +2,15 @@
 
 Importing this package registers every codelet with `ipu.register`; `ipu` imports it on first
 use of a codelet name. Each module holds one family: kernel, NumPy reference, cost model.
+
+- scaled_add: ScaledAdd
+- elementwise: UnaryOp, BinaryOp (op tables UNARY_OPS, BINARY_OPS)
+- cast: Cast
+- fill: Fill, Copy, Arange
+- reduce: Reduce (op table REDUCE_OPS, layouts ROWS / PARTIALS)
+- select: Select, Clamp
 """
 from . import scaled_add  # noqa: F401
-from . import matmul  # noqa: F401
+from . import elementwise  # noqa: F401
+from . import multislice  # noqa: F401
 from . import rowwise  # noqa: F401

@@ -29,3 +29,48 @@ def supervisor_elementwise(n, vector: int, cycles_per_vector: int, worker_overhe
     n = np.asarray(n, np.int64)
     per_worker = -(-n // workers)
     return supervisor_overhead + workers * (worker_overhead + -(-per_worker // vector) * cycles_per_vector)
+
+
+# ------------------------------------------------------------------------------------------------
+# popops element-wise estimators (poplibs SDK 3.x: lib/popops/popopsCycleEstimators.cpp, the tables
+# of lib/popops/popopsCycleEstimators.hpp and lib/popops/PerformanceEstimation.cpp)
+
+# basicOpSupervisorOverhead(): "common supervisor overhead" of a popops MultiVertex (UnaryOp1D,
+# BinaryOp1D, BroadcastScalar1D ...): 11 cycles (PerformanceEstimation.cpp).
+SUPERVISOR_OVERHEAD = 11
+
+
+def ceil_div(a, b):
+    a = np.asarray(a, np.int64)
+    return -(-a // b)
+
+
+def vector_width(t) -> int:
+    """Target::getVectorWidth(type): elements of `t` in one 64-bit vector (2 float/int, 4 half,
+    8 bool/char)."""
+    return max(1, 8 // t.itemsize)
+
+
+def perf_loop_cycles(n, perf, vw: int, overhead: int):
+    """Inner-loop cycles for n elements of a popops op table entry perf = (cyclesPerLoop,
+    naturalVectorWidth, loopUnrollFactor) (the OpPerformanceInfo struct of poplibs):
+
+    - natural: ceil(n / vectorWidth) loops of (cyclesPerLoop + overhead) cycles;
+    - unroll >= 1: ceil(n / unroll) loops of cyclesPerLoop cycles, no overhead added;
+    - neither (unroll == 0): one element per loop, cyclesPerLoop + overhead.
+
+    Source: binaryOpInnerLoopCycles / unaryOpInnerLoopCycles in popopsCycleEstimators.cpp.
+    """
+    cpl, natural, unroll = perf
+    n = np.asarray(n, np.int64)
+    if natural:
+        return ceil_div(n, vw) * (cpl + overhead)
+    if unroll > 0:
+        return ceil_div(n, unroll) * cpl
+    return n * (cpl + overhead)
+
+
+def type_key(t) -> str:
+    """The poplibs type name used to index the op tables."""
+    return {"float32": "float", "float16": "half", "int32": "int", "uint32": "uint", "bool": "bool",
+            "int16": "short", "uint16": "ushort", "int8": "schar", "uint8": "uchar"}[t.name]

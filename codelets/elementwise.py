@@ -1,0 +1,868 @@
+"""Element-wise codelets: UnaryOp (in -> out) and BinaryOp (a, b -> out), popops style.
+
+Fields and types
+----------------
+UnaryOp:  fields `in` (IN), `out` (OUT); int parameter `op` (a code of `UNARY_OPS`).
+BinaryOp: fields `a` (IN), `b` (IN), `out` (OUT); int parameter `op` (a code of `BINARY_OPS`).
+
+Element types: float32, float16, int32 and bool. `out` has the input's type, except for the
+predicates (isnan, isinf, isfinite, logical_not) and the comparisons / logical ops, whose `out`
+is bool. `out` may be the very same elements as `in` / `a` (in-place); partially overlapping
+connections are not supported. In BinaryOp either input may have a single element, broadcast
+over the other (popops BroadcastScalar1D: `x * 0.5`); otherwise all counts are equal.
+
+Numerics
+--------
+float32 is computed in float32 (IEEE, no fast-math); float16 is loaded into float32, computed
+there and rounded once to half (round to nearest even). int32 wraps (two's complement) on
+overflow; integer division and fmod truncate toward zero as C does, rem takes the divisor's sign
+(Python / NumPy `%`), and dividing an integer by zero gives 0 (the IPU's software division
+leaves it undefined). max/min propagate NaN (NumPy maximum/minimum); round is half to even
+(numpy.rint, ONNX Round); gelu is the tanh approximation (popnn GELU, PopXL `ops.gelu`), geluerf
+the exact erf form. Logical ops treat any non-zero (and NaN) as true.
+
+Cost models
+-----------
+See `unary_cycles` / `binary_cycles`: poplibs SDK 3.x estimators (popopsCycleEstimators.cpp
+UnaryOp1D / BinaryOp1D / BroadcastScalar1D, with the per-op tables of popopsCycleEstimators.hpp;
+popnnCycleEstimators.cpp NonLinearity1D for gelu and swish). Both are MultiVertex (supervisor)
+vertices: they occupy the 6 workers of their tile and their cycles are tile cycles.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+import ipu
+from ipu import IN, OUT, Codelet, Field, load, store
+
+from ._costs import SUPERVISOR_OVERHEAD, ceil_div, perf_loop_cycles, type_key, vector_width
+from ._kernels import kind
+
+# ------------------------------------------------------------------------------------------------
+# op codes
+
+UNARY_OPS = {
+    "negate": 0, "abs": 1, "exp": 2, "log": 3, "log1p": 4, "sqrt": 5, "rsqrt": 6, "square": 7,
+    "relu": 8, "gelu": 9, "geluerf": 10, "tanh": 11, "sigmoid": 12, "swish": 13, "sin": 14,
+    "cos": 15, "floor": 16, "ceil": 17, "round": 18, "sign": 19, "logical_not": 20, "isnan": 21,
+    "isinf": 22, "isfinite": 23, "reciprocal": 24, "expm1": 25, "erf": 26, "trunc": 27, "tan": 28,
+    "asin": 29,
+}
+UNARY_NAMES = {v: k for k, v in UNARY_OPS.items()}
+
+BINARY_OPS = {
+    "add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4, "max": 5, "min": 6, "fmod": 7, "rem": 8,
+    "equal": 9, "not_equal": 10, "less": 11, "less_equal": 12, "greater": 13, "greater_equal": 14,
+    "logical_and": 15, "logical_or": 16, "atan2": 17,
+}
+BINARY_NAMES = {v: k for k, v in BINARY_OPS.items()}
+
+# which ops take which input kinds, and which give bool
+_UNARY_INT = {"negate", "abs", "square", "relu", "sign"}  # besides logical_not
+_UNARY_PRED = {"isnan", "isinf", "isfinite", "logical_not"}  # bool out
+_BINARY_BOOL_OUT = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+                    "logical_and", "logical_or"}
+_BINARY_INT = {"add", "sub", "mul", "div", "pow", "max", "min", "fmod", "rem"}
+_BINARY_FLOAT_ONLY = {"atan2"}
+
+# module constants: Numba freezes globals, so these are compile-time constants in the kernels
+U_NEG, U_ABS, U_EXP, U_LOG, U_LOG1P, U_SQRT, U_RSQRT, U_SQUARE = 0, 1, 2, 3, 4, 5, 6, 7
+U_RELU, U_GELU, U_GELUERF, U_TANH, U_SIGMOID, U_SWISH, U_SIN, U_COS = 8, 9, 10, 11, 12, 13, 14, 15
+U_FLOOR, U_CEIL, U_ROUND, U_SIGN, U_NOT, U_ISNAN, U_ISINF, U_ISFINITE = 16, 17, 18, 19, 20, 21, 22, 23
+U_RECIP, U_EXPM1, U_ERF, U_TRUNC, U_TAN, U_ASIN = 24, 25, 26, 27, 28, 29
+
+B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_FMOD, B_REM = 0, 1, 2, 3, 4, 5, 6, 7, 8
+B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE, B_AND, B_OR, B_ATAN2 = 9, 10, 11, 12, 13, 14, 15, 16, 17
+
+_F0 = np.float32(0.0)
+_F1 = np.float32(1.0)
+_FHALF = np.float32(0.5)
+_FM1 = np.float32(-1.0)
+_GELU_K = np.float32(0.7978845608028654)  # sqrt(2 / pi)
+_GELU_C = np.float32(0.044715)
+_RSQRT2 = np.float32(0.7071067811865476)  # 1 / sqrt(2)
+_FINF = np.float32(np.inf)
+
+# ------------------------------------------------------------------------------------------------
+# kernels: one loop per op, the op chosen once per vertex outside the element loop.
+#
+# The op loops run on plain float32 / int32 / bool arrays. float16 data is converted to a float32
+# scratch array first and the result rounded back to half afterwards, so the float16
+# specialisation reuses the float32 loops (one compilation, vectorisable loops).
+
+
+@njit(cache=True)
+def to_f32(x, n):
+    """float32 copy of the first n elements of a float16 (or any) view."""
+    t = np.empty(n, np.float32)
+    for i in range(n):
+        t[i] = load(x, i)
+    return t
+
+
+@njit(cache=True)
+def from_f32(t, o, n):
+    """Store float32 values into a view (rounding to nearest even for float16)."""
+    for i in range(n):
+        store(o, i, t[i])
+
+
+@njit(cache=True, error_model="numpy")
+def _unary_float(op, x, o, n):
+    """float32 in and out."""
+    if op == U_NEG:
+        for i in range(n):
+            o[i] = -x[i]
+    elif op == U_ABS:
+        for i in range(n):
+            o[i] = abs(x[i])
+    elif op == U_EXP:
+        for i in range(n):
+            o[i] = math.exp(x[i])
+    elif op == U_LOG:
+        for i in range(n):
+            o[i] = math.log(x[i])
+    elif op == U_LOG1P:
+        for i in range(n):
+            o[i] = math.log1p(x[i])
+    elif op == U_SQRT:
+        for i in range(n):
+            o[i] = math.sqrt(x[i])
+    elif op == U_RSQRT:
+        for i in range(n):
+            o[i] = _F1 / math.sqrt(x[i])
+    elif op == U_SQUARE:
+        for i in range(n):
+            o[i] = x[i] * x[i]
+    elif op == U_RELU:
+        for i in range(n):
+            v = x[i]
+            o[i] = v if (v > _F0 or v != v) else _F0
+    elif op == U_GELU:
+        for i in range(n):
+            v = x[i]
+            o[i] = _FHALF * v * (_F1 + math.tanh(_GELU_K * (v + _GELU_C * v * v * v)))
+    elif op == U_GELUERF:
+        for i in range(n):
+            v = x[i]
+            o[i] = _FHALF * v * (_F1 + np.float32(math.erf(v * _RSQRT2)))
+    elif op == U_TANH:
+        for i in range(n):
+            o[i] = math.tanh(x[i])
+    elif op == U_SIGMOID:
+        for i in range(n):
+            o[i] = _F1 / (_F1 + math.exp(-x[i]))
+    elif op == U_SWISH:
+        for i in range(n):
+            v = x[i]
+            o[i] = v / (_F1 + math.exp(-v))
+    elif op == U_SIN:
+        for i in range(n):
+            o[i] = math.sin(x[i])
+    elif op == U_COS:
+        for i in range(n):
+            o[i] = math.cos(x[i])
+    elif op == U_FLOOR:
+        for i in range(n):
+            o[i] = np.floor(x[i])
+    elif op == U_CEIL:
+        for i in range(n):
+            o[i] = np.ceil(x[i])
+    elif op == U_ROUND:
+        for i in range(n):
+            o[i] = np.rint(x[i])
+    elif op == U_TRUNC:
+        for i in range(n):
+            o[i] = np.trunc(x[i])
+    elif op == U_SIGN:
+        for i in range(n):
+            v = x[i]
+            o[i] = _F1 if v > _F0 else (_FM1 if v < _F0 else v)
+    elif op == U_RECIP:
+        for i in range(n):
+            o[i] = _F1 / x[i]
+    elif op == U_EXPM1:
+        for i in range(n):
+            o[i] = math.expm1(x[i])
+    elif op == U_ERF:
+        for i in range(n):
+            o[i] = math.erf(x[i])
+    elif op == U_TAN:
+        for i in range(n):
+            o[i] = math.tan(x[i])
+    elif op == U_ASIN:
+        for i in range(n):
+            o[i] = math.asin(x[i])
+
+
+@njit(cache=True, error_model="numpy")
+def _unary_pred(op, x, o, n):
+    """float32 / int32 / bool in, bool out: isnan / isinf / isfinite / logical_not."""
+    if op == U_ISNAN:
+        for i in range(n):
+            o[i] = x[i] != x[i]
+    elif op == U_ISINF:
+        for i in range(n):
+            o[i] = x[i] == _FINF or x[i] == -_FINF
+    elif op == U_ISFINITE:
+        for i in range(n):
+            v = x[i]
+            o[i] = v == v and v != _FINF and v != -_FINF
+    elif op == U_NOT:
+        for i in range(n):
+            o[i] = x[i] == 0
+
+
+@njit(cache=True, error_model="numpy")
+def _unary_int(op, x, o, n):
+    """int32 in and out: wraps on overflow (abs and negate of INT_MIN give INT_MIN)."""
+    if op == U_NEG:
+        for i in range(n):
+            o[i] = -np.int64(x[i])
+    elif op == U_ABS:
+        for i in range(n):
+            o[i] = abs(np.int64(x[i]))
+    elif op == U_SQUARE:
+        for i in range(n):
+            v = np.int64(x[i])
+            o[i] = v * v
+    elif op == U_RELU:
+        for i in range(n):
+            v = x[i]
+            o[i] = v if v > 0 else 0
+    elif op == U_SIGN:
+        for i in range(n):
+            v = x[i]
+            o[i] = 1 if v > 0 else (-1 if v < 0 else 0)
+
+
+def _unary_apply(op, x, o, n):  # pragma: no cover - replaced by the Numba overload
+    raise NotImplementedError
+
+
+@overload(_unary_apply)
+def _unary_apply_ov(op, x, o, n):
+    kx, ko = kind(x.dtype), kind(o.dtype)
+    half_in = isinstance(x.dtype, types.Record)
+    if ko == "b":
+        if half_in:
+            return lambda op, x, o, n: _unary_pred(op, to_f32(x, n), o, n)
+        return lambda op, x, o, n: _unary_pred(op, x, o, n)
+    if half_in:
+        def impl(op, x, o, n):
+            t = to_f32(x, n)
+            _unary_float(op, t, t, n)
+            from_f32(t, o, n)
+        return impl
+    if kx == "f":
+        return lambda op, x, o, n: _unary_float(op, x, o, n)
+    if kx == "i":
+        return lambda op, x, o, n: _unary_int(op, x, o, n)
+    raise TypeError(f"UnaryOp: no kernel for {x.dtype} -> {o.dtype}")
+
+
+@njit(cache=True, error_model="numpy")
+def _unary_kernel(views, off, cnt, fp, ip):
+    x = views[0]
+    o = views[1]
+    for v in range(off.shape[0]):
+        n = cnt[v, 1]
+        _unary_apply(ip[v, 0], x[off[v, 0]:off[v, 0] + n], o[off[v, 1]:off[v, 1] + n], n)
+
+
+@njit(cache=True, error_model="numpy")
+def _binary_float(op, a, b, o, n):
+    """float32 inputs and out."""
+    if op == B_ADD:
+        for i in range(n):
+            o[i] = a[i] + b[i]
+    elif op == B_SUB:
+        for i in range(n):
+            o[i] = a[i] - b[i]
+    elif op == B_MUL:
+        for i in range(n):
+            o[i] = a[i] * b[i]
+    elif op == B_DIV:
+        for i in range(n):
+            o[i] = a[i] / b[i]
+    elif op == B_POW:
+        for i in range(n):
+            o[i] = np.power(a[i], b[i])
+    elif op == B_MAX:
+        for i in range(n):
+            x = a[i]
+            y = b[i]
+            o[i] = x if (x >= y or x != x) else y
+    elif op == B_MIN:
+        for i in range(n):
+            x = a[i]
+            y = b[i]
+            o[i] = x if (x <= y or x != x) else y
+    elif op == B_FMOD:
+        for i in range(n):
+            o[i] = np.fmod(a[i], b[i])
+    elif op == B_REM:
+        for i in range(n):
+            x = a[i]
+            y = b[i]
+            r = np.fmod(x, y)
+            if r != _F0:
+                if (r < _F0) != (y < _F0):
+                    r += y
+            elif y == y:
+                r = np.float32(math.copysign(0.0, y))
+            o[i] = r
+    elif op == B_ATAN2:
+        for i in range(n):
+            o[i] = np.arctan2(a[i], b[i])
+
+
+@njit(cache=True, error_model="numpy")
+def _binary_int(op, a, b, o, n):
+    """int32 inputs and out: wrapping arithmetic, C division (truncating), x / 0 = 0."""
+    if op == B_ADD:
+        for i in range(n):
+            o[i] = np.int64(a[i]) + np.int64(b[i])
+    elif op == B_SUB:
+        for i in range(n):
+            o[i] = np.int64(a[i]) - np.int64(b[i])
+    elif op == B_MUL:
+        for i in range(n):
+            o[i] = np.int64(a[i]) * np.int64(b[i])
+    elif op == B_DIV:
+        for i in range(n):
+            x = np.int64(a[i])
+            y = np.int64(b[i])
+            if y == 0:
+                o[i] = 0
+            else:
+                q = abs(x) // abs(y)
+                o[i] = -q if (x < 0) != (y < 0) else q
+    elif op == B_FMOD or op == B_REM:
+        for i in range(n):
+            x = np.int64(a[i])
+            y = np.int64(b[i])
+            if y == 0:
+                o[i] = 0
+            else:
+                r = abs(x) % abs(y)
+                if x < 0:
+                    r = -r
+                if op == B_REM and r != 0 and (r < 0) != (y < 0):
+                    r += y
+                o[i] = r
+    elif op == B_POW:
+        for i in range(n):
+            base = np.int64(a[i])
+            e = np.int64(b[i])
+            if e < 0:
+                # C-style integer power: 1 / base**|e| truncated toward zero
+                r = np.int64(1) if base == 1 else (np.int64(1 - 2 * (e & 1)) if base == -1 else np.int64(0))
+            else:
+                r = np.int64(1)
+                while e > 0:
+                    if e & 1:
+                        r = r * base
+                    base = base * base
+                    e >>= 1
+            o[i] = r
+    elif op == B_MAX:
+        for i in range(n):
+            o[i] = max(a[i], b[i])
+    elif op == B_MIN:
+        for i in range(n):
+            o[i] = min(a[i], b[i])
+
+
+@njit(cache=True, error_model="numpy")
+def _binary_bool_out(op, a, b, o, n):
+    """Comparisons and logical ops on float32 / int32 / bool inputs, bool out."""
+    if op == B_EQ:
+        for i in range(n):
+            o[i] = a[i] == b[i]
+    elif op == B_NE:
+        for i in range(n):
+            o[i] = a[i] != b[i]
+    elif op == B_LT:
+        for i in range(n):
+            o[i] = a[i] < b[i]
+    elif op == B_LE:
+        for i in range(n):
+            o[i] = a[i] <= b[i]
+    elif op == B_GT:
+        for i in range(n):
+            o[i] = a[i] > b[i]
+    elif op == B_GE:
+        for i in range(n):
+            o[i] = a[i] >= b[i]
+    elif op == B_AND:
+        for i in range(n):
+            o[i] = (a[i] != 0) and (b[i] != 0)
+    elif op == B_OR:
+        for i in range(n):
+            o[i] = (a[i] != 0) or (b[i] != 0)
+
+
+@njit(cache=True)
+def _operand(x, n):
+    """An operand slice as a plain array of n elements: float16 converted to float32, and a
+    1-element operand repeated (a broadcast scalar)."""
+    if x.shape[0] == n:
+        return x
+    t = np.empty(n, x.dtype)
+    for i in range(n):
+        t[i] = x[0]
+    return t
+
+
+@njit(cache=True)
+def _operand_f32(x, n):
+    if x.shape[0] == n:
+        return to_f32(x, n)
+    t = np.empty(n, np.float32)
+    t[:] = load(x, 0)
+    return t
+
+
+def _binary_apply(op, a, b, o, n):  # pragma: no cover - replaced by the Numba overload
+    raise NotImplementedError
+
+
+@overload(_binary_apply)
+def _binary_apply_ov(op, a, b, o, n):
+    ka, ko = kind(a.dtype), kind(o.dtype)
+    half_in = isinstance(a.dtype, types.Record)
+    if ko == "b":
+        if half_in:
+            return lambda op, a, b, o, n: _binary_bool_out(op, _operand_f32(a, n), _operand_f32(b, n), o, n)
+        return lambda op, a, b, o, n: _binary_bool_out(op, _operand(a, n), _operand(b, n), o, n)
+    if half_in:
+        def impl(op, a, b, o, n):
+            t = _operand_f32(a, n)
+            _binary_float(op, t, _operand_f32(b, n), t, n)
+            from_f32(t, o, n)
+        return impl
+    if ka == "f":
+        return lambda op, a, b, o, n: _binary_float(op, _operand(a, n), _operand(b, n), o, n)
+    if ka == "i":
+        return lambda op, a, b, o, n: _binary_int(op, _operand(a, n), _operand(b, n), o, n)
+    raise TypeError(f"BinaryOp: no kernel for {a.dtype} -> {o.dtype}")
+
+
+@njit(cache=True, error_model="numpy")
+def _binary_kernel(views, off, cnt, fp, ip):
+    a = views[0]
+    b = views[1]
+    o = views[2]
+    for v in range(off.shape[0]):
+        n = cnt[v, 2]
+        _binary_apply(ip[v, 0], a[off[v, 0]:off[v, 0] + cnt[v, 0]], b[off[v, 1]:off[v, 1] + cnt[v, 1]],
+                      o[off[v, 2]:off[v, 2] + n], n)
+
+
+# ------------------------------------------------------------------------------------------------
+# cost tables
+#
+# Entries are poplibs' OpPerformanceInfo (cyclesPerLoop, naturalVectorWidth, loopUnrollFactor),
+# copied as numbers from the SDK 3.x tables unaryOpPerfInfo / binaryOpPerfInfo /
+# broadcastOpPerfInfo in lib/popops/popopsCycleEstimators.hpp. Type keys are poplibs' (float,
+# half, int, bool). Entries marked "derived" have no poplibs counterpart; the derivation is given.
+
+_UNARY_PERF = {
+    ("negate", "float"): (2, False, 2), ("negate", "half"): (2, False, 4), ("negate", "int"): (2, False, 0),
+    ("abs", "float"): (1, False, 0), ("abs", "half"): (1, False, 0), ("abs", "int"): (2, False, 0),
+    ("exp", "float"): (6, False, 2), ("exp", "half"): (4, False, 4),
+    ("log", "float"): (12, False, 2), ("log", "half"): (4, False, 4),
+    ("log1p", "float"): (180, True, 0), ("log1p", "half"): (180, True, 0),
+    ("sqrt", "float"): (10, False, 2), ("sqrt", "half"): (23, False, 4),
+    ("rsqrt", "float"): (8, False, 2), ("rsqrt", "half"): (19, False, 4),
+    ("square", "float"): (2, False, 2), ("square", "half"): (2, False, 4), ("square", "int"): (1, True, 0),
+    ("relu", "float"): (3, False, 2), ("relu", "half"): (3, False, 4),
+    ("relu", "int"): (2, False, 0),  # derived: a max with 0, like ABSOLUTE int (2 per element)
+    ("tanh", "float"): (12, False, 2), ("tanh", "half"): (4, False, 4),
+    ("sigmoid", "float"): (12, False, 2), ("sigmoid", "half"): (6, False, 4),
+    ("sin", "float"): (2300, False, 0), ("sin", "half"): (26, False, 1),
+    ("cos", "float"): (2300, False, 0), ("cos", "half"): (26, False, 1),
+    ("tan", "float"): (5100, False, 1), ("tan", "half"): (5700, False, 1),
+    ("asin", "float"): (102, False, 0), ("asin", "half"): (102, False, 0),
+    ("floor", "float"): (2, True, 0), ("floor", "half"): (2, True, 0),
+    ("ceil", "float"): (2, True, 0), ("ceil", "half"): (2, True, 0),
+    ("round", "float"): (2, True, 0), ("round", "half"): (2, True, 0),
+    ("trunc", "float"): (2, True, 0), ("trunc", "half"): (2, True, 0),  # derived: as FLOOR (rounding mode)
+    ("sign", "float"): (5, True, 0), ("sign", "half"): (5, True, 0), ("sign", "int"): (5, False, 0),
+    ("isnan", "float"): (3, True, 0), ("isnan", "half"): (3, True, 0),
+    ("isinf", "float"): (3, True, 0), ("isinf", "half"): (5, True, 0),
+    ("isfinite", "float"): (5, True, 0), ("isfinite", "half"): (5, True, 0),
+    ("logical_not", "bool"): (17, False, 0),
+    # derived: LOGICAL_NOT exists for bool only; other inputs cost the same per element
+    ("logical_not", "float"): (17, False, 0), ("logical_not", "half"): (17, False, 0),
+    ("logical_not", "int"): (17, False, 0),
+    ("reciprocal", "float"): (6, False, 2), ("reciprocal", "half"): (15, False, 4),  # INVERSE
+    ("expm1", "float"): (4, False, 0), ("expm1", "half"): (5, True, 0),
+    ("erf", "float"): (18, False, 1), ("erf", "half"): (16, False, 1),
+    # derived: GELU_ERF = ERF plus 3 cycles per element (x / sqrt 2, 1 + erf, 0.5 x multiply)
+    ("geluerf", "float"): (21, False, 1), ("geluerf", "half"): (19, False, 1),
+}
+
+_BINARY_PERF = {
+    ("add", "float"): (1, True, 0), ("add", "half"): (1, True, 0), ("add", "int"): (7, False, 1),
+    ("sub", "float"): (1, True, 0), ("sub", "half"): (1, True, 0), ("sub", "int"): (7, False, 1),
+    ("mul", "float"): (1, True, 0), ("mul", "half"): (1, True, 0), ("mul", "int"): (7, False, 1),
+    ("div", "float"): (10, False, 2), ("div", "half"): (21, False, 4), ("div", "int"): (277, False, 1),
+    ("pow", "float"): (312, False, 1), ("pow", "half"): (325, False, 1),
+    ("pow", "int"): (35, False, 1),  # derived: ~5 squarings of MULTIPLY int (7) for 32-bit exponents
+    ("max", "float"): (4, False, 2), ("max", "half"): (4, False, 4), ("max", "int"): (7, False, 1),
+    ("min", "float"): (4, False, 2), ("min", "half"): (4, False, 4), ("min", "int"): (7, False, 1),
+    ("fmod", "float"): (133, False, 2), ("fmod", "half"): (300, False, 4), ("fmod", "int"): (292, False, 1),  # REMAINDER
+    # derived: REMAINDER plus a sign test and add (4 cycles) per loop
+    ("rem", "float"): (137, False, 2), ("rem", "half"): (304, False, 4), ("rem", "int"): (296, False, 1),
+    ("atan2", "float"): (272, False, 2), ("atan2", "half"): (578, False, 4),
+    ("equal", "float"): (14, False, 4), ("equal", "half"): (9, False, 4), ("equal", "int"): (22, False, 4),
+    ("equal", "bool"): (6, False, 4),
+    ("not_equal", "float"): (20, False, 4), ("not_equal", "half"): (11, False, 4),
+    ("not_equal", "int"): (22, False, 4), ("not_equal", "bool"): (5, False, 4),
+    ("less", "float"): (14, False, 4), ("less", "half"): (9, False, 4), ("less", "int"): (22, False, 4),
+    ("less", "bool"): (28, False, 4),
+    ("less_equal", "float"): (14, False, 4), ("less_equal", "half"): (9, False, 4),
+    ("less_equal", "int"): (26, False, 4), ("less_equal", "bool"): (28, False, 4),
+    ("greater", "float"): (14, False, 4), ("greater", "half"): (9, False, 4),
+    ("greater", "int"): (22, False, 4), ("greater", "bool"): (31, False, 4),
+    ("greater_equal", "float"): (14, False, 4), ("greater_equal", "half"): (9, False, 4),
+    ("greater_equal", "int"): (26, False, 4), ("greater_equal", "bool"): (28, False, 4),
+    ("logical_and", "bool"): (5, False, 4), ("logical_or", "bool"): (5, False, 4),
+}
+
+_BROADCAST_PERF = {
+    ("add", "float"): (1, True, 0), ("add", "half"): (1, True, 0), ("add", "int"): (6, False, 1),
+    ("sub", "float"): (1, True, 0), ("sub", "half"): (1, True, 0), ("sub", "int"): (6, False, 1),
+    ("mul", "float"): (1, True, 0), ("mul", "half"): (1, True, 0), ("mul", "int"): (6, False, 1),
+    ("div", "float"): (6, False, 2), ("div", "half"): (8, False, 2), ("div", "int"): (277, False, 1),
+    ("pow", "float"): (312, False, 1), ("pow", "half"): (325, False, 1),
+    ("pow", "int"): (30, False, 1),  # derived: ~5 squarings of broadcast MULTIPLY int (6)
+    ("max", "float"): (3, False, 2), ("max", "half"): (3, False, 4), ("max", "int"): (6, False, 1),
+    ("min", "float"): (3, False, 2), ("min", "half"): (3, False, 4), ("min", "int"): (6, False, 1),
+    ("fmod", "float"): (93, False, 2), ("fmod", "half"): (225, False, 4), ("fmod", "int"): (280, False, 1),
+    # derived: REMAINDER plus a sign test and add (4 cycles) per loop
+    ("rem", "float"): (97, False, 2), ("rem", "half"): (229, False, 4), ("rem", "int"): (284, False, 1),
+    ("atan2", "float"): (272, False, 2), ("atan2", "half"): (578, False, 4),
+    ("equal", "float"): (12, False, 4), ("equal", "half"): (8, False, 4), ("equal", "int"): (16, False, 4),
+    ("equal", "bool"): (14, False, 4),
+    ("not_equal", "float"): (18, False, 4), ("not_equal", "half"): (10, False, 4),
+    ("not_equal", "int"): (16, False, 4), ("not_equal", "bool"): (4, False, 4),
+    ("less", "float"): (12, False, 4), ("less", "half"): (8, False, 4), ("less", "int"): (16, False, 4),
+    ("less", "bool"): (16, False, 4),
+    ("less_equal", "float"): (12, False, 4), ("less_equal", "half"): (8, False, 4),
+    ("less_equal", "int"): (20, False, 4), ("less_equal", "bool"): (16, False, 4),
+    ("greater", "float"): (12, False, 4), ("greater", "half"): (8, False, 4),
+    ("greater", "int"): (16, False, 4), ("greater", "bool"): (12, False, 4),
+    ("greater_equal", "float"): (12, False, 4), ("greater_equal", "half"): (8, False, 4),
+    ("greater_equal", "int"): (20, False, 4), ("greater_equal", "bool"): (12, False, 4),
+    ("logical_and", "bool"): (4, False, 4), ("logical_or", "bool"): (4, False, 4),
+}
+# derived: LOGICAL_AND / LOGICAL_OR exist for bool only; other input types cost the same
+for _t in ("float", "half", "int"):
+    for _op in ("logical_and", "logical_or"):
+        _BINARY_PERF[(_op, _t)] = _BINARY_PERF[(_op, "bool")]
+        _BROADCAST_PERF[(_op, _t)] = _BROADCAST_PERF[(_op, "bool")]
+
+# popnn NonLinearity1D ops: cycles of one op on one (vector) element.
+# GELU: getNonLinearityOpCycles in lib/popnn/PerformanceEstimation.hpp (10 float, 5 half; poplibs
+# calls these placeholders). SWISH: derived, SIGMOID (5 float, 2 half, same table) + 1 multiply.
+_NONLINEARITY_OP_CYCLES = {("gelu", "float"): 10, ("gelu", "half"): 5,
+                           ("swish", "float"): 6, ("swish", "half"): 3}
+
+
+def _external(op: str, tk: str) -> bool:
+    """hasExternalCodelet: the assembly fast path of add / sub / mul on float and half."""
+    return tk in ("float", "half") and op in ("add", "sub", "mul")
+
+
+def nonlinearity_1d_cycles(n, op: str, t, workers: int = 6):
+    """popnn NonLinearity1D (gelu, swish) MultiVertex, tile cycles.
+
+    Source: popnnCycleEstimators.cpp nonLinearity1DCycleEstimator: 9 supervisor cycles plus 6 x a
+    worker's cycles; a worker spends 3 (load state) + 5 (split work) + 2 (worker id) + 2 (alignment)
+    + 5 (remainder setup) + 3 (pointer offsets) cycles, then for its ceil(vectors / 6) vectors
+    2 + op + (vectors - 1) x op + 1 + op, then the remainder: float 3 + (2 + op if odd); half
+    2 + 1 + (2 + op if n & 2) + 1 + (3 + op if n & 1). poplibs writes the first sum as
+    `3 + isNonInPlaceSwish ? 1 : 0 + 5 + ...`, which C++ parses as a conditional that drops every
+    term; we use the sum the comments describe.
+    """
+    tk = type_key(t)
+    op_c = _NONLINEARITY_OP_CYCLES[(op, tk)]
+    vw = vector_width(t)
+    n = np.asarray(n, np.int64)
+    vectors = n // vw
+    rem = n % vw
+    vpw = ceil_div(vectors, workers)
+    worker = 3 + 5 + 2 + 2 + 5 + 3 + np.where(vpw > 0, 2 + op_c + (vpw - 1) * op_c + 1 + op_c, 0)
+    if tk == "float":
+        worker = worker + 3 + np.where(rem & 1, 2 + op_c, 0)
+    else:
+        worker = worker + 2 + 1 + np.where(rem & 2, 2 + op_c, 0) + 1 + np.where(rem & 1, 3 + op_c, 0)
+    return 9 + workers * worker
+
+
+def unary_cycles(n, op: str, t, workers: int = 6):
+    """Tile cycles of one UnaryOp vertex over n elements of type t (the input's type).
+
+    Source: poplibs SDK 3.x popopsCycleEstimators.cpp, UnaryOp1D (MultiVertex):
+    basicOpSupervisorOverhead (11) + 9 + 6 x (17 + innerLoop(ceil(n / 6))) with a 33-cycle worker
+    base for EXPONENT, innerLoop from unaryOpPerfInfo with 4 cycles of loop overhead per loop.
+    gelu and swish are popnn non-linearities (NonLinearity1D, `nonlinearity_1d_cycles`).
+    """
+    if op in ("gelu", "swish"):
+        return nonlinearity_1d_cycles(n, op, t, workers)
+    perf = _UNARY_PERF[(op, type_key(t))]
+    per_worker = ceil_div(n, workers)
+    base = 33 if op == "exp" else 17
+    inner = perf_loop_cycles(per_worker, perf, vector_width(t), 4)
+    return SUPERVISOR_OVERHEAD + 9 + workers * (base + inner)
+
+
+def binary_cycles(n, op: str, t, broadcast, workers: int = 6):
+    """Tile cycles of one BinaryOp vertex over n elements of input type t.
+
+    Source: poplibs SDK 3.x popopsCycleEstimators.cpp.
+    BinaryOp1D (MultiVertex): 11 + 6 x (29 float / 26 other + innerLoop(ceil(n / 6))), innerLoop
+    from binaryOpPerfInfo; natural-vector entries add 2 cycles of loop overhead on the assembly
+    fast path (add/sub/mul of float/half), else 5.
+    BroadcastScalar1D (one operand has 1 element): 11 + 6 x (20 + loops), loops from
+    broadcastOpPerfInfo; natural-vector entries add 1 cycle (fast path) or 4.
+    """
+    tk = type_key(t)
+    vw = vector_width(t)
+    n = np.asarray(n, np.int64)
+    per_worker = ceil_div(n, workers)
+    ext = _external(op, tk)
+    full = SUPERVISOR_OVERHEAD + workers * ((29 if tk == "float" else 26)
+                                            + perf_loop_cycles(per_worker, _BINARY_PERF[(op, tk)], vw, 2 if ext else 5))
+    bcast = SUPERVISOR_OVERHEAD + workers * (20 + perf_loop_cycles(per_worker, _BROADCAST_PERF[(op, tk)], vw,
+                                                                   1 if ext else 4))
+    return np.where(np.asarray(broadcast, bool), bcast, full)
+
+
+# ------------------------------------------------------------------------------------------------
+# the codelets
+
+_TYPES = (ipu.FLOAT32, ipu.FLOAT16, ipu.INT32, ipu.BOOL)
+
+
+def _op_name(table: dict, names: dict, what: str, code: int) -> str:
+    if code not in names:
+        raise ValueError(f"{what}: op code {code} is not one of {table}")
+    return names[code]
+
+
+def _codes(table, names, what, ip) -> list:
+    codes = np.unique(np.asarray(ip[:, 0], np.int64)) if ip.size else np.zeros(0, np.int64)
+    return [_op_name(table, names, what, int(c)) for c in codes]
+
+
+def _unary_out_is_bool(name: str) -> bool:
+    return name in _UNARY_PRED
+
+
+@ipu.register
+class UnaryOp(Codelet):
+    """out = op(in), element by element; op from UNARY_OPS."""
+
+    name = "UnaryOp"
+    fields = (Field("in", IN), Field("out", OUT))
+    int_params = ("op",)
+    supervisor = True
+    allowed_types = (_TYPES, _TYPES)
+
+    def kernel(self):
+        return _unary_kernel
+
+    def check(self, types, cnt, fp, ip):
+        tin, tout = types
+        if np.any(cnt[:, 0] != cnt[:, 1]):
+            raise ValueError("UnaryOp: in and out must have the same number of elements")
+        for name in _codes(UNARY_OPS, UNARY_NAMES, "UnaryOp", ip):
+            if name in _UNARY_PRED:
+                if tout != ipu.BOOL:
+                    raise TypeError(f"UnaryOp {name}: out must be bool, not {tout.name}")
+                if name != "logical_not" and not tin.is_float:
+                    raise TypeError(f"UnaryOp {name}: in must be float32 or float16, not {tin.name}")
+                continue
+            if tout != tin:
+                raise TypeError(f"UnaryOp {name}: out must have in's type {tin.name}, not {tout.name}")
+            if tin == ipu.BOOL or (tin == ipu.INT32 and name not in _UNARY_INT):
+                kinds = "float32 or float16" + (" or int32" if name in _UNARY_INT else "")
+                raise TypeError(f"UnaryOp {name}: in must be {kinds}, not {tin.name}")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        out = np.zeros(cnt.shape[0], np.int64)
+        for code in np.unique(ip[:, 0]):
+            sel = ip[:, 0] == code
+            out[sel] = unary_cycles(cnt[sel, 0], UNARY_NAMES[int(code)], types[0], target.worker_contexts)
+        return out
+
+    def code_bytes(self, types):
+        # popops UnaryOp1D assembly/C++ worker code plus the supervisor stub: ~0.5 KiB (assumption,
+        # the order of the ScaledAdd codelet)
+        return 512
+
+    def reference(self, x, op):
+        """NumPy: the same arithmetic (float32 for float inputs, rounded once for float16)."""
+        name = op if isinstance(op, str) else UNARY_NAMES[int(op)]
+        return unary_reference(np.asarray(x), name)
+
+
+@ipu.register
+class BinaryOp(Codelet):
+    """out = a (op) b, element by element; op from BINARY_OPS; a or b may be a 1-element scalar."""
+
+    name = "BinaryOp"
+    fields = (Field("a", IN), Field("b", IN), Field("out", OUT))
+    int_params = ("op",)
+    supervisor = True
+    allowed_types = (_TYPES, _TYPES, _TYPES)
+
+    def kernel(self):
+        return _binary_kernel
+
+    def check(self, types, cnt, fp, ip):
+        ta, tb, tout = types
+        if ta != tb:
+            raise TypeError(f"BinaryOp: a is {ta.name} but b is {tb.name}; cast one of them first")
+        n = cnt[:, 2]
+        for j, f in ((0, "a"), (1, "b")):
+            bad = (cnt[:, j] != n) & (cnt[:, j] != 1)
+            if np.any(bad):
+                raise ValueError(f"BinaryOp: {f} must have out's number of elements or 1 (a broadcast scalar)")
+        if np.any((n == 0) & ((cnt[:, 0] != 0) | (cnt[:, 1] != 0))):
+            raise ValueError("BinaryOp: an empty out needs empty inputs")
+        for name in _codes(BINARY_OPS, BINARY_NAMES, "BinaryOp", ip):
+            if name in _BINARY_BOOL_OUT:
+                if tout != ipu.BOOL:
+                    raise TypeError(f"BinaryOp {name}: out must be bool, not {tout.name}")
+                continue
+            if tout != ta:
+                raise TypeError(f"BinaryOp {name}: out must have the inputs' type {ta.name}, not {tout.name}")
+            if ta == ipu.BOOL or (ta == ipu.INT32 and name not in _BINARY_INT):
+                kinds = "float32 or float16" + (" or int32" if name in _BINARY_INT else "")
+                raise TypeError(f"BinaryOp {name}: inputs must be {kinds}, not {ta.name}")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        out = np.zeros(cnt.shape[0], np.int64)
+        n = cnt[:, 2]
+        bcast = (cnt[:, 0] != n) | (cnt[:, 1] != n)
+        for code in np.unique(ip[:, 0]):
+            sel = ip[:, 0] == code
+            out[sel] = binary_cycles(n[sel], BINARY_NAMES[int(code)], types[0], bcast[sel], target.worker_contexts)
+        return out
+
+    def code_bytes(self, types):
+        # popops BinaryOp1D / BroadcastScalar1D code: ~0.5 KiB (assumption, as UnaryOp)
+        return 512
+
+    def reference(self, a, b, op):
+        """NumPy: the same arithmetic, with NumPy broadcasting of a 1-element operand."""
+        name = op if isinstance(op, str) else BINARY_NAMES[int(op)]
+        return binary_reference(np.asarray(a), np.asarray(b), name)
+
+
+# ------------------------------------------------------------------------------------------------
+# NumPy references
+
+
+def _erf32(x):
+    from scipy.special import erf
+
+    return erf(x.astype(np.float32)).astype(np.float32)
+
+
+def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
+    dt = x.dtype
+    if name in _UNARY_PRED:
+        with np.errstate(invalid="ignore"):
+            if name == "isnan":
+                return np.isnan(x)
+            if name == "isinf":
+                return np.isinf(x)
+            if name == "isfinite":
+                return np.isfinite(x)
+            return x == 0
+    if dt.kind in "iu":
+        v = x.astype(np.int64)
+        r = {"negate": lambda: -v, "abs": lambda: np.abs(v), "square": lambda: v * v,
+             "relu": lambda: np.maximum(v, 0), "sign": lambda: np.sign(v)}[name]()
+        return r.astype(dt)
+    v = x.astype(np.float32)
+    f1, fh = np.float32(1), np.float32(0.5)
+    with np.errstate(all="ignore"):
+        fn = {
+            "negate": lambda: -v, "abs": lambda: np.abs(v), "exp": lambda: np.exp(v), "log": lambda: np.log(v),
+            "log1p": lambda: np.log1p(v), "sqrt": lambda: np.sqrt(v), "rsqrt": lambda: f1 / np.sqrt(v),
+            "square": lambda: v * v, "relu": lambda: np.where(v > 0, v, np.where(np.isnan(v), v, np.float32(0))),
+            "gelu": lambda: fh * v * (f1 + np.tanh(_GELU_K * (v + _GELU_C * v * v * v))),
+            "geluerf": lambda: fh * v * (f1 + _erf32(v * _RSQRT2)),
+            "tanh": lambda: np.tanh(v), "sigmoid": lambda: f1 / (f1 + np.exp(-v)),
+            "swish": lambda: v / (f1 + np.exp(-v)), "sin": lambda: np.sin(v), "cos": lambda: np.cos(v),
+            "floor": lambda: np.floor(v), "ceil": lambda: np.ceil(v), "round": lambda: np.rint(v),
+            "trunc": lambda: np.trunc(v), "sign": lambda: np.sign(v), "reciprocal": lambda: f1 / v,
+            "expm1": lambda: np.expm1(v), "erf": lambda: _erf32(v), "tan": lambda: np.tan(v),
+            "asin": lambda: np.arcsin(v),
+        }
+        r = np.asarray(fn[name](), np.float32)
+    return r.astype(dt)
+
+
+def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
+    dt = a.dtype
+    if name in _BINARY_BOOL_OUT:
+        if dt.kind == "f":
+            a, b = a.astype(np.float32), b.astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            return {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+                    "greater": np.greater, "greater_equal": np.greater_equal,
+                    "logical_and": lambda x, y: (x != 0) & (y != 0),
+                    "logical_or": lambda x, y: (x != 0) | (y != 0)}[name](a, b)
+    if dt.kind in "iu":
+        x, y = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
+        safe = np.where(y == 0, 1, y)
+        if name == "add":
+            r = x + y
+        elif name == "sub":
+            r = x - y
+        elif name == "mul":
+            r = x * y
+        elif name == "div":
+            q = np.abs(x) // np.abs(safe)
+            r = np.where((x < 0) != (y < 0), -q, q)
+        elif name in ("fmod", "rem"):
+            r = np.abs(x) % np.abs(safe)
+            r = np.where(x < 0, -r, r)
+            if name == "rem":
+                r = np.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
+        elif name == "pow":
+            r = np.array([_int_pow(int(p), int(q)) for p, q in zip(x.ravel(), y.ravel())], np.int64).reshape(x.shape)
+        elif name == "max":
+            r = np.maximum(x, y)
+        elif name == "min":
+            r = np.minimum(x, y)
+        else:
+            raise KeyError(name)
+        if name in ("div", "fmod", "rem"):
+            r = np.where(y == 0, 0, r)
+        return (r & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(dt) if dt == np.int32 else r.astype(dt)
+    x, y = a.astype(np.float32), b.astype(np.float32)
+    with np.errstate(all="ignore"):
+        r = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+             "max": np.maximum, "min": np.minimum, "fmod": np.fmod, "rem": np.remainder,
+             "atan2": np.arctan2}[name](x, y)
+    return np.asarray(r, np.float32).astype(dt)
+
+
+def _int_pow(base: int, e: int) -> int:
+    if e < 0:
+        return 1 if base == 1 else ((-1) ** (e & 1) if base == -1 else 0)
+    r = pow(base, e, 1 << 64)
+    return r - (1 << 64) if r >= (1 << 63) else r
