@@ -11,6 +11,7 @@ use of a codelet name. Each module holds one family: kernel, NumPy reference, co
 - select: Select, Clamp
 """
 from . import scaled_add  # noqa: F401
+from . import matmul  # noqa: F401
 from . import elementwise  # noqa: F401
 from . import multislice  # noqa: F401
 from . import rowwise  # noqa: F401
