@@ -75,7 +75,8 @@ def test_missing_extra_and_misshaped_inputs_are_value_errors():
             sess.run({})
         with pytest.raises(ValueError, match=r"shape \(4,\), expected \(3,\)"):
             sess.run({s: np.zeros(4, np.float32)})
-        other = popxl.h2d_stream((3,), popxl.float32, name="other")
+        with ir.main_graph:
+            other = popxl.h2d_stream((3,), popxl.float32, name="other")
         with pytest.raises(ValueError, match="not used"):
             sess.run({s: np.zeros(3, np.float32), other: np.zeros(3, np.float32)})
         with pytest.raises(ValueError, match="int32"):
