@@ -17,7 +17,7 @@ from numba.extending import overload
 _TWO_M24 = 5.9604644775390625e-08  # 2**-24, the smallest half subnormal
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def half_bits_to_float(h):
     h = np.int32(h)
     e = (h >> 10) & 0x1F
@@ -33,7 +33,7 @@ def half_bits_to_float(h):
     return v
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def float_to_half_bits(x):
     x = np.float64(x)
     if x != x:
