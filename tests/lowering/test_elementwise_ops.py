@@ -1,0 +1,137 @@
+"""Element-wise popxl ops through Session on a small simulated IPU, against NumPy."""
+import numpy as np
+import pytest
+
+import popxl.ops as ops
+
+from helpers import run_popxl
+
+RNG = np.random.default_rng(1234)
+SHAPES = [(1,), (7,), (13, 5), (2, 3, 97)]
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _erf(x):
+    from math import erf
+    return np.vectorize(erf)(x.astype(np.float64))
+
+
+UNARY = {
+    "exp": (ops.exp, np.exp, (-3, 3)),
+    "log": (ops.log, np.log, (0.1, 5)),
+    "sqrt": (ops.sqrt, np.sqrt, (0, 9)),
+    "relu": (ops.relu, lambda x: np.maximum(x, 0), (-2, 2)),
+    "gelu": (ops.gelu, _gelu, (-3, 3)),
+    "geluerf": (ops.geluerf, lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))), (-3, 3)),
+    "tanh": (ops.tanh, np.tanh, (-3, 3)),
+    "sin": (ops.sin, np.sin, (-3, 3)),
+    "cos": (ops.cos, np.cos, (-3, 3)),
+    "abs": (ops.abs, np.abs, (-3, 3)),
+    "negate": (ops.negate, np.negative, (-3, 3)),
+    "floor": (ops.floor, np.floor, (-3, 3)),
+    "ceil": (ops.ceil, np.ceil, (-3, 3)),
+    "sign": (ops.sign, np.sign, (-3, 3)),
+    "swish": (ops.swish, lambda x: x / (1 + np.exp(-x)), (-3, 3)),
+}
+
+
+def _tol(dtype):
+    return dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_unary(name, dtype):
+    fn, ref, (lo, hi) = UNARY[name]
+    for shape in SHAPES[:3]:
+        x = RNG.uniform(lo, hi, shape).astype(dtype)
+        out, _ = run_popxl(fn, [x])
+        want = ref(x.astype(np.float32)).astype(dtype)
+        np.testing.assert_allclose(out.astype(np.float32), want.astype(np.float32), **_tol(dtype))
+        assert out.dtype == dtype and out.shape == x.shape
+
+
+BINARY = {
+    "add": (ops.add, np.add), "sub": (ops.sub, np.subtract), "mul": (ops.mul, np.multiply),
+    "div": (ops.div, np.divide), "pow": (ops.pow, np.power),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shapes", [((7,), (7,)), ((13, 5), (5,)), ((2, 3, 97), (2, 1, 97)), ((1,), (4, 3))])
+def test_binary_broadcast(name, dtype, shapes):
+    fn, ref = BINARY[name]
+    a = RNG.uniform(0.5, 2, shapes[0]).astype(dtype)
+    b = RNG.uniform(0.5, 2, shapes[1]).astype(dtype)
+    out, _ = run_popxl(fn, [a, b])
+    want = ref(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
+    np.testing.assert_allclose(out.astype(np.float32), want.astype(np.float32), **_tol(dtype))
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul"])
+def test_int32_arithmetic_wraps(name):
+    fn, ref = BINARY[name]
+    a = RNG.integers(-2**31, 2**31 - 1, (11,), dtype=np.int32)
+    b = RNG.integers(-2**31, 2**31 - 1, (11,), dtype=np.int32)
+    out, _ = run_popxl(fn, [a, b])
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, ref(a, b))
+
+
+def test_int32_division_truncates_toward_zero():
+    a = np.array([7, -7, 7, -7, 0], np.int32)
+    b = np.array([2, 2, -2, -2, 3], np.int32)
+    out, _ = run_popxl(ops.div, [a, b])
+    np.testing.assert_array_equal(out, [3, -3, -3, 3, 0])
+
+
+def test_comparisons_and_logic():
+    a = RNG.uniform(-1, 1, (9,)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (9,)).astype(np.float32)
+    outs, _ = run_popxl(lambda x, y: (ops.equal(x, x), ops.greater(x, y), x < y,
+                                      ops.logical_and(ops.greater(x, y), ops.greater(x, x * 0.0)),
+                                      ops.logical_not(ops.greater(x, y))), [a, b])
+    np.testing.assert_array_equal(outs[0], np.ones(9, bool))
+    np.testing.assert_array_equal(outs[1], a > b)
+    np.testing.assert_array_equal(outs[2], a < b)
+    np.testing.assert_array_equal(outs[3], (a > b) & (a > 0))
+    np.testing.assert_array_equal(outs[4], ~(a > b))
+
+
+def test_where_clip_maximum_cast_scaled_add():
+    a = RNG.uniform(-2, 2, (6, 7)).astype(np.float32)
+    b = RNG.uniform(-2, 2, (6, 7)).astype(np.float32)
+    outs, _ = run_popxl(lambda x, y: (ops.where(ops.greater(x, y), x, y), ops.clip(x, -0.5, 0.5),
+                                      ops.maximum(x, y, x * 0.5), ops.cast(x, __import__("popxl").int32),
+                                      ops.scaled_add(x, y, 0.5, 2.0)), [a, b])
+    np.testing.assert_allclose(outs[0], np.where(a > b, a, b))
+    np.testing.assert_allclose(outs[1], np.clip(a, -0.5, 0.5))
+    np.testing.assert_allclose(outs[2], np.maximum(np.maximum(a, b), a * 0.5))
+    np.testing.assert_array_equal(outs[3], a.astype(np.int32))
+    np.testing.assert_allclose(outs[4], 0.5 * a + 2 * b, rtol=1e-6)
+
+
+def test_in_place_ops_on_views():
+    a = RNG.uniform(-2, 2, (4, 6)).astype(np.float32)
+    b = RNG.uniform(-2, 2, (2, 6)).astype(np.float32)
+
+    def build(x, y):
+        v = ops.slice_(x, start=1, stop=3, axis=0)  # rows 1..2 as a view of x
+        ops.add_(v, y)
+        ops.relu_(x)
+        return x
+
+    out, _ = run_popxl(build, [a, b])
+    want = a.copy()
+    want[1:3] += b
+    np.testing.assert_allclose(out, np.maximum(want, 0), rtol=1e-6)
+
+
+def test_increment_mod():
+    a = np.array([0, 1, 5, 9], np.int32)
+    out, _ = run_popxl(lambda x: ops.increment_mod(x, 3, 10), [a])
+    np.testing.assert_array_equal(out, (a + 3) % 10)
