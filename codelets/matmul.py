@@ -10,8 +10,10 @@ the 6 workers), k is the input channels and n the output channels.
 
 The kernels do their arithmetic at the host's BLAS speed: each vertex takes contiguous typed slices
 of tile memory, reshapes them to 2-D and calls `np.dot` (float32). float16 operands are widened to
-float32 through `ipu.load` first, as the AMP accumulates halves into float partials, and a float16
-output is written through `ipu.store`.
+float32 first, as the AMP accumulates halves into float partials, and a float16 output is rounded
+to nearest even. Both conversions work on the bits of whole blocks (`_widen_half`, `_narrow_half`):
+they give exactly what `ipu.load` / `ipu.store` give (the tests check every half and the rounding
+boundaries) at about 1 ns per element instead of 5-10.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from numba import njit, types
 from numba.extending import overload
 
 import ipu
-from ipu import IN, INOUT, OUT, Codelet, Field, load, store
+from ipu import IN, INOUT, OUT, Codelet, Field
 
 _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
 
@@ -48,6 +50,79 @@ def _is_f32(view) -> bool:
     return isinstance(view, types.Array) and view.dtype == types.float32
 
 
+@njit(cache=True)
+def _half_bits_to_f32_bits(h):
+    """float32 bits of the half with bits h (exact; any NaN stays a quiet NaN)."""
+    sign = (h & np.uint32(0x8000)) << np.uint32(16)
+    e = h & np.uint32(0x7C00)
+    m = h & np.uint32(0x3FF)
+    if e == np.uint32(0x7C00):  # inf / nan
+        return sign | np.uint32(0x7F800000) | (m << np.uint32(13)) | (np.uint32(0x400000) if m != 0 else np.uint32(0))
+    if e != 0:  # normal: rebias the exponent by 127 - 15
+        return sign | (((h & np.uint32(0x7FFF)) << np.uint32(13)) + np.uint32(112 << 23))
+    if m == 0:
+        return sign
+    k = np.uint32(0)  # subnormal: normalise the mantissa
+    while (m & np.uint32(0x400)) == 0:
+        m <<= np.uint32(1)
+        k += np.uint32(1)
+    return sign | ((np.uint32(113) - k) << np.uint32(23)) | ((m & np.uint32(0x3FF)) << np.uint32(13))
+
+
+@njit(cache=True)
+def _widen_half(view, start, count):
+    """float32 copy of `count` halves of a half view from `start` (exactly ipu.load's values)."""
+    bits = view[start:start + count].view(np.uint16)
+    out = np.empty(count, np.uint32)
+    for i in range(count):
+        h = np.uint32(bits[i])
+        e = h & np.uint32(0x7C00)
+        if e != 0 and e != np.uint32(0x7C00):
+            out[i] = ((h & np.uint32(0x8000)) << np.uint32(16)) | (((h & np.uint32(0x7FFF)) << np.uint32(13))
+                                                                    + np.uint32(112 << 23))
+        else:
+            out[i] = _half_bits_to_f32_bits(h)
+    return out.view(np.float32)
+
+
+@njit(cache=True)
+def _f32_bits_to_half_bits(f):
+    """Half bits of the float32 with bits f, rounded to nearest even (IEEE 754, as ipu.store)."""
+    sign = (f >> np.uint32(16)) & np.uint32(0x8000)
+    a = f & np.uint32(0x7FFFFFFF)
+    if a > np.uint32(0x7F800000):  # nan
+        return np.uint16(sign | np.uint32(0x7E00))
+    if a >= np.uint32(0x477FF000):  # >= 65520 (the tie above 65504) and inf: inf
+        return np.uint16(sign | np.uint32(0x7C00))
+    if a >= np.uint32(0x38800000):  # normal half: drop 13 mantissa bits, round half to even
+        h = (a >> np.uint32(13)) - np.uint32(112 << 10)
+        rem = a & np.uint32(0x1FFF)
+        if rem > np.uint32(0x1000) or (rem == np.uint32(0x1000) and (h & np.uint32(1)) != 0):
+            h += np.uint32(1)
+        return np.uint16(sign | h)
+    if a <= np.uint32(0x33000000):  # at most 2**-25 (a tie with zero): zero
+        return np.uint16(sign)
+    # subnormal half: units of 2**-24
+    mant = (a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
+    shift = np.uint32(126) - (a >> np.uint32(23))
+    h = mant >> shift
+    rem = mant & ((np.uint32(1) << shift) - np.uint32(1))
+    half = np.uint32(1) << (shift - np.uint32(1))
+    if rem > half or (rem == half and (h & np.uint32(1)) != 0):
+        h += np.uint32(1)
+    return np.uint16(sign | h)
+
+
+@njit(cache=True)
+def _narrow_half(view, start, values):
+    """Write float32 `values` into a half view from `start`, rounded to nearest even."""
+    n = values.size
+    bits = view[start:start + n].view(np.uint16)
+    fb = values.view(np.uint32)
+    for i in range(n):
+        bits[i] = _f32_bits_to_half_bits(fb[i])
+
+
 @overload(_block_f32)
 def _ov_block_f32(view, start, count):
     if _is_f32(view):
@@ -55,10 +130,7 @@ def _ov_block_f32(view, start, count):
             return view[start:start + count]
     else:
         def impl(view, start, count):
-            out = np.empty(count, np.float32)
-            for i in range(count):
-                out[i] = load(view, start + i)
-            return out
+            return _widen_half(view, start, count)
     return impl
 
 
@@ -74,13 +146,10 @@ def _ov_write_block(view, start, c, accumulate):
                 dst[:] = c.reshape(n)
     else:
         def impl(view, start, c, accumulate):
-            flat = c.reshape(c.size)
+            flat = np.ascontiguousarray(c).reshape(c.size)
             if accumulate:
-                for i in range(flat.size):
-                    store(view, start + i, np.float32(load(view, start + i) + flat[i]))
-            else:
-                for i in range(flat.size):
-                    store(view, start + i, flat[i])
+                flat = flat + _widen_half(view, start, flat.size)
+            _narrow_half(view, start, flat)
     return impl
 
 

@@ -171,3 +171,57 @@ def test_reduce_cost_model_poplibs_value():
     # getReduceCycleEstimate(712 outputs, 8 partials, float -> float): 178 loops of 4 over 6
     # workers = 30 per worker, (3 x 8 + 7) x 30 + 32 = 962, x 6 workers
     assert int(reduce_partials_cycles(712, 8, True)) == 5772
+
+
+def _half_test_values():
+    """float32 values around every float16: each half, the midpoints to its neighbours (ties) and
+    one float32 ulp either side of them, the overflow and underflow boundaries, specials, randoms."""
+    h = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    mids = (h[:-1] + h[1:]) / 2
+    mids32 = mids.astype(np.float32)
+    vals = [h.astype(np.float32), mids32, np.nextafter(mids32, np.float32(np.inf)),
+            np.nextafter(mids32, np.float32(0)),
+            np.array([65504, 65519.99, 65520, 65536, 1e30, 2 ** -24, 2 ** -25, 2 ** -25 * 1.0000001,
+                      2 ** -26, 1e-30, 0.0, np.inf, np.nan], np.float32)]
+    rnd = np.random.default_rng(0)
+    vals.append((rnd.standard_normal(200_000) * 10.0 ** rnd.integers(-9, 6, 200_000)).astype(np.float32))
+    v = np.concatenate(vals)
+    return np.concatenate([v, -v])
+
+
+def test_half_conversions_are_exactly_ipu_load_and_store():
+    from numba import njit
+
+    from codelets.matmul import _narrow_half, _widen_half
+
+    @njit
+    def by_load(view):
+        out = np.empty(view.size, np.float32)
+        for i in range(view.size):
+            out[i] = ipu.load(view, i)
+        return out
+
+    @njit
+    def by_store(view, x):
+        for i in range(x.size):
+            ipu.store(view, i, x[i])
+
+    bits = np.arange(65536, dtype=np.uint16)
+    view = bits.view(ipu.FLOAT16.storage)
+    wide = _widen_half(view, 0, bits.size)
+    expect = bits.view(np.float16).astype(np.float32)
+    same = (wide.view(np.uint32) == expect.view(np.uint32)) | (np.isnan(wide) & np.isnan(expect))
+    assert same.all()
+    np.testing.assert_array_equal(wide, by_load(view))
+
+    x = _half_test_values()
+    mine = np.zeros(x.size, np.uint16)
+    _narrow_half(mine.view(ipu.FLOAT16.storage), 0, x)
+    theirs = np.zeros(x.size, np.uint16)
+    by_store(theirs.view(ipu.FLOAT16.storage), x)
+    with np.errstate(over="ignore"):
+        numpy_bits = x.astype(np.float16).view(np.uint16)
+    nan = np.isnan(x)
+    np.testing.assert_array_equal(mine[~nan], numpy_bits[~nan])
+    np.testing.assert_array_equal(mine[~nan], theirs[~nan])
+    assert np.isnan(mine[nan].view(np.float16)).all()  # NaN stays NaN (its sign may differ)
