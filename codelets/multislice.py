@@ -118,7 +118,7 @@ class MultiSlice(Codelet):
 # MultiUpdate
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _max(a, b):
     if a != a:
         return a
@@ -127,7 +127,7 @@ def _max(a, b):
     return a
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _min(a, b):
     if a != a:
         return a
@@ -136,7 +136,7 @@ def _min(a, b):
     return a
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _update_run(base, bo, upd, uo, n, op):
     """base[bo:bo+n] op= upd[uo:uo+n] (the op branch outside the element loop)."""
     if op == 0:
@@ -156,7 +156,7 @@ def _update_run(base, bo, upd, uo, n, op):
             store(base, bo + j, load(base, bo + j) * load(upd, uo + j))
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _update_one(base, bi, upd, ui, op):
     if op == 0:
         copy_elem(base, bi, upd, ui)
@@ -308,8 +308,9 @@ class MultiUpdate(Codelet):
             cols = np.broadcast_to(np.arange(region), (k, region))
         ok = (r >= 0) & (r < rows)
         rr, cc, uu = r[ok], cols[ok], upd[ok]
-        work = base.astype(np.float32) if dt == np.float16 else base.copy()
-        vals = uu.astype(work.dtype)
+        # every update is one operation rounded to the element type (float16 included), in order
+        work = base.copy()
+        vals = uu.astype(dt)
         if op in ("none",):
             work[rr, cc] = vals  # NumPy assigns in order: the last write wins
         elif op in ("sum", "add"):

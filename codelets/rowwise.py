@@ -188,18 +188,15 @@ def _heap_topk_cycles(K: int, k: int, sorted_: bool) -> int:
 
 
 def top_k_cycles(rows, K, k, sorted_) -> np.ndarray:
-    rows = np.asarray(rows, np.int64)
-    K = np.asarray(K, np.int64)
-    k = np.asarray(k, np.int64)
-    s = np.asarray(sorted_, np.int64) != 0
-    key = np.stack([K, k, s.astype(np.int64)], 1) if rows.size else np.zeros((0, 3), np.int64)
-    per_row = np.zeros(rows.size, np.int64)
+    """Worker cycles of a vertex doing the top-k of `rows` rows (one heap top-k per row)."""
+    rows, K, k, s = np.broadcast_arrays(*(np.asarray(a, np.int64) for a in (rows, K, k, sorted_)))
+    per_row = np.zeros(rows.shape, np.int64)
     cache = {}
-    for i, (a, b, c) in enumerate(key):
-        t = (int(a), int(b), int(c))
-        if t not in cache:
-            cache[t] = _heap_topk_cycles(*t)
-        per_row[i] = cache[t]
+    for i in np.ndindex(rows.shape):
+        key = (int(K[i]), int(k[i]), int(s[i] != 0))
+        if key not in cache:
+            cache[key] = _heap_topk_cycles(*key)
+        per_row[i] = cache[key]
     return rows * per_row
 
 
