@@ -142,5 +142,5 @@ def _reduce_vertices(ctx, name, tiles, src, starts, counts, dst, dst_index, op_c
     dst_var = dst.variable if isinstance(dst, ipu.Tensor) and not isinstance(dst, ipu.Variable) else dst
     ctx.g.add_vertices(cs, "Reduce", tiles,
                        {"in": (src, starts, counts), "out": (dst_var, dst_index, np.ones_like(dst_index))},
-                       ip={"op": op_code, "inner": counts})
+                       ip={"op": op_code, "inner": counts, "layout": 0})
     ctx.emit(ipu.Execute(cs, name=cs.name))

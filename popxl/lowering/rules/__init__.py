@@ -1,4 +1,4 @@
 """Built-in lowering rules, one module per op family (mirroring popxl/ops/)."""
-from . import control, elementwise, host, matmul, nn, reduce, shape  # noqa: F401
+from . import control, conv, elementwise, host, matmul, nn, reduce, shape  # noqa: F401
 from . import indexing  # noqa: F401
 from . import rowwise  # noqa: F401

@@ -1,0 +1,120 @@
+"""Convolution and pooling as poplibs lowers them in spirit: windows gathered by the exchange
+(im2col with static index arrays: an ipu view of the padded input), then a planned matmul (conv)
+or a reduction (pools)."""
+from __future__ import annotations
+
+import numpy as np
+
+import ipu
+from codelets.plans.matmul import build_matmul
+
+from .. import blocks as B
+from ..registry import lowering_rule
+
+
+def _padded(ctx, x: ipu.Tensor, out_spatial, kernel, strides, dilations, pads, value):
+    """x padded with `value` so that every window of the output lies inside; returns the view."""
+    n = len(kernel)
+    begin = pads[:n]
+    ext = []
+    for i in range(n):
+        need = (out_spatial[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+        ext.append(max(need, x.shape[2 + i] + begin[i]))
+    if all(b == 0 for b in begin) and all(e <= x.shape[2 + i] for i, e in enumerate(ext)):
+        return x
+    shape = tuple(x.shape[:2]) + tuple(ext)
+    padded = ctx.new_var(shape, x.dtype, ctx.name("padded"))
+    fill = B.scalar_constant(ctx, value, x.dtype, "pad_value")
+    ctx.copy(fill.reshape(()).broadcast(shape), padded, "pad_fill")
+    key = (slice(None), slice(None)) + tuple(slice(begin[i], begin[i] + min(x.shape[2 + i], ext[i] - begin[i]))
+                                             for i in range(n))
+    interior = padded[key]
+    src = x[(slice(None), slice(None)) + tuple(slice(0, s) for s in interior.shape[2:])]
+    ctx.copy(src, interior, "pad_copy")
+    return padded
+
+
+def _windows(p: ipu.Tensor, out_spatial, kernel, strides, dilations) -> ipu.Tensor:
+    """View of shape (N, C, *out_spatial, *kernel): element [n, c, o.., k..] of every window."""
+    n = len(kernel)
+    idx = p.index()
+    keys = [slice(None), slice(None)]
+    for i in range(n):
+        pos = (np.arange(out_spatial[i]) * strides[i])[:, None] + (np.arange(kernel[i]) * dilations[i])[None, :]
+        shape = [1] * (2 * n)
+        shape[i] = out_spatial[i]
+        shape[n + i] = kernel[i]
+        keys.append(pos.reshape(shape))
+    win = idx[tuple(keys)]  # advanced indexing: (N, C, O..., K...)
+    return ipu.Tensor(p.variable, win, win.shape)
+
+
+@lowering_rule("conv")
+def conv(ctx, op):
+    x, w = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
+    t_out = op.outputs[0]
+    if x.dtype not in (ipu.FLOAT32, ipu.FLOAT16):
+        raise TypeError(f"{op.name}: conv takes float32 or float16")
+    kernel = tuple(w.shape[2:])
+    nsp = len(kernel)
+    out_spatial = tuple(t_out.shape[2:])
+    strides, dilations, pads = op.attrs["strides"], op.attrs["dilations"], op.attrs["pads"]
+    groups = op.attrs["groups"]
+    N, C = x.shape[:2]
+    M = w.shape[0]
+    Cg, Mg = C // groups, M // groups
+    P = int(np.prod(out_spatial, dtype=np.int64))
+    Kk = int(np.prod(kernel, dtype=np.int64))
+    win = _windows(_padded(ctx, x, out_spatial, kernel, strides, dilations, pads, 0.0),
+                   out_spatial, kernel, strides, dilations)
+    out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
+    # (N, C, O.., K..) -> (N, O.., C, K..): each row of the im2col matrix is one output position
+    perm = [0] + list(range(2, 2 + nsp)) + [1] + list(range(2 + nsp, 2 + 2 * nsp))
+    cols_all = win.transpose(perm)
+    for g in range(groups):
+        cols = cols_all[(slice(None),) * (1 + nsp) + (slice(g * Cg, (g + 1) * Cg),)].reshape(N * P, Cg * Kk)
+        wg = w[g * Mg:(g + 1) * Mg].reshape(Mg, Cg * Kk).transpose()
+        prod = ctx.g.add_variable(ctx.name(f"group{g}"), (N * P, Mg), out.dtype, ipu.TEMPORARY, debug=ctx.name())
+        ctx.emit(build_matmul(ctx.g, cols, wg, prod, name=ctx.name(f"matmul{g}")))
+        # (N*P, Mg) -> out[:, g*Mg:(g+1)*Mg] viewed as (N, Mg, P)
+        dst = out[:, g * Mg:(g + 1) * Mg].reshape(N, Mg, P)
+        ctx.copy(prod.reshape(N, P, Mg).transpose(0, 2, 1), dst, f"scatter{g}")
+    ctx.bind(t_out, out)
+
+
+def _pool(ctx, op, reduce_op, pad_value):
+    x = ctx.value(op.inputs[0])
+    t_out = op.outputs[0]
+    kernel = tuple(op.attrs["kernel_size"])
+    out_spatial = tuple(t_out.shape[2:])
+    strides, dilations, pads = op.attrs["strides"], op.attrs["dilations"], op.attrs["pads"]
+    win = _windows(_padded(ctx, x, out_spatial, kernel, strides, dilations, pads, pad_value),
+                   out_spatial, kernel, strides, dilations)
+    rows = int(np.prod(t_out.shape, dtype=np.int64))
+    red = B.reduce(ctx, win.reshape(rows, int(np.prod(kernel))), (1,), reduce_op, suffix=op.type)
+    return x, red, kernel, out_spatial, strides, dilations, pads
+
+
+@lowering_rule("max_pool")
+def max_pool(ctx, op):
+    _, red, *_ = _pool(ctx, op, "max", -np.inf)
+    ctx.bind(op.outputs[0], red.reshape(tuple(op.outputs[0].shape)))
+
+
+@lowering_rule("average_pool")
+def average_pool(ctx, op):
+    x, red, kernel, out_spatial, strides, dilations, pads = _pool(ctx, op, "sum", 0.0)
+    n = len(kernel)
+    # divide by the number of real (not padding) elements in each window (ONNX count_include_pad=0)
+    counts = np.ones(out_spatial, np.float64)
+    for i in range(n):
+        start = np.arange(out_spatial[i]) * strides[i] - pads[i]
+        pos = start[:, None] + np.arange(kernel[i])[None, :] * dilations[i]
+        inside = ((pos >= 0) & (pos < x.shape[2 + i])).sum(1)
+        shape = [1] * n
+        shape[i] = out_spatial[i]
+        counts = counts * inside.reshape(shape)
+    inv = ctx.g.add_constant(ctx.name("inv_count"), (1.0 / np.maximum(counts, 1)).astype(x.dtype.numpy), x.dtype)
+    ctx.tiles.map(ctx.g, inv)
+    shape = tuple(op.outputs[0].shape)
+    ctx.bind(op.outputs[0], B.binary(ctx, "mul", red.reshape(shape), inv, shape=shape, suffix="average"))

@@ -1,0 +1,62 @@
+"""conv (im2col + planned matmul) and pooling through Session, against NumPy references."""
+import numpy as np
+import pytest
+
+import popxl.ops as ops
+
+from helpers import run_popxl
+
+RNG = np.random.default_rng(7)
+
+
+def conv_ref(x, w, stride, pads, dilation, groups):
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (h + pads[0] + pads[2] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + pads[1] + pads[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, m, oh, ow), np.float64)
+    mg = m // groups
+    for g in range(groups):
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg:(g + 1) * cg, i * stride[0]:i * stride[0] + dilation[0] * (kh - 1) + 1:dilation[0],
+                           j * stride[1]:j * stride[1] + dilation[1] * (kw - 1) + 1:dilation[1]]
+                out[:, g * mg:(g + 1) * mg, i, j] = np.einsum("nckl,mckl->nm", patch, w[g * mg:(g + 1) * mg])
+    return out
+
+
+@pytest.mark.parametrize("shape,wshape,stride,pads,dilation,groups", [
+    ((1, 3, 5, 5), (4, 3, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ((2, 2, 7, 6), (3, 2, 3, 2), (2, 1), (1, 0, 1, 1), (1, 1), 1),
+    ((1, 4, 6, 6), (4, 2, 3, 3), (1, 1), (1, 1, 1, 1), (2, 2), 2),
+])
+def test_conv(shape, wshape, stride, pads, dilation, groups):
+    x = RNG.normal(size=shape).astype(np.float32)
+    w = RNG.normal(size=wshape).astype(np.float32)
+    out, _ = run_popxl(lambda a, b: ops.conv(a, b, stride=stride, padding=pads, dilation=dilation, groups=groups),
+                       [x, w])
+    np.testing.assert_allclose(out, conv_ref(x, w, stride, pads, dilation, groups), rtol=1e-4, atol=1e-5)
+
+
+def pool_ref(x, k, stride, pads, kind):
+    n, c, h, w = x.shape
+    fill = -np.inf if kind == "max" else np.nan
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
+    oh = (h + pads[0] + pads[2] - k[0]) // stride[0] + 1
+    ow = (w + pads[1] + pads[3] - k[1]) // stride[1] + 1
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            win = xp[:, :, i * stride[0]:i * stride[0] + k[0], j * stride[1]:j * stride[1] + k[1]]
+            out[:, :, i, j] = win.max((2, 3)) if kind == "max" else np.nanmean(win, (2, 3))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("k,stride,pads", [((2, 2), (2, 2), (0, 0, 0, 0)), ((3, 3), (1, 2), (1, 1, 1, 1))])
+def test_pools(kind, k, stride, pads):
+    x = RNG.normal(size=(2, 3, 7, 5)).astype(np.float32)
+    fn = ops.max_pool if kind == "max" else ops.average_pool
+    out, _ = run_popxl(lambda a: fn(a, kernel_size=k, stride=stride, padding=pads), [x])
+    np.testing.assert_allclose(out, pool_ref(x, k, stride, pads, kind), rtol=1e-5, atol=1e-6)
