@@ -13,5 +13,9 @@ use of a codelet name. Each module holds one family: kernel, NumPy reference, co
 from . import scaled_add  # noqa: F401
 from . import matmul  # noqa: F401
 from . import elementwise  # noqa: F401
+from . import cast  # noqa: F401
+from . import fill  # noqa: F401
+from . import reduce  # noqa: F401
+from . import select  # noqa: F401
 from . import multislice  # noqa: F401
 from . import rowwise  # noqa: F401

@@ -49,3 +49,37 @@ def _int_bounds(view):
     def impl(view):
         return lo, hi
     return impl
+
+
+def convert_store(view, i, x):  # pragma: no cover - replaced by the Numba overload
+    """Store number x into element i of a view, converting to the view's element type:
+    float -> integer truncates toward zero and saturates to the type's range (NaN -> 0); everything
+    else as `ipu.store` (float16 rounds to nearest even, bool is x != 0, integers wrap)."""
+    raise NotImplementedError
+
+
+@overload(convert_store)
+def _convert_store(view, i, x):
+    from ipu.half import store
+
+    dt = view.dtype
+    if isinstance(dt, types.Integer) and isinstance(x, types.Float):
+        bits = dt.bitwidth
+        lo = -(2 ** (bits - 1)) if dt.signed else 0
+        hi = 2 ** (bits - 1) - 1 if dt.signed else 2 ** bits - 1
+        flo, fhi = float(lo), float(hi)
+
+        def impl(view, i, x):
+            if x != x:
+                view[i] = 0
+            elif x >= fhi:
+                view[i] = hi
+            elif x <= flo:
+                view[i] = lo
+            else:
+                view[i] = np.int64(x)
+        return impl
+
+    def impl2(view, i, x):
+        store(view, i, x)
+    return impl2

@@ -1,0 +1,152 @@
+"""Cast: out = in converted to out's element type (popops Cast1D).
+
+Fields `in` (IN) and `out` (OUT), any two of the tile memory types (float32, float16, int32,
+uint32, int16, uint16, int8, uint8, bool), the same number of elements.
+
+Conversions:
+- float -> integer truncates toward zero and saturates to the integer type's range; NaN gives 0
+  (the IPU's f32toi32 / f32toui32 conversions saturate; NumPy's astype would be undefined there);
+- float32 -> float16 rounds to nearest even (overflow gives inf), float16 -> float32 is exact;
+- integer -> float rounds to nearest even; integer -> integer wraps (two's complement), as C
+  and NumPy's astype;
+- anything -> bool is `x != 0` (NaN is true); bool -> number is 0 / 1.
+
+Cost: poplibs SDK 3.x lib/popops/PerformanceEstimation.cpp, getCast1DCycleEstimate and
+castWorkerCycles (see `cast_cycles`). Cast1D is a MultiVertex: it occupies the tile's 6 workers
+and its cycles are tile cycles.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+import ipu
+from ipu import IN, OUT, Codelet, Field, load
+
+from ._costs import ceil_div
+from ._kernels import convert_store
+
+
+@njit(cache=True)
+def _cast_kernel(views, off, cnt, fp, ip):
+    x = views[0]
+    o = views[1]
+    for v in range(off.shape[0]):
+        n = cnt[v, 1]
+        xs = x[off[v, 0]:off[v, 0] + n]
+        os = o[off[v, 1]:off[v, 1] + n]
+        for i in range(n):
+            convert_store(os, i, load(xs, i))
+
+
+_POPLIBS_NAME = {"float32": "FLOAT", "float16": "HALF", "int32": "INT", "uint32": "UNSIGNED_INT",
+                 "int16": "SHORT", "uint16": "UNSIGNED_SHORT", "int8": "SIGNED_CHAR",
+                 "uint8": "UNSIGNED_CHAR", "bool": "BOOL"}
+
+
+def cast_worker_cycles(n, t_from, t_to) -> np.ndarray:
+    """Cycles of one worker casting n elements: poplibs castWorkerCycles (PerformanceEstimation.cpp).
+
+    - 8-bit integers <-> float/half (the CastFromInt8.S / CastToInt8.S assembly): 4 cycles, plus
+      3 or 4 to set up clamping when casting to 8 bits, plus a pipelined loop over atoms of 4 (2 for
+      int8 -> float) elements: fill/drain + (atoms - 1) x loop cycles, and 2 / rem1 / rem2 / rem3
+      cycles for the 0-3 left over;
+    - otherwise 19 prologue cycles + cyclesPerVector per vector of opVectorWidth elements + 1 test
+      (+2 if taken) per remainder bit. For float<->half (aux pipeline) opVectorWidth = min(2 x
+      elements per 64-bit load, elements per 64-bit store) and cyclesPerVector = max(load, store)
+      cycles; other conversions (C++ codelets) take 1 element per vector at 2 cycles.
+    """
+    f, t = _POPLIBS_NAME[t_from.name], _POPLIBS_NAME[t_to.name]
+    n = np.asarray(n, np.int64)
+    chars = ("UNSIGNED_CHAR", "SIGNED_CHAR")
+    floats = ("FLOAT", "HALF")
+    if (f in chars and t in floats) or (f in floats and t in chars):
+        if f == "UNSIGNED_CHAR" and t == "HALF":
+            atom, fill, loop, r = 4, 14, 9, (12, 14, 22)
+        elif f == "SIGNED_CHAR" and t == "HALF":
+            atom, fill, loop, r = 4, 15, 13, (12, 14, 22)
+        elif f == "UNSIGNED_CHAR" and t == "FLOAT":
+            atom, fill, loop, r = 4, 14, 10, (9, 15, 21)
+        elif f == "SIGNED_CHAR" and t == "FLOAT":
+            atom, fill, loop, r = 2, 9, 7, (10, 0, 0)
+        elif f == "HALF":
+            atom, fill, loop, r = 4, 19, 16, (14, 21, 29)
+        else:
+            atom, fill, loop, r = 4, 18, 14, (13, 21, 28)
+        clamp = 4 if f in floats else 0  # clampSetupCycles (fromType is never UNSIGNED_CHAR here)
+        atoms = n // atom
+        rem = n % atom
+        body = np.where(atoms > 0, fill + (atoms - 1) * loop, 0)
+        tail = np.select([rem == 0, rem == 1, rem == 2], [2, r[0], r[1]], r[2])
+        return 4 + clamp + body + tail
+    aux = f in floats and t in floats
+    from_load = 8 // t_from.itemsize
+    to_store = 8 // t_to.itemsize
+    op_vw = min(from_load * 2, to_store) if aux else 1
+    load_c = op_vw // min(op_vw, from_load)
+    store_c = op_vw // min(op_vw, to_store)
+    cpv = max(load_c, store_c) + (0 if aux else 1)
+    cycles = 19 + cpv * (n // op_vw)
+    rem = n % op_vw
+    for i in range(int(math.ceil(math.log2(op_vw))) if op_vw > 1 else 0):
+        cycles = cycles + 1 + np.where(rem & (1 << i), 2, 0)
+    return cycles
+
+
+def cast_cycles(n, t_from, t_to, workers: int = 6) -> np.ndarray:
+    """Tile cycles of one Cast vertex over n elements.
+
+    Source: getCast1DCycleEstimate (poplibs PerformanceEstimation.cpp): 19 supervisor cycles
+    (setzi, runall, sync, br) + 6 x (23 cycles of worker entry + castWorkerCycles of the most
+    loaded worker). Derivation of the split: Cast1D deals the elements to the workers in 4-element
+    grains (64 bits of half), so the most loaded worker casts min(n, 4 x ceil(ceil(n / 4) / 6)).
+    """
+    n = np.asarray(n, np.int64)
+    most = np.minimum(n, 4 * ceil_div(ceil_div(n, 4), workers))
+    return 19 + workers * (23 + cast_worker_cycles(most, t_from, t_to))
+
+
+@ipu.register
+class Cast(Codelet):
+    """out = in converted to out's type (see the module docstring for the conversion rules)."""
+
+    name = "Cast"
+    fields = (Field("in", IN), Field("out", OUT))
+    supervisor = True
+
+    def kernel(self):
+        return _cast_kernel
+
+    def check(self, types, cnt, fp, ip):
+        if np.any(cnt[:, 0] != cnt[:, 1]):
+            raise ValueError("Cast: in and out must have the same number of elements")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        return cast_cycles(cnt[:, 1], types[0], types[1], target.worker_contexts)
+
+    def code_bytes(self, types):
+        # popops Cast1D assembly (float<->half, 8-bit) or C++ worker plus supervisor: ~0.4 KiB
+        # (assumption, the order of the other popops element-wise codelets)
+        return 384
+
+    def reference(self, x, out_dtype):
+        return cast_reference(np.asarray(x), np.dtype(out_dtype))
+
+
+def cast_reference(x: np.ndarray, out: np.dtype) -> np.ndarray:
+    """NumPy: the conversion rules above."""
+    if out == np.bool_:
+        return x != 0
+    if x.dtype.kind == "f" and out.kind in "iu":
+        info = np.iinfo(out)
+        v = np.trunc(x.astype(np.float64))
+        v = np.where(np.isnan(v), 0.0, v)
+        v = np.clip(v, float(info.min), float(info.max))
+        return v.astype(out)
+    if x.dtype.kind in "iub" and out.kind in "iu":
+        return x.astype(np.int64).astype(out)  # wraps (two's complement)
+    if x.dtype.kind in "iu" and out == np.float16:
+        return x.astype(np.float64).astype(np.float16)
+    return x.astype(out)

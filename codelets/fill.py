@@ -1,0 +1,176 @@
+"""Fill, Copy and Arange: worker vertices that write a run of elements.
+
+Fill:   field `out` (OUT), any type; float parameter `value`, converted to out's type as Cast
+        converts (float16 rounds to nearest even, integers truncate toward zero and saturate,
+        bool is value != 0).
+Copy:   fields `in` (IN), `out` (OUT) of one type and count; out may be in itself.
+Arange: field `out` (OUT), int32; int parameter `start`: out[i] = start + i (wrapping), the
+        popops Iota vertex with one region.
+
+All three are worker vertices: the machine schedules up to 6 per tile and their cycles are
+thread cycles.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+import ipu
+from ipu import IN, OUT, Codelet, Field
+
+from ._costs import ceil_div, vector_width
+from ._kernels import convert_store
+
+
+@njit(cache=True)
+def _fill_kernel(views, off, cnt, fp, ip):
+    o = views[0]
+    for v in range(off.shape[0]):
+        n = cnt[v, 0]
+        if n == 0:
+            continue
+        os = o[off[v, 0]:off[v, 0] + n]
+        convert_store(os, 0, fp[v, 0])
+        for i in range(1, n):
+            os[i] = os[0]
+
+
+@njit(cache=True)
+def _copy_kernel(views, off, cnt, fp, ip):
+    x = views[0]
+    o = views[1]
+    for v in range(off.shape[0]):
+        n = cnt[v, 1]
+        a = off[v, 0]
+        b = off[v, 1]
+        if a == b:
+            continue  # out is in: nothing to move
+        for i in range(n):
+            o[b + i] = x[a + i]
+
+
+@njit(cache=True)
+def _arange_kernel(views, off, cnt, fp, ip):
+    o = views[0]
+    for v in range(off.shape[0]):
+        n = cnt[v, 0]
+        b = off[v, 0]
+        s = ip[v, 0]
+        for i in range(n):
+            o[b + i] = s + i
+
+
+def fill_cycles(n, t) -> np.ndarray:
+    """Thread cycles of a Fill of n elements of type t.
+
+    Source: poplibs PerformanceEstimation.cpp _fillCycleEstimate (SDK 3.x): 8-bit types
+    28 + n / 4 below 64 elements (st32), else 39 + n / 8 (st64); half 15 (n = 1), 21 (n = 2),
+    else 26 + n / 4; 32-bit types 16 + n / 2 + 6 + (1 if n % 2 == 1) + 1. 16-bit integers are
+    stored like half (derived: same store widths).
+    """
+    n = np.asarray(n, np.int64)
+    size = t.itemsize
+    if size == 1:
+        return np.where(n < 64, 28 + n // 4, 39 + n // 8)
+    if size == 2:
+        return np.select([n == 1, n == 2], [15, 21], 26 + n // 4)
+    width = 2
+    return 16 + n // width + 6 + (n % width == 1) + 1
+
+
+def copy_cycles(n, t) -> np.ndarray:
+    """Thread cycles of a Copy of n elements of type t.
+
+    Source: poplibs popopsCycleEstimators.cpp BroadcastSelectorSelectCycles, a vertex that copies
+    a row with LongMemcpy "based on being able to use ld64/st64": 11 + 1 for the vertex, then
+    12 + 23 + bytes / 4 + (bytes % 4) x 5 for the row.
+    """
+    nbytes = np.asarray(n, np.int64) * t.itemsize
+    return 12 + 12 + 23 + nbytes // 4 + (nbytes % 4) * 5
+
+
+def arange_cycles(n, t) -> np.ndarray:
+    """Thread cycles of an Arange of n elements. Source: poplibs popopsCycleEstimators.cpp Iota:
+    10 + per region 4 + 3 x ceil(n / vectorWidth) (one region)."""
+    return 10 + 4 + 3 * ceil_div(n, vector_width(t))
+
+
+@ipu.register
+class Fill(Codelet):
+    """out[:] = value."""
+
+    name = "Fill"
+    fields = (Field("out", OUT),)
+    float_params = ("value",)
+    supervisor = False
+
+    def kernel(self):
+        return _fill_kernel
+
+    def cycles(self, types, cnt, fp, ip, target):
+        return fill_cycles(cnt[:, 0], types[0])
+
+    def code_bytes(self, types):
+        # popops Fill assembly (alignment prologue + st64 loop): ~0.2 KiB (assumption)
+        return 192
+
+    def reference(self, n, value, dtype):
+        from .cast import cast_reference
+
+        return np.broadcast_to(cast_reference(np.array([value], np.float64), np.dtype(dtype)), (n,)).copy()
+
+
+@ipu.register
+class Copy(Codelet):
+    """out = in (element copy on one tile)."""
+
+    name = "Copy"
+    fields = (Field("in", IN), Field("out", OUT))
+    supervisor = False
+
+    def kernel(self):
+        return _copy_kernel
+
+    def check(self, types, cnt, fp, ip):
+        if types[0] != types[1]:
+            raise TypeError(f"Copy: in is {types[0].name} but out is {types[1].name}; use Cast to convert")
+        if np.any(cnt[:, 0] != cnt[:, 1]):
+            raise ValueError("Copy: in and out must have the same number of elements")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        return copy_cycles(cnt[:, 1], types[1])
+
+    def code_bytes(self, types):
+        # a LongMemcpy-style copy loop: ~0.2 KiB (assumption)
+        return 192
+
+    def reference(self, x):
+        return np.array(x, copy=True)
+
+
+@ipu.register
+class Arange(Codelet):
+    """out[i] = start + i."""
+
+    name = "Arange"
+    fields = (Field("out", OUT),)
+    int_params = ("start",)
+    supervisor = False
+    allowed_types = ((ipu.INT32,),)
+
+    def kernel(self):
+        return _arange_kernel
+
+    def check(self, types, cnt, fp, ip):
+        if ip.size and (ip[:, 0].min() < -2 ** 31 or ip[:, 0].max() > 2 ** 31 - 1):
+            raise ValueError("Arange: start must fit in int32")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        return arange_cycles(cnt[:, 0], types[0])
+
+    def code_bytes(self, types):
+        # popops Iota worker code: ~0.1 KiB (assumption)
+        return 128
+
+    def reference(self, n, start):
+        return (np.arange(n, dtype=np.int64) + start).astype(np.int32)
