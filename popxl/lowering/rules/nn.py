@@ -104,10 +104,14 @@ def _nll(ctx, op, probs, labels):
     mask = _onehot_mask(ctx, labels, classes, et)
     picked = B.reduce(ctx, B.binary(ctx, "mul", probs, mask, suffix="pick"), (probs.rank - 1,), "sum",
                       suffix="picked")
+    valid = _valid_mask(ctx, labels, op.attrs.get("ignore_index"), et)
     if not op.attrs.get("log_prob", False):
+        if valid is not None:  # ignored samples pick nothing: log(0 + 1) keeps them finite
+            one = B.scalar_constant(ctx, 1.0, et, "one")
+            picked = B.binary(ctx, "add", picked, B.binary(ctx, "sub", one, valid, shape=valid.shape,
+                                                            suffix="ignored"), suffix="safe")
         picked = B.unary(ctx, "log", picked, suffix="log")
     per_sample = B.unary(ctx, "negate", picked, suffix="nll")
-    valid = _valid_mask(ctx, labels, op.attrs.get("ignore_index"), et)
     if valid is not None:
         per_sample = B.binary(ctx, "mul", per_sample, valid, suffix="ignore")
     return per_sample, mask, valid
