@@ -593,27 +593,35 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     nt = target.num_tiles
 
     if K > 0:
-        # where partial p of each sorted output element lives: the cell computing its block for the
-        # p-th k chunk (cells of one block differ only in their k chunk, so in the last grid index)
+        # for every element of `partials`, in memory order: its output element (its rank in the
+        # sorted order above) and its k chunk. The partials Copy then reads `partials` in order and
+        # scatters into the reduction's inputs, which keeps the host's copy streaming through
+        # memory (the simulated exchange is the same set of runs either way).
         pg_, pm_, pn_, pk_ = plan.parts
         cg_, cm_, cn_, _ = plan.chunks
-        g = q // (M * N)
-        i = (q // N) % M
-        j = q % N
-        ig, im, in_ = g // cg_, i // cm_, j // cn_
-        cell0 = ((ig * pm_ + im) * pn_ + in_) * pk_
-        within = ((g - ig * cg_) * cells["ms"][cell0] + (i - im * cm_)) * cells["ns"][cell0] + (j - in_ * cn_)
-        del g, i, j, ig, im, in_
-
-    def partial_address(p):
-        """Address in `partials` of partial p of each sorted output element."""
-        return p_off[cell0 + p] + within
+        rank = np.empty(total, np.int64)
+        rank[q] = np.arange(total, dtype=np.int64)
+        elem_rank = np.empty(int(p_sizes.sum()), np.int64)
+        # cells come in a few shapes (the edge cells of each dimension are smaller): per shape, the
+        # output positions of a block are one pattern shifted by the block's origin
+        shape_key = (cells["gs"] * (M + 1) + cells["ms"]) * (N + 1) + cells["ns"]
+        for key in np.unique(shape_key):
+            sel = np.flatnonzero(shape_key == key)
+            gs_, ms_, ns_ = (int(cells[x][sel[0]]) for x in ("gs", "ms", "ns"))
+            blk = gs_ * ms_ * ns_
+            if blk == 0:
+                continue
+            pattern = ((np.arange(gs_)[:, None, None] * M + np.arange(ms_)[None, :, None]) * N
+                       + np.arange(ns_)[None, None, :]).reshape(-1)
+            origin = (cells["g0"][sel] * M + cells["m0"][sel]) * N + cells["n0"][sel]
+            where = p_off[sel][:, None] + np.arange(blk)[None, :]
+            elem_rank[where] = rank[origin[:, None] + pattern[None, :]]
+        elem_p = np.repeat(np.arange(p_sizes.size, dtype=np.int64) % pk_, p_sizes)
 
     if K > 0 and P == 1 and out_float:
         # nothing to add up: the partials are the result
-        src = partial_address(0)
-        seq.add(ipu.Copy(ipu.Tensor(partials, src, src.shape), ipu.Tensor(out_var, flat, flat.shape),
-                         name=f"{name}/exchange partials"))
+        dst = flat[elem_rank]
+        seq.add(ipu.Copy(partials, ipu.Tensor(out_var, dst, dst.shape), name=f"{name}/exchange partials"))
         return seq
 
     # reduce each run of out in place, or each tile's elements into a contiguous result then copy
@@ -635,11 +643,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
 
     if P > 0:
         red_in, red_off = _blocks_variable(graph, f"{name}/reduce_in", ipu.FLOAT32, grp_tile, P * grp_len)
-        src = np.empty(P * total, np.int64)
-        base = red_off[grp_of] + pos_in
-        for p in range(P):
-            src[base + p * grp_len[grp_of]] = partial_address(p)
-        seq.add(ipu.Copy(ipu.Tensor(partials, src, src.shape), red_in, name=f"{name}/exchange partials"))
+        grp_e = grp_of[elem_rank]
+        dst = red_off[grp_e] + elem_p * grp_len[grp_e] + pos_in[elem_rank]
+        seq.add(ipu.Copy(partials, ipu.Tensor(red_in, dst, dst.shape), name=f"{name}/exchange partials"))
         red_fields = (red_in, red_off, P * grp_len)
     else:
         # k = 0: nothing to add, the reduction writes zeros; one float per tile to connect to
