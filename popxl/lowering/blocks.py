@@ -38,12 +38,18 @@ def unary(ctx, name: str, x: ipu.Tensor, et=None, suffix="") -> ipu.Variable:
                        suffix=suffix or name)
 
 
+_BOOL_RESULT = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+                "logical_or"}
+
+
 def binary(ctx, name: str, a: ipu.Tensor, b: ipu.Tensor, shape=None, et=None, suffix="") -> ipu.Variable:
     from codelets.elementwise import BINARY_OPS
 
     if shape is None:
         shape = np.broadcast_shapes(a.shape, b.shape)
-    return elementwise(ctx, "BinaryOp", [a, b], ["a", "b"], shape, et or a.dtype, ip={"op": BINARY_OPS[name]},
+    if et is None:
+        et = ipu.BOOL if name in _BOOL_RESULT else a.dtype
+    return elementwise(ctx, "BinaryOp", [a, b], ["a", "b"], shape, et, ip={"op": BINARY_OPS[name]},
                        suffix=suffix or name)
 
 

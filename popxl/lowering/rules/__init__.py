@@ -2,3 +2,4 @@
 from . import control, conv, elementwise, host, matmul, nn, reduce, shape  # noqa: F401
 from . import indexing  # noqa: F401
 from . import rowwise  # noqa: F401
+from . import var_updates  # noqa: F401
