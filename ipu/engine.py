@@ -78,6 +78,9 @@ class Engine:
         self.cycles = 0
         self.log = StepLog()
         self.runs = 0
+        for s in executable.streams.values():
+            if getattr(s, "callback", None) is not None:  # host callback streams own a buffer
+                self.connect_stream(s.name, np.zeros(s.shape, s.dtype.numpy))
         for v in executable.variables.values():
             if v.initial is not None and v.id in executable.layouts:
                 for r in range(self.replicas):
@@ -248,6 +251,8 @@ class Engine:
                 if not elem.flags.c_contiguous:
                     raise StreamError(f"stream {s.name!r}: the host buffer must be C-contiguous")
                 _copy_runs(self.memory[r], elem.view(np.uint8), src_off, dst_off, nbytes)
+                if getattr(s, "callback", None) is not None:
+                    s.callback(elem.reshape(s.shape).copy(), r)
             self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
         return clock + step.cycles
 

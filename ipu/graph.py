@@ -61,6 +61,10 @@ class HostStream:
     shape: tuple
     dtype: ElementType
     to_device: bool
+    # device-to-host only: a host callback, called as callback(array, replica) after every
+    # transfer (Poplar's stream callbacks; PrintTensor is one). The engine gives such a stream a
+    # buffer of its own, so it needs no connect_stream.
+    callback: object = None
 
     @property
     def numel(self) -> int:
@@ -287,18 +291,19 @@ class Graph:
                                      np.ascontiguousarray(counts), fp, ip))
 
     # -- host streams and functions ----------------------------------------------------------
-    def _add_stream(self, name, shape, dtype, to_device) -> HostStream:
+    def _add_stream(self, name, shape, dtype, to_device, callback=None) -> HostStream:
         if name in self.streams:
             raise ValueError(f"a stream named {name!r} already exists")
-        s = HostStream(name, tuple(int(x) for x in shape), element_type(dtype), to_device)
+        s = HostStream(name, tuple(int(x) for x in shape), element_type(dtype), to_device, callback)
         self.streams[name] = s
         return s
 
     def add_host_to_device_stream(self, name: str, shape, dtype) -> HostStream:
         return self._add_stream(name, shape, dtype, True)
 
-    def add_device_to_host_stream(self, name: str, shape, dtype) -> HostStream:
-        return self._add_stream(name, shape, dtype, False)
+    def add_device_to_host_stream(self, name: str, shape, dtype, callback=None) -> HostStream:
+        """A stream to the host; with `callback`, a host callback stream (see HostStream)."""
+        return self._add_stream(name, shape, dtype, False, callback)
 
     def add_function(self, program: Program, name: str = "") -> Function:
         if not isinstance(program, Program):
