@@ -350,6 +350,11 @@ class _GradBuilder:
         if isinstance(t, Constant):
             v = constant(t._data, t.dtype, t.name)
         else:
+            for c in t.consumers:
+                if c.graph is self.fwd and any(c.inputs[j] is t for j in c.modified):
+                    raise NotImplementedError(
+                        f"autodiff: the gradient needs the value of {t.id}, but the in-place op '{c.name}' "
+                        f"({c.type}) overwrites it in the forward graph. Use the out-of-place form of the op.")
             v = graph_input(t.shape, t.dtype, t.name, meta_shape=t.meta_shape)
             self.expected_inputs.append(ExpectedConnection._create(t, ExpectedConnectionType.Fwd))
         self.values[t] = v

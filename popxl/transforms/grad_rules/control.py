@@ -39,6 +39,7 @@ from ._registry import grad_rule
 from ._util import const, zeros
 
 GRAD_PREFIX = "Gradient___"
+COUNTER_DTYPE = dtypes.int32  # iteration counters of the stacking loops
 
 
 def _types():
@@ -118,7 +119,7 @@ def _stack_forward(ctx, op, B, k: int, n: int, stacked) -> List:
             tmap = {}
             for t in B.inputs[:k]:
                 tmap[t] = graph_input(t.shape, t.dtype, t.name, by_ref=t in B._by_ref_inputs, meta_shape=t.meta_shape)
-            counter = graph_input((1,), dtypes.uint32, "stack_counter")
+            counter = graph_input((1,), COUNTER_DTYPE, "stack_counter")
             stacks = [graph_input((n,) + t.shape, t.dtype, f"stack_{_short(t)}") for t in stacked]
             for t in B.inputs[k:]:
                 tmap[t] = graph_input(t.shape, t.dtype, t.name, by_ref=t in B._by_ref_inputs, meta_shape=t.meta_shape)
@@ -127,13 +128,13 @@ def _stack_forward(ctx, op, B, k: int, n: int, stacked) -> List:
             with placement(op):
                 upd = [ops.dynamic_update_(s, counter, ops.reshape(tmap[t], (1,) + t.shape), [0], [1], True)
                        for s, t in zip(stacks, stacked)]
-                nxt = ops.add(counter, const([1], dtypes.uint32))
+                nxt = ops.add(counter, const([1], COUNTER_DTYPE))
             for o in outs + [nxt] + upd:
                 graph_output(o)
         with G:
             with placement(op):
                 inits = [ops.init((n,) + t.shape, t.dtype, f"stack_{_short(t)}_init", "zero") for t in stacked]
-            counter0 = constant(np.zeros((1,), np.uint32), dtypes.uint32, "stack_counter_init")
+            counter0 = constant(np.zeros((1,), np.int32), COUNTER_DTYPE, "stack_counter_init")
     finally:
         ctx_._name_scope = saved_scopes
     move_ops_before(G, [t.producer for t in inits], op)
@@ -164,7 +165,7 @@ def _stack_forward(ctx, op, B, k: int, n: int, stacked) -> List:
     op.attrs["num_carried"] = k + 1 + p
     op.called_graphs = (Bp,)
     op.modified = tuple(sorted(new_map[gi] for gi in by_ref if gi in new_map))
-    add_op_output(op, (1,), dtypes.uint32, "stack_counter_out")
+    add_op_output(op, (1,), COUNTER_DTYPE, "stack_counter_out")
     return [add_op_output(op, (n,) + t.shape, t.dtype, f"stack_{_short(t)}") for t in stacked]
 
 
@@ -210,7 +211,7 @@ def _repeat(ctx, op, grads):
     RB = ir.create_empty_graph(f"{B.id}_grad_loop")
     with RB:
         dc = [graph_input(B.outputs[i].shape, B.outputs[i].dtype, GRAD_PREFIX + _short(B.outputs[i])) for i in F]
-        rc = graph_input((1,), dtypes.uint32, "reverse_counter")
+        rc = [graph_input((1,), COUNTER_DTYPE, "reverse_counter")] if stacked else []
         acc = [graph_input(B.inputs[gi].shape, B.inputs[gi].dtype, f"{GRAD_PREFIX}{_short(B.inputs[gi])}_acc")
                for gi in inv_wanted]
         st = [graph_input((n,) + t.shape, t.dtype, f"stack_{_short(t)}") for t in stacked]
@@ -226,28 +227,28 @@ def _repeat(ctx, op, grads):
                 else:
                     t = conn.fwd_tensor
                     j = stacked.index(t)
-                    args.append(ops.reshape(ops.dynamic_slice(st[j], rc, [0], [1], True), t.shape))
+                    args.append(ops.reshape(ops.dynamic_slice(st[j], rc[0], [0], [1], True), t.shape))
             outs = ops.call(gb_graph, *args)
             new_dc = list(outs[:len(F)])
             new_acc = [ops.add(a, g) for a, g in zip(acc, outs[len(F):])]
-            rc_next = ops.sub(rc, const([1], dtypes.uint32))
-        for o in new_dc + [rc_next] + new_acc:
+            rc_next = [ops.sub(rc[0], const([1], COUNTER_DTYPE))] if stacked else []
+        for o in new_dc + rc_next + new_acc:
             graph_output(o)
 
     dc0 = [grads[i] if i < len(grads) and grads[i] is not None else zeros(B.outputs[i].shape, B.outputs[i].dtype)
            for i in F]
-    rc0 = const([n - 1], dtypes.uint32)
+    rc0 = [const([n - 1], COUNTER_DTYPE)] if stacked else []
     acc0 = [zeros(B.inputs[gi].shape, B.inputs[gi].dtype) for gi in inv_wanted]
     st_vals = [ctx.fwd(t) for t in stack_parents]
     inv_vals = [ctx.fwd(old_inputs[input_map[b_in[t]]]) for t in invariant]
-    outs = ops.repeat(RB, n, *(dc0 + [rc0] + acc0 + st_vals + inv_vals))
+    outs = ops.repeat(RB, n, *(dc0 + rc0 + acc0 + st_vals + inv_vals))
     res: Dict[int, object] = {}
     for pos, i in enumerate(F):
         oi = input_map.get(i)
         if oi is not None and ctx.wants(oi):
             _add_to(res, oi, outs[pos])
     for j, gi in enumerate(inv_wanted):
-        _add_to(res, input_map[gi], outs[len(F) + 1 + j])
+        _add_to(res, input_map[gi], outs[len(F) + len(rc0) + j])
     return res
 
 
