@@ -3,3 +3,5 @@ from . import control, conv, elementwise, host, matmul, nn, reduce, shape  # noq
 from . import indexing  # noqa: F401
 from . import rowwise  # noqa: F401
 from . import var_updates  # noqa: F401
+from . import rng  # noqa: F401
+from . import misc  # noqa: F401

@@ -1,0 +1,87 @@
+"""print_tensor, init and histogram through popxl.Session on a small simulated IPU."""
+import numpy as np
+import pytest
+
+import popxl
+import popxl.ops as ops
+
+from helpers import run_popxl
+
+
+def test_print_tensor_prints_during_the_run_and_passes_the_tensor_on(capsys):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out, session = run_popxl(lambda a: ops.print_tensor(a, "my tensor") + 1, [x])
+    np.testing.assert_array_equal(out, x + 1)
+    printed = capsys.readouterr().out
+    assert printed == "my tensor: [[0. 1. 2.]\n [3. 4. 5.]]\n"
+    assert any(s.kind == "device_to_host" and "print" in s.name for s in session.executable.steps)
+
+
+def test_print_tensor_in_a_loop_prints_every_iteration(capsys):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(np.zeros((2,), np.int32), name="v")
+
+        def body(t: popxl.TensorByRef):
+            ops.print_tensor(t, "v")
+            ops.increment_mod_(t, 1, 100)
+
+        g = ir.create_graph(body, v)
+        ops.repeat(g, 3, v)
+    with popxl.Session(ir, "ipu_model") as session:
+        session.run()
+    assert capsys.readouterr().out == "v: [0 0]\nv: [1 1]\nv: [2 2]\n"
+
+
+def test_print_tensor_format_options(capsys):
+    x = np.arange(2000, dtype=np.float32) / 3
+    run_popxl(lambda a: ops.print_tensor(a, "t", summarise_threshold=10, edge_items=2, digits=3,
+                                         float_format="fixed", separator=", ", open_bracket="(", close_bracket=")"),
+              [x])
+    assert capsys.readouterr().out == "t: (  0.000,   0.333, ..., 666.000, 666.333)\n"
+
+
+@pytest.mark.parametrize("dt", [popxl.float32, popxl.float16, popxl.int32])
+@pytest.mark.parametrize("shape", [(1,), (7,), (130, 3)])
+def test_init_zero(dt, shape):
+    out, _ = run_popxl(lambda a: ops.init(shape, dt) + a, [np.ones(shape, dt.as_numpy())])
+    np.testing.assert_array_equal(out, np.ones(shape, dt.as_numpy()))
+
+
+def test_init_undef_gives_a_tensor_of_the_shape():
+    def build(a):
+        u = ops.init((4, 3), popxl.float32, init_type="undef")
+        return ops.dynamic_update(u, popxl.constant(np.array([0], np.int32)), a, axes=[0], sizes=[4],
+                                  no_overlap=True)
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    out, _ = run_popxl(build, [x])
+    np.testing.assert_array_equal(out, x)
+
+
+def _histogram(x, levels, absolute):
+    v = np.abs(x) if absolute else x
+    return np.bincount(np.searchsorted(np.asarray(levels, x.dtype), v, side="right"),
+                       minlength=len(levels) + 1).astype(np.uint32)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(1,), (13,), (1000,), (37, 29)])
+@pytest.mark.parametrize("absolute", [False, True])
+def test_histogram(dt, shape, absolute):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dt)
+    levels = [-1.5, -0.1, 0.0, 0.3, 1.0]
+    out, _ = run_popxl(lambda a: ops.histogram(a, levels, absolute), [x])
+    np.testing.assert_array_equal(out, _histogram(x.reshape(-1), levels, absolute))
+    assert out.dtype == np.uint32 and out.sum() == x.size
+
+
+def test_histogram_of_a_view():
+    x = np.random.default_rng(0).standard_normal((40, 30)).astype(np.float32)
+    out, _ = run_popxl(lambda a: ops.histogram(a.T[3:], [0.0], False), [x])
+    np.testing.assert_array_equal(out, _histogram(x.T[3:].reshape(-1), [0.0], False))
+
+
+def test_histogram_of_ints_is_a_clear_error():
+    with pytest.raises(TypeError, match="float32 or float16"):
+        run_popxl(lambda a: ops.histogram(a, [0.0], False), [np.arange(4, dtype=np.int32)])
