@@ -444,7 +444,11 @@ class _Compiler:
         da, dt = self._addresses(dst, "Copy destination")
         src_off, dst_off, nbytes, src_tile, dst_tile = _runs(sa, da, st, dt, isz)
         tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, self.target)
-        runs_per_tile = np.bincount(src_tile, minlength=self.target.num_tiles) + np.bincount(dst_tile, minlength=self.target.num_tiles)
+        # exchange code: one instruction per run a tile receives, and per distinct run it sends
+        # (a run multicast to several tiles is sent once)
+        n = self.target.num_tiles
+        _, first = np.unique(np.stack([src_off, nbytes], 1), axis=0, return_index=True)
+        runs_per_tile = np.bincount(src_tile[first], minlength=n) + np.bincount(dst_tile, minlength=n)
         self.exchange_bytes += runs_per_tile * EXCHANGE_BYTES_PER_RUN + (runs_per_tile > 0) * EXCHANGE_BYTES_PER_PHASE
         staged = src.variable is dst.variable
         return self._step(kind="exchange", name=p.name or f"copy {src.name} -> {dst.name}",

@@ -5,3 +5,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+# Shared test helpers (run_popxl) import as plain modules from any test directory.
+HELPERS = os.path.join(ROOT, "tests", "lowering")
+if HELPERS not in sys.path:
+    sys.path.insert(0, HELPERS)

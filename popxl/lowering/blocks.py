@@ -20,15 +20,33 @@ def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=N
         like = next((v for v in inputs if v.is_identity and v.shape == shape), None)
         out = ctx.new_var(shape, et, ctx.name(suffix or codelet), like=like)
     if out.numel:
-        laid = [ctx.like(v if v.shape == shape else v.broadcast(shape), out) for v in inputs]
         c = ipu.get_codelet(codelet)
         tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
-        fields = {name: (var, starts, counts) for name, var in zip(field_names, laid)}
+        fields = {}
+        for name, v in zip(field_names, inputs):
+            if v.numel == 1 and out.numel > 1 and (codelet, name) in SCALAR_BROADCAST_FIELDS:
+                fields[name] = scalar_per_tile(ctx, v, tiles)
+            else:
+                fields[name] = (ctx.like(v if v.shape == shape else v.broadcast(shape), out), starts, counts)
         fields[out_field] = (out, starts, counts)
         cs = ctx.compute_set(suffix or codelet)
         ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip)
         ctx.emit(ipu.Execute(cs, name=cs.name))
     return out
+
+
+# vertex fields that take a single element and apply it to every output element
+SCALAR_BROADCAST_FIELDS = {("BinaryOp", "a"), ("BinaryOp", "b")}
+
+
+def scalar_per_tile(ctx, v: ipu.Tensor, tiles: np.ndarray):
+    """One copy of the scalar `v` on every tile in `tiles` (a broadcast exchange of one element,
+    as poplibs does before a BroadcastScalar vertex); returns the field triple for the vertices."""
+    used, where = np.unique(tiles, return_inverse=True)
+    sc = ctx.g.add_variable(ctx.name("scalar"), (used.size,), v.dtype, ipu.TEMPORARY, debug=ctx.name())
+    sc.tile_of[:] = used
+    ctx.copy(v.reshape(1).broadcast((used.size,)), sc, "broadcast_scalar")
+    return sc, where.astype(np.int64), np.ones(tiles.size, np.int64)
 
 
 def unary(ctx, name: str, x: ipu.Tensor, et=None, suffix="") -> ipu.Variable:
