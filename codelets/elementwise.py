@@ -812,7 +812,7 @@ def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
             "asin": lambda: np.arcsin(v),
         }
         r = np.asarray(fn[name](), np.float32)
-    return r.astype(dt)
+        return r.astype(dt)
 
 
 def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
@@ -858,7 +858,7 @@ def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
         r = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
              "max": np.maximum, "min": np.minimum, "fmod": np.fmod, "rem": np.remainder,
              "atan2": np.arctan2}[name](x, y)
-    return np.asarray(r, np.float32).astype(dt)
+        return np.asarray(r, np.float32).astype(dt)
 
 
 def _int_pow(base: int, e: int) -> int:
