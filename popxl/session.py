@@ -15,6 +15,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Union
 import numpy as np
 
 import ipu
+from profiler.autoreport import session_event as _profile_event
 
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -98,6 +99,8 @@ class Session:
         self._attach_depth -= 1
         if self._attach_depth == 0 and self.weights_to_host_on_exit:
             self.weights_to_host()
+        if self._attach_depth == 0:
+            _profile_event(self, "exit")
 
     # -- weights --------------------------------------------------------------------------------
     def _write_weights(self) -> None:
@@ -252,6 +255,7 @@ class Session:
         t0 = time.perf_counter()
         self.total_cycles += self.engine.run()
         self.run_seconds += time.perf_counter() - t0
+        _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
         for s, buf in staging.items():
             if s in outputs:
                 res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf

@@ -1,0 +1,180 @@
+"""Writing profiles from a running program: the glue a Session calls after each run and on exit.
+
+`session_event(session, event)` is the only entry point; it returns at once when profiling is off
+(two environment look-ups). When on, it records where each run starts in the engine's step log,
+and writes DIR/profile.json (DIR/profile-1.json, ... for later sessions of the process) when the
+session exits, at interpreter exit for sessions never exited, and every `REWRITE_SECONDS` during
+long runs. The session is read by duck typing (`executable`, `engine`, wall times, `ir`): this
+package never imports popxl.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import sys
+import time
+import weakref
+
+from .options import options
+
+REWRITE_SECONDS = 30.0
+
+_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_session_count = 0
+_cleaned_dirs: set = set()
+_atexit_registered = False
+
+
+class _State:
+    def __init__(self, opts, index):
+        self.opts = opts
+        self.index = index
+        self.runs: list[dict] = []
+        self.log_len = 0
+        self.cycles = 0
+        self.run_seconds = 0.0
+        self.created = time.monotonic()
+        self.last_write = None
+        self.dirty = True
+        self.path = None
+
+
+def session_event(session, event: str) -> None:
+    """Called by popxl.Session: event "run" after every run, "exit" when the session detaches."""
+    opts = options()
+    if opts is None:
+        return
+    try:
+        _event(session, event, opts)
+    except Exception as e:  # a profile must never break the user's program
+        print(f"ipu-profile: could not write the profile: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def _state(session, opts) -> _State:
+    global _session_count, _atexit_registered
+    st = _states.get(session)
+    if st is None:
+        st = _State(opts, _session_count)
+        _session_count += 1
+        _states[session] = st
+        if not _atexit_registered:
+            atexit.register(_flush_all)
+            _atexit_registered = True
+    return st
+
+
+def _event(session, event, opts) -> None:
+    st = _state(session, opts)
+    engine = session.engine
+    if event == "run":
+        n = len(engine.log)
+        run_s = float(getattr(session, "run_seconds", 0.0))
+        st.runs.append({"program": 0, "first_entry": st.log_len, "entries": n - st.log_len,
+                        "start_cycle": st.cycles, "cycles": int(engine.cycles) - st.cycles,
+                        "wall_seconds": round(run_s - st.run_seconds, 6)})
+        st.log_len, st.cycles, st.run_seconds = n, int(engine.cycles), run_s
+        st.dirty = True
+        now = time.monotonic()
+        if now - (st.last_write or st.created) > REWRITE_SECONDS:
+            write(session, st)
+    elif event in ("exit", "close"):
+        if st.dirty:
+            write(session, st)
+
+
+def _flush_all() -> None:
+    for session, st in list(_states.items()):
+        if st.dirty:
+            try:
+                write(session, st)
+            except Exception as e:  # pragma: no cover - interpreter shutdown
+                print(f"ipu-profile: could not write the profile: {e}", file=sys.stderr)
+
+
+def op_table(ir) -> dict:
+    """popxl op name -> {"type", "scope", "graph"} for every op of every graph (first one wins)."""
+    out: dict = {}
+    if ir is None:
+        return out
+    for g in getattr(ir, "graphs", ()):
+        for op in getattr(g, "ops", ()):
+            name = getattr(op, "name", None)
+            if not name:
+                continue
+            rec = {"type": getattr(op, "type", None), "scope": getattr(op, "scope", None) or "",
+                   "graph": getattr(g, "name", "")}
+            have = out.get(name)
+            if have is None:
+                out[name] = rec
+            elif have["graph"] != rec["graph"]:
+                have["graph"] = None  # the same op name in several graphs: the graph is not known
+    return out
+
+
+def _path_for(st: _State) -> str:
+    d = st.opts.directory
+    os.makedirs(d, exist_ok=True)
+    key = os.path.abspath(d)
+    if key not in _cleaned_dirs:
+        # profiles of later sessions of an earlier process would read as this process's
+        _cleaned_dirs.add(key)
+        for name in os.listdir(d):
+            if re.match(r"^profile-\d+\.json$", name):
+                try:
+                    os.remove(os.path.join(d, name))
+                except OSError:
+                    pass
+    return os.path.join(d, "profile.json" if st.index == 0 else f"profile-{st.index}.json")
+
+
+def build(session, st: _State | None = None) -> dict:
+    """The profile document of a session (its executable, engine, wall times and popxl ops)."""
+    from ipu.profile import build_profile
+
+    runs = st.runs if st is not None and st.runs else None
+    trace_entries = None
+    opts = st.opts if st is not None else None
+    if opts is not None and opts.run_count is not None and runs:
+        kept = runs[:opts.run_count]
+        trace_entries = (kept[-1]["first_entry"] + kept[-1]["entries"]) if kept else 0
+    ir = getattr(session, "ir", None)
+    lowered = getattr(session, "_lowered", None)
+    info = {
+        "compile_seconds": getattr(session, "compile_seconds", None),
+        "lowering_seconds": getattr(session, "lowering_seconds", None),
+        "run_seconds": getattr(session, "run_seconds", None),
+        "session_total_cycles": getattr(session, "total_cycles", None),
+        "device_desc": getattr(session, "device_desc", None),
+        "script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None,
+        "argv": list(sys.argv[1:]),
+        "session_index": st.index if st is not None else 0,
+        "frontend": "popxl",
+    }
+    return build_profile(session.executable, session.engine, info=info, ops=op_table(ir),
+                         step_ops=dict(getattr(lowered, "op_names", None) or {}), runs=runs,
+                         execution=opts.execution if opts is not None else True, trace_entries=trace_entries)
+
+
+def write_document(doc: dict, path: str) -> str:
+    """Write a profile document atomically (a reader never sees half a file)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
+    os.replace(tmp, path)
+    return path
+
+
+def write(session, st: _State | None = None) -> str:
+    if st is None:
+        opts = options()
+        if opts is None:
+            raise RuntimeError("profiling is off: set IPU_SIM_PROFILE=DIR or POPLAR_ENGINE_OPTIONS")
+        st = _state(session, opts)
+    if st.path is None:
+        st.path = _path_for(st)
+    path = write_document(build(session, st), st.path)
+    st.last_write = time.monotonic()
+    st.dirty = False
+    return path
