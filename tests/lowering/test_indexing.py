@@ -50,6 +50,32 @@ def test_gather_spreads_a_wide_table_by_columns_over_tiles():
     assert len(_compute_tiles(session, "gather")) == 6
 
 
+@pytest.mark.parametrize("dt", TYPES)
+@pytest.mark.parametrize("shape", [(1000,), (500, 2), (301, 3)])
+def test_gather_from_a_tall_table_splits_rows_and_sums_partials(monkeypatch, dt, shape):
+    """A table taller than a tile's budget is split into row groups on their own tiles; each gives
+    zeros for indices outside its rows and the partials are summed (popops' lookup split)."""
+    from popxl.lowering.rules import indexing
+
+    monkeypatch.setattr(indexing, "TABLE_SHARE_OF_TILE", 600 / ipu_bytes_per_tile())
+    rng = np.random.default_rng(shape[0])
+    x = _data(rng, shape, dt)
+    idx = rng.integers(-2, shape[0] + 2, 17).astype(np.int32)
+    out, session = run_popxl(lambda a, b: ops.gather(a, b, zero_OOR=True), [x, idx])
+    ok = (idx >= 0) & (idx < shape[0])
+    expect = np.zeros((17,) + shape[1:], dt)
+    expect[ok] = x[idx[ok]]
+    np.testing.assert_array_equal(out, expect)
+    assert len(_compute_tiles(session, "gather")) >= 4
+    assert any("row_groups" in s.name for s in session.executable.steps)
+
+
+def ipu_bytes_per_tile():
+    import ipu
+
+    return ipu.get_target("small:6").bytes_per_tile
+
+
 def test_tied_gather_and_getitem_with_an_int_tensor():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((11, 4)).astype(np.float32)

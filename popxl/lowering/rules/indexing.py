@@ -20,6 +20,7 @@ import numpy as np
 
 import ipu
 
+from .. import blocks
 from ..columns import ColumnPlan, split
 from ..registry import lowering_rule
 
@@ -64,34 +65,86 @@ def _workers(ctx, plan, b) -> int:
 # -- gather -----------------------------------------------------------------------------------
 
 
-def multi_slice(ctx, table: ipu.Tensor, offsets: ipu.Tensor, suffix="gather") -> ipu.Tensor:
-    """out[g, m, :] = table[g, offsets[g, m], :] (zeros where the offset is out of range), as a
-    (G, M, D) view of a block-laid-out variable."""
-    G, N, D = table.shape
-    M = offsets.shape[1]
-    plan = ColumnPlan(ctx, G, D, N, table.dtype.itemsize)
-    base, _ = plan.place(table, f"{suffix}/table")
-    offs = plan.broadcast(offsets, f"{suffix}/offsets")
-    out, out_view = plan.variable(f"{suffix}/out", M, table.dtype)
-    b_starts, o_starts = plan.starts(N), plan.starts(M)
-    tiles, fb, fo, fd, nm, region = [], [], [], [], [], []
+# A tile keeps at most this share of its memory for one column block of a looked-up table; a
+# taller table is split into row groups too (popops' lookup split), each group on its own tiles,
+# and their partial results (zeros where an index is not in the group) are summed.
+TABLE_SHARE_OF_TILE = 0.25
+
+
+def _row_groups(ctx, G, N, D, isz) -> int:
+    """How many row groups a (G, N, D) table needs so that one tile's block fits the budget."""
+    T = ctx.target.num_tiles
+    budget = max(1, int(ctx.target.bytes_per_tile * TABLE_SHARE_OF_TILE))
+    R = 1
+    while R < N and -(-N // R) * -(-G * D * R // T) * isz > budget and G * D * (R + 1) <= T:
+        R += 1
+    return R
+
+
+def _slice_vertices(ctx, plan, base, rows, row_base, offs, M, out, out_base, tiles, fields, ip):
+    b_starts, o_starts = plan.starts(rows), plan.starts(M)
     for b in range(plan.num_blocks):
         w = int(plan.width[b])
         ms, mc = split(M, _workers(ctx, plan, b))
         for s, c in zip(ms, mc):
             tiles.append(plan.tile[b])
-            fb.append(b_starts[b])
-            fo.append(plan.pair[b] * M + s)
-            fd.append(o_starts[b] + s * w)
-            nm.append(c)
-            region.append(w)
-    tiles, fb, fo, fd, nm, region = (np.asarray(x, np.int64) for x in (tiles, fb, fo, fd, nm, region))
+            fields["base"].append(b_starts[b])
+            fields["offsets"].append(plan.pair[b] * M + s)
+            fields["out"].append(out_base + o_starts[b] + s * w)
+            fields["m"].append(c)
+            ip["region"].append(w)
+            ip["rows"].append(rows)
+            ip["row_base"].append(row_base)
+
+
+def multi_slice(ctx, table: ipu.Tensor, offsets: ipu.Tensor, suffix="gather") -> ipu.Tensor:
+    """out[g, m, :] = table[g, offsets[g, m], :] (zeros where the offset is out of range), as a
+    (G, M, D) view."""
+    G, N, D = table.shape
+    M = offsets.shape[1]
+    isz = table.dtype.itemsize
+    R = _row_groups(ctx, G, N, D, isz) if G == 1 else 1
+    if R > 1 and table.dtype not in (ipu.FLOAT32, ipu.FLOAT16, ipu.INT32):
+        R = 1  # the partial sums need a Reduce type; a tall table of another type stays whole
+    bounds = np.linspace(0, N, R + 1).astype(np.int64)
+    plans = [ColumnPlan(ctx, G, D, int(b - a), isz) for a, b in zip(bounds[:-1], bounds[1:])]
+    # the output: one (G, M, D) block layout per row group, in one variable
+    out = ctx.g.add_variable(ctx.name(f"{suffix}/out"), (R * G * M * D,), table.dtype, ipu.TEMPORARY,
+                             debug=ctx.name())
+    views = []
+    tiles, fields, ip = [], {"base": [], "offsets": [], "out": [], "m": []}, {"region": [], "rows": [], "row_base": []}
     cs = ctx.compute_set(suffix)
-    ctx.g.add_vertices(cs, "MultiSlice", tiles,
-                       {"base": (base, fb, region * N), "offsets": (offs, fo, nm), "out": (out, fd, nm * region)},
-                       ip={"region": region, "rows": N, "row_base": 0})
+    bases = []
+    for r, plan in enumerate(plans):
+        a, b = int(bounds[r]), int(bounds[r + 1])
+        part = table[:, a:b, :] if R > 1 else table
+        base, _ = plan.place(part, f"{suffix}/table" + (f"{r}" if R > 1 else ""))
+        offs = plan.broadcast(offsets, f"{suffix}/offsets" + (f"{r}" if R > 1 else ""))
+        n0 = r * G * M * D
+        if G * M * D:
+            out.tile_of[n0:n0 + G * M * D] = np.repeat(plan.tile, plan.width * M).astype(np.int32)
+        views.append(n0 + plan.positions(M))
+        t0 = len(tiles)
+        _slice_vertices(ctx, plan, base, b - a, a, offs, M, out, n0, tiles, fields, ip)
+        bases.append((base, offs, len(tiles) - t0))
+    k = 0
+    for base, offs, n in bases:  # one add_vertices per (table, offsets) pair of variables
+        sl = slice(k, k + n)
+        region = np.asarray(ip["region"][sl], np.int64)
+        m = np.asarray(fields["m"][sl], np.int64)
+        rows = np.asarray(ip["rows"][sl], np.int64)
+        ctx.g.add_vertices(cs, "MultiSlice", np.asarray(tiles[sl], np.int64),
+                           {"base": (base, np.asarray(fields["base"][sl], np.int64), region * rows),
+                            "offsets": (offs, np.asarray(fields["offsets"][sl], np.int64), m),
+                            "out": (out, np.asarray(fields["out"][sl], np.int64), m * region)},
+                           ip={"region": region, "rows": rows, "row_base": np.asarray(ip["row_base"][sl], np.int64)})
+        k += n
     ctx.emit(ipu.Execute(cs, name=cs.name))
-    return out_view
+    if R == 1:
+        return ipu.Tensor(out, views[0], views[0].shape)
+    parts = np.stack(views)  # (R, G, M, D)
+    summed = blocks.reduce(ctx, ipu.Tensor(out, parts, parts.shape), (0,), "sum", suffix=f"{suffix}/row_groups")
+    return summed
 
 
 def _gather(ctx, op, t, idx, axis, group: bool):
