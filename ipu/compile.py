@@ -43,10 +43,27 @@ class Layout:
     addr: np.ndarray  # byte offset of each piece in the flat memory of a replica
 
     def element_addresses(self, idx: np.ndarray):
-        """(byte addresses, tiles) of flat element indices."""
-        p = np.searchsorted(self.starts, idx, side="right") - 1
+        """(byte addresses, tiles) of flat element indices.
+
+        Index arrays mostly hold runs of consecutive elements: the pieces are looked up once per
+        run (a run inside one piece has consecutive addresses), per element only where a run
+        crosses pieces."""
+        idx = np.asarray(idx, np.int64).reshape(-1)
         isz = self.variable.dtype.itemsize
-        return self.addr[p] + (idx - self.starts[p]) * isz, self.tiles[p]
+        n = idx.size
+        if n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        brk = np.flatnonzero(np.diff(idx) != 1) + 1
+        rs = np.concatenate(([0], brk))
+        re = np.concatenate((brk, [n]))
+        p0 = np.searchsorted(self.starts, idx[rs], side="right") - 1
+        p1 = np.searchsorted(self.starts, idx[re - 1], side="right") - 1
+        if not np.array_equal(p0, p1):
+            p = np.searchsorted(self.starts, idx, side="right") - 1
+            return self.addr[p] + (idx - self.starts[p]) * isz, self.tiles[p]
+        run_id = np.repeat(np.arange(rs.size), re - rs)
+        base = self.addr[p0] + (idx[rs] - self.starts[p0]) * isz - rs * isz
+        return base[run_id] + np.arange(n, dtype=np.int64) * isz, self.tiles[p0][run_id]
 
 
 @dataclass

@@ -25,6 +25,15 @@ def _copy_runs(src, dst, src_off, dst_off, nbytes):
         dst[b:b + n] = src[a:a + n]
 
 
+def _word_tables(src_off, dst_off, nbytes):
+    """The copy table in the widest unit (8, 4 or 2 bytes) that divides every offset and size:
+    copying words instead of bytes is several times faster."""
+    for unit, dt in ((8, np.uint64), (4, np.uint32), (2, np.uint16)):
+        if not ((src_off % unit).any() or (dst_off % unit).any() or (nbytes % unit).any()):
+            return dt, src_off // unit, dst_off // unit, nbytes // unit
+    return np.uint8, src_off, dst_off, nbytes
+
+
 @njit(cache=True)
 def _copy_runs_staged(mem, src_off, dst_off, nbytes):
     total = 0
@@ -75,6 +84,7 @@ class Engine:
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}
         self._stream_pos: dict[str, int] = {}
+        self._words: dict[int, tuple] = {}  # exchange step id -> copy table in words
         self.cycles = 0
         self.log = StepLog()
         self.runs = 0
@@ -230,12 +240,17 @@ class Engine:
         elif k == "exchange":
             if step.copy is not None:
                 src_off, dst_off, nbytes, staged = step.copy
-                for r in reps:
-                    m = self.memory[r]
-                    if staged:
-                        _copy_runs_staged(m, src_off, dst_off, nbytes)
-                    else:
-                        _copy_runs(m, m, src_off, dst_off, nbytes)
+                if staged:
+                    for r in reps:
+                        _copy_runs_staged(self.memory[r], src_off, dst_off, nbytes)
+                else:
+                    words = self._words.get(step.id)
+                    if words is None:
+                        words = self._words[step.id] = _word_tables(src_off, dst_off, nbytes)
+                    dt, s, d, n = words
+                    for r in reps:
+                        m = self._view(r, np.dtype(dt))
+                        _copy_runs(m, m, s, d, n)
         elif k == "host_to_device":
             src_off, dst_off, nbytes, _ = step.copy
             s = step.stream
