@@ -170,7 +170,8 @@ class GradGraphInfo:
         forward graph's inputs) to the parent-graph tensor the gradient call site outputs for it."""
         self._check_call_site(grad_call_info, "grad_call_info")
         if grad_call_info.called_graph != self._graph:
-            raise ValueError(f"The call site calls {grad_call_info.called_graph}, not the gradient graph {self._graph}.")
+            raise ValueError(f"The call site calls {grad_call_info.called_graph}, not the gradient graph "
+                             f"{self._graph}.")
         return {conn.fwd_tensor: grad_call_info.parent_output(i) for i, conn in enumerate(self._expected_outputs)}
 
     def fwd_parent_ins_to_grad_parent_outs(self, fwd_call_info: CallSiteInfo,

@@ -94,6 +94,25 @@ def _conv_transpose(x, w, strides, pads, dilations, groups, out_shape):
     return out[tuple(sl)]
 
 
+def _pool(kind, x, a):
+    kernel, strides, dilations, pads = a["kernel_size"], a["strides"], a["dilations"], a["pads"]
+    nd = len(kernel)
+    n_out = []
+    for i in range(nd):
+        span = x.shape[2 + i] + pads[i] + pads[nd + i] - dilations[i] * (kernel[i] - 1) - 1
+        n_out.append((-(-span // strides[i]) if a["ceil_mode"] else span // strides[i]) + 1)
+    out = np.zeros(x.shape[:2] + tuple(n_out), x.dtype)
+    for o in np.ndindex(*n_out):
+        vals = []
+        for kidx in np.ndindex(*kernel):
+            pos = [o[i] * strides[i] - pads[i] + kidx[i] * dilations[i] for i in range(nd)]
+            if all(0 <= p < x.shape[2 + i] for i, p in enumerate(pos)):
+                vals.append(x[(slice(None), slice(None)) + tuple(pos)])
+        vals = np.stack(vals, -1)
+        out[(slice(None), slice(None)) + o] = vals.max(-1) if kind == "max_pool" else vals.mean(-1)
+    return out
+
+
 def evaluate(graph, inputs, upcast=False, env=None):
     env = {} if env is None else env
     for t, v in zip(graph.inputs, inputs):
@@ -219,11 +238,8 @@ def _run(op, ins, upcast):
     if t == "conv_transpose":
         return [_conv_transpose(ins[0], ins[1], a["strides"], a["pads"], a["dilations"], a["groups"],
                                 a["output_shape"])]
-    if t == "average_pool":
-        k = a["kernel_size"]
-        c = ins[0].shape[1]
-        w = np.zeros((c, 1) + tuple(k), ins[0].dtype) + 1.0 / np.prod(k)
-        return [_conv(ins[0], w, a["strides"], a["pads"], a["dilations"], c)]
+    if t in ("average_pool", "max_pool"):
+        return [_pool(t, ins[0], a)]
     if t == "softmax":
         x = ins[0] - np.max(ins[0], a["axis"], keepdims=True)
         e = np.exp(x)
