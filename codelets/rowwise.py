@@ -27,6 +27,33 @@ _INDEX_OUT = (ipu.INT32,)
 
 
 @njit(cache=True)
+def _best(x, b, n, op):
+    """Index of the largest (op 0) or smallest (op 1) of x[b:b+n]; the first NaN if any; ties
+    keep the first."""
+    best = load(x, b)
+    if best != best:
+        return 0
+    bi = 0
+    if op == 0:
+        for k in range(1, n):
+            y = load(x, b + k)
+            if y != y:
+                return k
+            if y > best:
+                best = y
+                bi = k
+    else:
+        for k in range(1, n):
+            y = load(x, b + k)
+            if y != y:
+                return k
+            if y < best:
+                best = y
+                bi = k
+    return bi
+
+
+@njit(cache=True)
 def _arg_min_max(views, off, cnt, fp, ip):
     x = views[0]
     out = views[1]
@@ -36,29 +63,7 @@ def _arg_min_max(views, off, cnt, fp, ip):
         i0 = off[v, 0]
         o0 = off[v, 1]
         for r in range(cnt[v, 1]):
-            b = i0 + r * K
-            best = load(x, b)
-            bi = 0
-            if best == best:
-                if op == 0:
-                    for k in range(1, K):
-                        y = load(x, b + k)
-                        if y != y:
-                            bi = k
-                            break
-                        if y > best:
-                            best = y
-                            bi = k
-                else:
-                    for k in range(1, K):
-                        y = load(x, b + k)
-                        if y != y:
-                            bi = k
-                            break
-                        if y < best:
-                            best = y
-                            bi = k
-            out[o0 + r] = bi
+            out[o0 + r] = _best(x, i0 + r * K, K, op)
 
 
 def arg_min_max_cycles(rows, K, t) -> np.ndarray:
@@ -104,6 +109,91 @@ class ArgMinMax(Codelet):
     def reference(self, x, row, op=0):
         x = np.asarray(x).reshape(-1, row)
         return (np.argmax(x, axis=1) if op == 0 else np.argmin(x, axis=1)).astype(np.int32)
+
+
+@njit(cache=True)
+def _arg_min_max_partial(views, off, cnt, fp, ip):
+    x = views[0]
+    val = views[1]
+    idx = views[2]
+    for v in range(off.shape[0]):
+        bi = _best(x, off[v, 0], cnt[v, 0], ip[v, 0])
+        copy_elem(val, off[v, 1], x, off[v, 0] + bi)
+        idx[off[v, 2]] = ip[v, 1] + bi
+
+
+@njit(cache=True)
+def _arg_min_max_combine(views, off, cnt, fp, ip):
+    val = views[0]
+    idx = views[1]
+    out = views[2]
+    for v in range(off.shape[0]):
+        bi = _best(val, off[v, 0], cnt[v, 0], ip[v, 0])
+        out[off[v, 2]] = idx[off[v, 1] + bi]
+
+
+@ipu.register
+class ArgMinMaxPartial(Codelet):
+    """Stage 1 of an arg-reduction over a row too long for one tile: the best element of one
+    chunk of a row, its value and its index in the row (`base` + its place in the chunk). NaN wins
+    as in ArgMinMax."""
+
+    name = "ArgMinMaxPartial"
+    fields = (Field("in", IN), Field("value", OUT), Field("index", OUT))
+    int_params = ("op", "base")
+    allowed_types = (_NUMERIC, _NUMERIC, _INDEX_OUT)
+
+    def kernel(self):
+        return _arg_min_max_partial
+
+    def check(self, types, cnt, fp, ip):
+        if types[0] != types[1]:
+            raise TypeError(f"ArgMinMaxPartial: in is {types[0].name} but value is {types[1].name}")
+        if np.any(cnt[:, 0] < 1) or np.any(cnt[:, 1] != 1) or np.any(cnt[:, 2] != 1):
+            raise ValueError("ArgMinMaxPartial: a non-empty chunk in, one value and one index out")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        """poplibs popnnCycleEstimators.cpp, ReduceMaxClassSparse over the chunk (as ArgMinMax)."""
+        return arg_min_max_cycles(1, cnt[:, 0], types[0])
+
+    def code_bytes(self, types):
+        return 192
+
+    def reference(self, x, op=0, base=0):
+        x = np.asarray(x)
+        i = int(np.argmax(x) if op == 0 else np.argmin(x))
+        return x[i], base + i
+
+
+@ipu.register
+class ArgMinMaxCombine(Codelet):
+    """Stage 2: out = the index of the best of the chunks' (value, index) partials; the first
+    best chunk wins ties, so the lowest index does."""
+
+    name = "ArgMinMaxCombine"
+    fields = (Field("values", IN), Field("indices", IN), Field("out", OUT))
+    int_params = ("op",)
+    allowed_types = (_NUMERIC, _INDEX_OUT, _INDEX_OUT)
+
+    def kernel(self):
+        return _arg_min_max_combine
+
+    def check(self, types, cnt, fp, ip):
+        if np.any(cnt[:, 0] < 1) or np.any(cnt[:, 0] != cnt[:, 1]) or np.any(cnt[:, 2] != 1):
+            raise ValueError("ArgMinMaxCombine: as many values as indices, one output")
+
+    def cycles(self, types, cnt, fp, ip, target):
+        """poplibs popnnCycleEstimators.cpp, ReduceMaxClassSparse (the sparse stage of
+        popnn::argMax, activations with their labels) over the partials."""
+        return arg_min_max_cycles(1, cnt[:, 0], types[0])
+
+    def code_bytes(self, types):
+        return 192
+
+    def reference(self, values, indices, op=0):
+        values = np.asarray(values)
+        j = int(np.argmax(values) if op == 0 else np.argmin(values))
+        return np.asarray(indices)[j]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -144,3 +144,24 @@ def test_cum_sum_int32_wraps():
     x = np.array([2**31 - 1, 1, 1], np.int32)
     res, _ = _run("CumSum", {"in": x, "out": np.zeros(3, np.int32)}, {"row": 3, "exclusive": 0, "reverse": 0})
     np.testing.assert_array_equal(res["out"], [2**31 - 1, -2**31, -2**31 + 1])
+
+
+@pytest.mark.parametrize("dt", TYPES)
+@pytest.mark.parametrize("op", [0, 1])
+def test_arg_min_max_two_stages(dt, op):
+    rng = np.random.default_rng(5 + op)
+    x = _data(rng, 50, dt, ties=True)
+    chunks = [(0, 7), (7, 20), (20, 50)]
+    vals, idxs = [], []
+    for a, b in chunks:
+        res, step = _run("ArgMinMaxPartial", {"in": x[a:b], "value": np.zeros(1, dt), "index": np.zeros(1, np.int32)},
+                         {"op": op, "base": a})
+        v, i = ipu.get_codelet("ArgMinMaxPartial").reference(x[a:b], op, a)
+        assert res["value"][0] == v and res["index"][0] == i
+        assert step.cycles == 6 * int(arg_min_max_cycles(1, b - a, ipu.element_type(dt)))
+        vals.append(res["value"][0])
+        idxs.append(res["index"][0])
+    res, step = _run("ArgMinMaxCombine", {"values": np.array(vals, dt), "indices": np.array(idxs, np.int32),
+                                          "out": np.zeros(1, np.int32)}, {"op": op})
+    assert res["out"][0] == (np.argmax(x) if op == 0 else np.argmin(x))
+    assert step.cycles == 6 * int(arg_min_max_cycles(1, 3, ipu.element_type(dt)))

@@ -104,3 +104,17 @@ def test_rows_already_whole_on_tiles_need_no_exchange():
     np.testing.assert_array_equal(out, [3, 3, 3])
     names = [s.name for s in session.executable.steps if s.kind == "exchange"]
     assert not any("rows" in n for n in names)
+
+
+@pytest.mark.parametrize("dt", TYPES)
+@pytest.mark.parametrize("shape, axis", [((3000,), 0), ((2, 1001), 1), ((997, 3), 0)])
+def test_argmax_of_rows_too_long_for_a_tile_runs_in_two_stages(monkeypatch, dt, shape, axis):
+    from popxl.lowering.rules import rowwise
+
+    monkeypatch.setattr(rowwise, "ROW_SHARE_OF_TILE", 1000 / 638976)  # rows over 1000 bytes are split
+    rng = np.random.default_rng(sum(shape))
+    x = _data(rng, shape, dt)  # many ties: the first index must still win across chunks
+    (mx, mn), session = run_popxl(lambda a: (ops.argmax(a, axis), ops.argmin(a, axis)), [x])
+    np.testing.assert_array_equal(mx, np.argmax(x, axis))
+    np.testing.assert_array_equal(mn, np.argmin(x, axis))
+    assert any("combine" in s.name for s in session.executable.steps)

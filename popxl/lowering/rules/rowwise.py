@@ -97,18 +97,76 @@ def _require_rows(op, r: Rows):
         raise ValueError(f"{op.type} {op.name!r}: the reduced axes of {r.x.shape} are empty; there is no value")
 
 
+# A row may take at most this share of a tile's memory; a longer row is split into chunks on
+# several tiles and arg-reduced in two stages (popnn::argMax's gather then sparse stages).
+ROW_SHARE_OF_TILE = 0.25
+
+
 @lowering_rule("argmax", "argmin")
 def arg_reduce(ctx, op):
     x = ctx.value(op.inputs[0])
     t_out = op.outputs[0]
-    r = Rows(ctx, x, (op.attrs["axis"],), op.type)
+    axis = op.attrs["axis"]
+    K = x.shape[axis] if x.rank else 1
+    code = 0 if op.type == "argmax" else 1
+    if K * x.dtype.itemsize > ctx.target.bytes_per_tile * ROW_SHARE_OF_TILE and t_out.nelms:
+        out = _arg_reduce_long_rows(ctx, x, axis, code, op.type)
+        ctx.bind(t_out, out.reshape(tuple(t_out.shape)))
+        return
+    r = Rows(ctx, x, (axis,), op.type)
     _require_rows(op, r)
     out = r.output(ctx, 1, ipu.INT32, op.type)
     if r.var is not None:
         _execute(ctx, op.type, "ArgMinMax", r.v_tile,
                  {"in": (r.var, r.v_row * r.K, r.v_rows * r.K), "out": (out, r.v_row, r.v_rows)},
-                 {"row": r.K, "op": 0 if op.type == "argmax" else 1})
+                 {"row": r.K, "op": code})
     ctx.bind(t_out, out.reshape(tuple(t_out.shape)))
+
+
+def _arg_reduce_long_rows(ctx, x, axis, code, name):
+    """Rows longer than a tile's share: each row in chunks over several tiles (six chunks per tile,
+    one per worker); stage 1 finds every chunk's best (value, index in the row), stage 2 brings a
+    row's partials to one tile and picks the best of them."""
+    T = ctx.target.num_tiles
+    W = ctx.target.worker_contexts
+    kept = [d for d in range(x.rank) if d != axis]
+    rows = _prod([x.shape[d] for d in kept])
+    K = x.shape[axis]
+    isz = x.dtype.itemsize
+    tiles_per_row = -(-K * isz // int(ctx.target.bytes_per_tile * ROW_SHARE_OF_TILE))
+    C = min(K, tiles_per_row * W)
+    bounds = np.linspace(0, K, C + 1).astype(np.int64)
+    start = _next_tile(ctx, min(T, rows * tiles_per_row))
+    chunk_tile = (start + np.arange(rows * C) // W) % T  # (row, chunk) -> tile, W chunks per tile
+    xv = ctx.g.add_variable(ctx.name(f"{name}/chunks"), (rows, K), x.dtype, ipu.TEMPORARY, debug=ctx.name())
+    lengths = np.diff(bounds)
+    xv.tile_of[:] = np.repeat(chunk_tile, np.tile(lengths, rows)).astype(np.int32)
+    ctx.copy(x.transpose(kept + [axis]).reshape(rows, K), xv, f"{name}/chunks")
+    pv = ctx.g.add_variable(ctx.name(f"{name}/partial_values"), (rows, C), x.dtype, ipu.TEMPORARY, debug=ctx.name())
+    pi = ctx.g.add_variable(ctx.name(f"{name}/partial_indices"), (rows, C), ipu.INT32, ipu.TEMPORARY,
+                            debug=ctx.name())
+    pv.tile_of[:] = chunk_tile.astype(np.int32)
+    pi.tile_of[:] = chunk_tile.astype(np.int32)
+    r_of = np.repeat(np.arange(rows, dtype=np.int64), C)
+    c_of = np.tile(np.arange(C, dtype=np.int64), rows)
+    _execute(ctx, f"{name}/partial", "ArgMinMaxPartial", chunk_tile,
+             {"in": (xv, r_of * K + bounds[c_of], lengths[c_of]), "value": (pv, r_of * C + c_of, 1),
+              "index": (pi, r_of * C + c_of, 1)},
+             {"op": code, "base": bounds[c_of]})
+    # stage 2: a row's partials on the tile of its first chunk
+    row_tile = chunk_tile.reshape(rows, C)[:, 0]
+    gv = ctx.g.add_variable(ctx.name(f"{name}/values"), (rows, C), x.dtype, ipu.TEMPORARY, debug=ctx.name())
+    gi = ctx.g.add_variable(ctx.name(f"{name}/indices"), (rows, C), ipu.INT32, ipu.TEMPORARY, debug=ctx.name())
+    out = ctx.g.add_variable(ctx.name(name), (rows,), ipu.INT32, ipu.TEMPORARY, debug=ctx.name())
+    for v in (gv, gi):
+        v.tile_of[:] = np.repeat(row_tile, C).astype(np.int32)
+    out.tile_of[:] = row_tile.astype(np.int32)
+    ctx.copy(pv, gv, f"{name}/gather_values")
+    ctx.copy(pi, gi, f"{name}/gather_indices")
+    rr = np.arange(rows, dtype=np.int64)
+    _execute(ctx, f"{name}/combine", "ArgMinMaxCombine", row_tile,
+             {"values": (gv, rr * C, C), "indices": (gi, rr * C, C), "out": (out, rr, 1)}, {"op": code})
+    return out
 
 
 @lowering_rule("topk")
