@@ -169,6 +169,17 @@ def _run(op, ins, upcast):
         return [np.zeros(op.outputs[0].shape, _np_dtype(op.outputs[0], upcast))]
     if t in REDUCE:
         return [REDUCE[t](ins[0], tuple(a["axes"]), a["keepdims"])]
+    if t == "median":
+        x, axes = ins[0], tuple(a["axes"])
+        kept = [i for i in range(x.ndim) if i not in axes]
+        xt = np.transpose(x, kept + list(axes))
+        rows = xt.reshape(int(np.prod([x.shape[i] for i in kept], dtype=np.int64)), -1)
+        idx = np.argsort(rows, axis=1, kind="stable")[:, (rows.shape[1] - 1) // 2]
+        vals = rows[np.arange(rows.shape[0]), idx]
+        shape = op.outputs[0].shape
+        return [vals.reshape(shape), idx.astype(np.int32).reshape(shape)]
+    if t == "lamb_square":
+        return [np.sum(ins[0].astype(np.float64) ** 2)]
     if t == "cumsum":
         return [np.cumsum(ins[0], a["axis"])]
     if t in ("argmax", "argmin"):

@@ -195,6 +195,9 @@ CASES = [
     GradCase("logsumexp", lambda x: ops.logsumexp(x, 1), [r(3, 4)]),
     GradCase("logsum", lambda x: ops.logsum(x, 0), [pos(3, 4)]),
     GradCase("cumsum", lambda x: ops.cumsum(x, 1), [r(3, 4)]),
+    GradCase("median", lambda x: ops.median(x, 1), [distinct(3, 5)]),
+    GradCase("median_axes", lambda x: ops.median(x, [0, 2], keepdims=True), [distinct(2, 3, 2)]),
+    GradCase("lamb_square", lambda x: ops.lamb_square(x), [r(3, 4)]),
     GradCase("topk", _topk, [distinct(3, 5)]),
     # nn
     GradCase("softmax", lambda x: ops.softmax(x, 1), [r(3, 5)]),

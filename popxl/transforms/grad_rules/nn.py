@@ -8,7 +8,14 @@ from popxl.tensor import Constant
 from ._registry import grad_rule, non_differentiable
 from ._util import const, mask
 
-non_differentiable("lamb_square")
+
+
+@grad_rule("lamb_square")
+def _lamb_square(ctx, op, grads):
+    """sum(t^2) as float32: d/dt = 2 t g."""
+    x = op.inputs[0]
+    g = ops.cast(grads[0], x.dtype)
+    return [ops.mul(ops.mul(ctx.input(0), g), const(2.0, x.dtype))]
 
 
 @grad_rule("softmax")

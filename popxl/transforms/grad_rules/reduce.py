@@ -77,6 +77,31 @@ def _logsum(ctx, op, grads):
     return [expand(ops.mul(_gk(op, grads[0]), ops.exp(ops.negate(_yk(ctx, op)))), op.inputs[0].shape)]
 
 
+@grad_rule("median")
+def _median(ctx, op, grads):
+    """The gradient goes to the median element of each row (found by the op's index output, which
+    counts along the reduced axes flattened in order)."""
+    g = grads[0]
+    if g is None:
+        return [None]
+    x = op.inputs[0]
+    axes = tuple(op.attrs["axes"])
+    kept = [i for i in range(x.rank) if i not in axes]
+    perm = kept + list(axes)
+    kept_shape = tuple(x.shape[i] for i in kept)
+    red_shape = tuple(x.shape[i] for i in axes)
+    rows = int(np.prod(kept_shape, dtype=np.int64))
+    k = int(np.prod(red_shape, dtype=np.int64))
+    g2 = ops.reshape(g, (rows, 1))
+    idx = ops.reshape(ctx.output(1), (rows, 1))
+    d = ops.scatter_reduce(g2, idx, "sum", axis=1, axis_size=k)
+    d = ops.reshape(d, kept_shape + red_shape)
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return [d if perm == list(range(x.rank)) else ops.transpose(d, inv)]
+
+
 @grad_rule("cumsum")
 def _cumsum(ctx, op, grads):
     """The gradient of a cumulative sum is the cumulative sum of the gradient taken backwards."""
