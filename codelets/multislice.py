@@ -157,17 +157,53 @@ def _update_run(base, bo, upd, uo, n, op):
 
 
 @njit(cache=True)
-def _update_one(base, bi, upd, ui, op):
+def _update_per_column(base, b0, offs, o0, upd, u0, k_rows, region, rows, row_base, op, touched, track):
+    """base[offs[k, j], j] op= upd[k, j] for every update element (the op branch outside the
+    loops); offsets out of [row_base, row_base + rows) are skipped."""
     if op == 0:
-        copy_elem(base, bi, upd, ui)
+        for k in range(k_rows):
+            for j in range(region):
+                r = np.int64(load(offs, o0 + k * region + j)) - row_base
+                if r >= 0 and r < rows:
+                    copy_elem(base, b0 + r * region + j, upd, u0 + k * region + j)
+                    if track != 0:
+                        touched[r * region + j] = True
     elif op == 1:
-        store(base, bi, load(base, bi) + load(upd, ui))
+        for k in range(k_rows):
+            for j in range(region):
+                r = np.int64(load(offs, o0 + k * region + j)) - row_base
+                if r >= 0 and r < rows:
+                    i = b0 + r * region + j
+                    store(base, i, load(base, i) + load(upd, u0 + k * region + j))
+                    if track != 0:
+                        touched[r * region + j] = True
     elif op == 2:
-        store(base, bi, _max(load(base, bi), load(upd, ui)))
+        for k in range(k_rows):
+            for j in range(region):
+                r = np.int64(load(offs, o0 + k * region + j)) - row_base
+                if r >= 0 and r < rows:
+                    i = b0 + r * region + j
+                    store(base, i, _max(load(base, i), load(upd, u0 + k * region + j)))
+                    if track != 0:
+                        touched[r * region + j] = True
     elif op == 3:
-        store(base, bi, _min(load(base, bi), load(upd, ui)))
+        for k in range(k_rows):
+            for j in range(region):
+                r = np.int64(load(offs, o0 + k * region + j)) - row_base
+                if r >= 0 and r < rows:
+                    i = b0 + r * region + j
+                    store(base, i, _min(load(base, i), load(upd, u0 + k * region + j)))
+                    if track != 0:
+                        touched[r * region + j] = True
     else:
-        store(base, bi, load(base, bi) * load(upd, ui))
+        for k in range(k_rows):
+            for j in range(region):
+                r = np.int64(load(offs, o0 + k * region + j)) - row_base
+                if r >= 0 and r < rows:
+                    i = b0 + r * region + j
+                    store(base, i, load(base, i) * load(upd, u0 + k * region + j))
+                    if track != 0:
+                        touched[r * region + j] = True
 
 
 @njit(cache=True)
@@ -204,13 +240,7 @@ def _multi_update(views, off, cnt, fp, ip):
                         for j in range(region):
                             touched[r * region + j] = True
         else:
-            for k in range(k_rows):
-                for j in range(region):
-                    r = np.int64(load(offs, o0 + k * region + j)) - row_base
-                    if r >= 0 and r < rows:
-                        _update_one(base, b0 + r * region + j, upd, u0 + k * region + j, op)
-                        if track != 0:
-                            touched[r * region + j] = True
+            _update_per_column(base, b0, offs, o0, upd, u0, k_rows, region, rows, row_base, op, touched, track)
         if track != 0:
             for k in range(nb):
                 if not touched[k]:

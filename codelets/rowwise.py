@@ -220,9 +220,12 @@ def _row_order(x, b, K, descending):
             nans[c] = j
             c += 1
         else:
-            keys[a] = -y if descending else y
+            keys[a] = y
             where[a] = j
             a += 1
+    if descending:
+        for j in range(K - nan):
+            keys[j] = -keys[j]
     order = np.argsort(keys, kind="mergesort")
     out = np.empty(K, np.int64)
     if descending:
