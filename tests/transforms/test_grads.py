@@ -106,6 +106,67 @@ def _conditional(flag, x, w):
     return out
 
 
+def _repeat_calls_graph(h, w):
+    def cell(h, w):
+        return ops.sin(ops.exp(h * w))  # the gradient needs exp(.), an intermediate of the cell
+
+    cg = sub_graph(cell, spec(h), spec(w))
+
+    def body(h, w):
+        (o,) = ops.call(cg, h, w)
+        return o * 0.5
+
+    g = sub_graph(body, spec(h), spec(w))
+    (out,) = ops.repeat(g, 3, h, w)
+    return out
+
+
+def _call_contains_repeat(x, w):
+    def body(h, w):
+        return ops.tanh(h * w + 0.1)
+
+    def inner(x, w):
+        bg = sub_graph(body, spec(x), spec(w))
+        (o,) = ops.repeat(bg, 2, x, w)
+        return ops.sum(o * o)
+
+    ig = sub_graph(inner, spec(x), spec(w))
+    (s,) = ops.call(ig, x, w)
+    return s
+
+
+def _nested_repeat(x, w):
+    def inner_body(h, w):
+        return ops.sin(h * w)
+
+    def outer_body(h, w):
+        ib = sub_graph(inner_body, spec(h), spec(w))
+        (o,) = ops.repeat(ib, 2, h, w)
+        return ops.tanh(o + h)
+
+    ob = sub_graph(outer_body, spec(x), spec(w))
+    (out,) = ops.repeat(ob, 3, x, w)
+    return out
+
+
+def _conditional_in_repeat(flag, x):
+    def then_(h):
+        return ops.exp(ops.sin(h))
+
+    def else_(h):
+        return h * h
+
+    def body(h, flag):
+        tg = sub_graph(then_, spec(h))
+        eg = sub_graph(else_, spec(h))
+        (o,) = ops.conditional(flag, tg, eg, [h], [h])
+        return o * 0.7
+
+    bg = sub_graph(body, spec(x), spec(flag))
+    (out,) = ops.repeat(bg, 3, x, flag)
+    return out
+
+
 def _dropout(x, seed):
     return ops.dropout(x, seed, 0.4) * 2.0
 
@@ -262,6 +323,11 @@ CASES = [
     GradCase("repeat_invariant_only", _repeat_invariant_only, [r(3), r(3)]),
     GradCase("conditional_then", _conditional, [np.array(True), r(3), r(3)]),
     GradCase("conditional_else", _conditional, [np.array(False), r(3), r(3)]),
+    GradCase("repeat_calls_graph", _repeat_calls_graph, [r(3), r(3)]),
+    GradCase("call_contains_repeat", _call_contains_repeat, [r(2), r(2)]),
+    GradCase("nested_repeat", _nested_repeat, [r(3), r(3)]),
+    GradCase("conditional_in_repeat", _conditional_in_repeat, [np.array(True), r(3)]),
+    GradCase("conditional_in_repeat_else", _conditional_in_repeat, [np.array(False), r(3)]),
     # structure
     GradCase("accumulation", _reuse, [r(2, 3)]),
     GradCase("unused_input", lambda x, y: x * 2.0, [r(3), r(2)]),
