@@ -504,6 +504,20 @@ def _encode_one_hot(views, off, cnt, fp, ip):
                 copy_elem(out, row + c, vals, v0 + 1)
 
 
+def encode_one_hot_cycles(n, classes, t) -> np.ndarray:
+    """Worker cycles of one EncodeOneHot vertex over n indices.
+
+    popops::encodeOneHot with custom values first fills the output with the off value, then runs
+    EncodeOneHotCustomValues; this vertex does both. Fill: one 64-bit store per cycle (derivation:
+    the IPU stores 8 bytes per cycle) over n x classes elements, plus 10 cycles of setup; the
+    vertex: 100 cycles per index (poplibs popopsCycleEstimators.cpp, EncodeOneHotCustomValues,
+    a C++ worker vertex).
+    """
+    n = np.asarray(n, np.int64)
+    classes = np.asarray(classes, np.int64)
+    return 10 + -(-(n * classes * t.itemsize) // 8) + 100 * n
+
+
 @ipu.register
 class EncodeOneHot(Codelet):
     """out[i, :] = values[0], except out[i, indices[i]] = values[1] (an index outside
@@ -526,9 +540,7 @@ class EncodeOneHot(Codelet):
             raise ValueError("EncodeOneHot: out must hold classes elements per index")
 
     def cycles(self, types, cnt, fp, ip, target):
-        """Source: poplibs popopsCycleEstimators.cpp, EncodeOneHotCustomValues (a C++ worker
-        vertex): 100 cycles per index."""
-        return 100 * np.asarray(cnt[:, 0], np.int64)
+        return encode_one_hot_cycles(cnt[:, 0], ip[:, 0], types[2])
 
     def code_bytes(self, types):
         return 256  # assumption: a small compiled C++ worker

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import ipu
-from codelets.multislice import dynamic_slice_cycles, multi_slice_cycles, multi_update_cycles
+from codelets.multislice import (dynamic_slice_cycles, encode_one_hot_cycles, multi_slice_cycles,
+                                 multi_update_cycles)
 
 TYPES = ["float32", "float16", "int32"]
 
@@ -198,7 +199,9 @@ def test_encode_one_hot(dt):
             expect[i, c] = vals[1]
     np.testing.assert_array_equal(res["out"].reshape(6, 5), expect)
     np.testing.assert_array_equal(res["out"], ipu.get_codelet("EncodeOneHot").reference(idx, vals, 5))
-    assert step.cycles == 6 * 100 * 6  # poplibs EncodeOneHotCustomValues: 100 cycles per index
+    # the off-value fill (8 bytes per cycle) + poplibs EncodeOneHotCustomValues: 100 cycles per index
+    assert step.cycles == 6 * int(encode_one_hot_cycles(6, 5, ipu.element_type(dt)))
+    assert encode_one_hot_cycles(6, 5, ipu.FLOAT32) == 10 + 15 + 600
 
 
 def test_field_checks():
