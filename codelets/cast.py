@@ -20,13 +20,42 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 import ipu
 from ipu import IN, OUT, Codelet, Field, load
 
 from ._costs import ceil_div
-from ._kernels import convert_store
+from ._kernels import convert_store, from_f32, to_f32
+
+
+def _cast_apply(x, o, n):  # pragma: no cover - replaced by the Numba overload
+    raise NotImplementedError
+
+
+@overload(_cast_apply)
+def _cast_apply_ov(x, o, n):
+    half_in = isinstance(x.dtype, types.Record)
+    half_out = isinstance(o.dtype, types.Record)
+    if half_in and half_out:
+        def same(x, o, n):
+            for i in range(n):
+                o[i] = x[i]
+        return same
+    if half_in:  # widen the run once, then convert from float32
+        def from_half(x, o, n):
+            t = to_f32(x, n)
+            for i in range(n):
+                convert_store(o, i, t[i])
+        return from_half
+    if half_out and isinstance(x.dtype, types.Float):
+        return lambda x, o, n: from_f32(x, o, n)
+
+    def generic(x, o, n):
+        for i in range(n):
+            convert_store(o, i, load(x, i))
+    return generic
 
 
 @njit(cache=True)
@@ -35,10 +64,7 @@ def _cast_kernel(views, off, cnt, fp, ip):
     o = views[1]
     for v in range(off.shape[0]):
         n = cnt[v, 1]
-        xs = x[off[v, 0]:off[v, 0] + n]
-        os = o[off[v, 1]:off[v, 1] + n]
-        for i in range(n):
-            convert_store(os, i, load(xs, i))
+        _cast_apply(x[off[v, 0]:off[v, 0] + n], o[off[v, 1]:off[v, 1] + n], n)
 
 
 _POPLIBS_NAME = {"float32": "FLOAT", "float16": "HALF", "int32": "INT", "uint32": "UNSIGNED_INT",

@@ -40,7 +40,7 @@ import ipu
 from ipu import IN, OUT, Codelet, Field, load, store
 
 from ._costs import SUPERVISOR_OVERHEAD, ceil_div, perf_loop_cycles, type_key, vector_width
-from ._kernels import kind
+from ._kernels import from_f32, kind, to_f32
 
 # ------------------------------------------------------------------------------------------------
 # op codes
@@ -93,22 +93,6 @@ _FINF = np.float32(np.inf)
 # The op loops run on plain float32 / int32 / bool arrays. float16 data is converted to a float32
 # scratch array first and the result rounded back to half afterwards, so the float16
 # specialisation reuses the float32 loops (one compilation, vectorisable loops).
-
-
-@njit(cache=True)
-def to_f32(x, n):
-    """float32 copy of the first n elements of a float16 (or any) view."""
-    t = np.empty(n, np.float32)
-    for i in range(n):
-        t[i] = load(x, i)
-    return t
-
-
-@njit(cache=True)
-def from_f32(t, o, n):
-    """Store float32 values into a view (rounding to nearest even for float16)."""
-    for i in range(n):
-        store(o, i, t[i])
 
 
 @njit(cache=True, error_model="numpy")

@@ -40,7 +40,7 @@ import ipu
 from ipu import IN, OUT, Codelet, Field
 
 from ._costs import ceil_div
-from .elementwise import from_f32, to_f32
+from ._kernels import from_f32, to_f32
 
 REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "prod": 3, "sum_squares": 4, "abs_sum": 5, "log_sum_exp": 6,
               "logical_and": 7, "logical_or": 8}

@@ -19,9 +19,10 @@ from numba import njit, types
 from numba.extending import overload
 
 import ipu
-from ipu import IN, OUT, Codelet, Field, load, store
+from ipu import IN, OUT, Codelet, Field
 
 from ._costs import ceil_div, vector_width
+from ._kernels import from_f32, to_f32
 
 
 @njit(cache=True)
@@ -60,13 +61,15 @@ def _clamp_kernel(views, off, cnt, fp, ip):
 def _clamp_float(xs, os, n, lo, hi):
     lo32 = np.float32(lo)
     hi32 = np.float32(hi)
+    t = to_f32(xs, n)
     for i in range(n):
-        v = np.float32(load(xs, i))
+        v = t[i]
         if v < lo32:
             v = lo32
         if v > hi32:
             v = hi32
-        store(os, i, v)
+        t[i] = v
+    from_f32(t, os, n)
 
 
 @njit(cache=True)
