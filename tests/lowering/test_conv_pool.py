@@ -60,3 +60,35 @@ def test_pools(kind, k, stride, pads):
     fn = ops.max_pool if kind == "max" else ops.average_pool
     out, _ = run_popxl(lambda a: fn(a, kernel_size=k, stride=stride, padding=pads), [x])
     np.testing.assert_allclose(out, pool_ref(x, k, stride, pads, kind), rtol=1e-5, atol=1e-6)
+
+
+def conv_transpose_ref(x, w, stride, pads, dilation, groups, out_pad):
+    # scatter form: every input element adds w x value to the output window it reaches
+    n, c, h, wd = x.shape
+    cin, mg, kh, kw = w.shape
+    cg = c // groups
+    oh = (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1 - pads[0] - pads[2] + out_pad[0]
+    ow = (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1 - pads[1] - pads[3] + out_pad[1]
+    full = np.zeros((n, mg * groups, oh + pads[0] + pads[2] + kh * dilation[0], ow + pads[1] + pads[3] + kw * dilation[1]))
+    for g in range(groups):
+        for i in range(h):
+            for j in range(wd):
+                for a in range(kh):
+                    for b in range(kw):
+                        full[:, g * mg:(g + 1) * mg, i * stride[0] + a * dilation[0], j * stride[1] + b * dilation[1]] += \
+                            x[:, g * cg:(g + 1) * cg, i, j] @ w[g * cg:(g + 1) * cg, :, a, b]
+    return full[:, :, pads[0]:pads[0] + oh, pads[1]:pads[1] + ow]
+
+
+@pytest.mark.parametrize("shape,wshape,stride,pads,dilation,groups,out_pad", [
+    ((1, 2, 4, 4), (2, 3, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1, (0, 0)),
+    ((2, 4, 3, 5), (4, 2, 3, 2), (2, 1), (1, 0, 1, 1), (1, 1), 2, (1, 0)),
+    ((1, 3, 5, 4), (3, 2, 2, 3), (2, 2), (1, 1, 0, 0), (2, 1), 1, (0, 0)),
+])
+def test_conv_transpose(shape, wshape, stride, pads, dilation, groups, out_pad):
+    x = RNG.normal(size=shape).astype(np.float32)
+    w = RNG.normal(size=wshape).astype(np.float32)
+    out, _ = run_popxl(lambda a, b: ops.conv_transpose(a, b, stride=stride, padding=pads, dilation=dilation,
+                                                       groups=groups, output_padding=out_pad), [x, w])
+    np.testing.assert_allclose(out, conv_transpose_ref(x, w, stride, pads, dilation, groups, out_pad),
+                               rtol=1e-4, atol=1e-5)

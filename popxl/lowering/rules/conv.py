@@ -49,25 +49,16 @@ def _windows(p: ipu.Tensor, out_spatial, kernel, strides, dilations) -> ipu.Tens
     return ipu.Tensor(p.variable, win, win.shape)
 
 
-@lowering_rule("conv")
-def conv(ctx, op):
-    x, w = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
-    t_out = op.outputs[0]
-    if x.dtype not in (ipu.FLOAT32, ipu.FLOAT16):
-        raise TypeError(f"{op.name}: conv takes float32 or float16")
+def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups):
+    """out (N, M, *out_spatial) = conv of an already padded input view with w (M, C/groups, *k)."""
     kernel = tuple(w.shape[2:])
     nsp = len(kernel)
-    out_spatial = tuple(t_out.shape[2:])
-    strides, dilations, pads = op.attrs["strides"], op.attrs["dilations"], op.attrs["pads"]
-    groups = op.attrs["groups"]
-    N, C = x.shape[:2]
+    N, C = padded.shape[:2]
     M = w.shape[0]
     Cg, Mg = C // groups, M // groups
     P = int(np.prod(out_spatial, dtype=np.int64))
     Kk = int(np.prod(kernel, dtype=np.int64))
-    win = _windows(_padded(ctx, x, out_spatial, kernel, strides, dilations, pads, 0.0),
-                   out_spatial, kernel, strides, dilations)
-    out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
+    win = _windows(padded, out_spatial, kernel, strides, dilations)
     # (N, C, O.., K..) -> (N, O.., C, K..): each row of the im2col matrix is one output position
     perm = [0] + list(range(2, 2 + nsp)) + [1] + list(range(2 + nsp, 2 + 2 * nsp))
     cols_all = win.transpose(perm)
@@ -79,6 +70,71 @@ def conv(ctx, op):
         # (N*P, Mg) -> out[:, g*Mg:(g+1)*Mg] viewed as (N, Mg, P)
         dst = out[:, g * Mg:(g + 1) * Mg].reshape(N, Mg, P)
         ctx.copy(prod.reshape(N, P, Mg).transpose(0, 2, 1), dst, f"scatter{g}")
+
+
+def _check_float(op, x):
+    if x.dtype not in (ipu.FLOAT32, ipu.FLOAT16):
+        raise TypeError(f"{op.name}: {op.type} takes float32 or float16, not {x.dtype.name}")
+
+
+@lowering_rule("conv")
+def conv(ctx, op):
+    x, w = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
+    _check_float(op, x)
+    t_out = op.outputs[0]
+    kernel = tuple(w.shape[2:])
+    out_spatial = tuple(t_out.shape[2:])
+    strides, dilations, pads = op.attrs["strides"], op.attrs["dilations"], op.attrs["pads"]
+    padded = _padded(ctx, x, out_spatial, kernel, strides, dilations, pads, 0.0)
+    out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
+    _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, op.attrs["groups"])
+    ctx.bind(t_out, out)
+
+
+@lowering_rule("conv_transpose")
+def conv_transpose(ctx, op):
+    """The adjoint of conv: spread the input with (stride - 1) zeros between elements, pad it by
+    dilation x (kernel - 1) minus the padding on each side, and convolve (stride 1) with the weight
+    flipped in space and with its two channel axes swapped per group."""
+    x, w = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
+    _check_float(op, x)
+    t_out = op.outputs[0]
+    kernel = tuple(w.shape[2:])
+    n = len(kernel)
+    strides, dilations, pads = op.attrs["strides"], op.attrs["dilations"], op.attrs["pads"]
+    groups = op.attrs["groups"]
+    out_spatial = tuple(t_out.shape[2:])
+    N, C = x.shape[:2]
+    Cg = C // groups
+    Mg = w.shape[1]
+    # the zero-spread, padded input (cropped where the padding is larger than the kernel reach)
+    lo = [dilations[i] * (kernel[i] - 1) - pads[i] for i in range(n)]
+    ext = [out_spatial[i] + dilations[i] * (kernel[i] - 1) for i in range(n)]
+    big = ctx.new_var((N, C) + tuple(ext), x.dtype, ctx.name("spread"))
+    zero = B.scalar_constant(ctx, 0.0, x.dtype, "zero")
+    ctx.copy(zero.reshape(()).broadcast(big.shape), big, "spread_zero")
+    bidx = big.index()
+    xidx = x.index()
+    keys_b, keys_x = [slice(None), slice(None)], [slice(None), slice(None)]
+    for i in range(n):
+        pos = lo[i] + np.arange(x.shape[2 + i]) * strides[i]
+        ok = (pos >= 0) & (pos < ext[i])
+        shape = [1] * n
+        shape[i] = int(ok.sum())
+        keys_b.append(pos[ok].reshape(shape))
+        keys_x.append(np.flatnonzero(ok).reshape(shape))
+    dst = bidx[tuple(keys_b)]
+    src = xidx[tuple(keys_x)]
+    if dst.size:
+        ctx.copy(ipu.Tensor(x.variable, src, src.shape), ipu.Tensor(big, dst, dst.shape), "spread_copy")
+    # weight (C, Mg, k..) -> per group (Mg, Cg, k.. flipped), stacked to (M, Cg, k..)
+    widx = w.index()
+    flip = (slice(None), slice(None)) + (slice(None, None, -1),) * n
+    parts = [np.swapaxes(widx[g * Cg:(g + 1) * Cg][flip], 0, 1) for g in range(groups)]
+    wt = np.concatenate(parts, 0)
+    w2 = ipu.Tensor(w.variable, wt, wt.shape)
+    out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
+    _conv_core(ctx, big, w2, out, out_spatial, (1,) * n, dilations, groups)
     ctx.bind(t_out, out)
 
 
