@@ -58,12 +58,17 @@ class Layout:
         re = np.concatenate((brk, [n]))
         p0 = np.searchsorted(self.starts, idx[rs], side="right") - 1
         p1 = np.searchsorted(self.starts, idx[re - 1], side="right") - 1
-        if not np.array_equal(p0, p1):
-            p = np.searchsorted(self.starts, idx, side="right") - 1
-            return self.addr[p] + (idx - self.starts[p]) * isz, self.tiles[p]
         run_id = np.repeat(np.arange(rs.size), re - rs)
         base = self.addr[p0] + (idx[rs] - self.starts[p0]) * isz - rs * isz
-        return base[run_id] + np.arange(n, dtype=np.int64) * isz, self.tiles[p0][run_id]
+        addr = base[run_id] + np.arange(n, dtype=np.int64) * isz
+        tiles = self.tiles[p0][run_id]
+        cross = p0 != p1
+        if cross.any():  # runs that cross pieces: look their elements up one by one
+            e = np.flatnonzero(cross[run_id])
+            p = np.searchsorted(self.starts, idx[e], side="right") - 1
+            addr[e] = self.addr[p] + (idx[e] - self.starts[p]) * isz
+            tiles[e] = self.tiles[p]
+        return addr, tiles
 
 
 @dataclass
