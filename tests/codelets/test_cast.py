@@ -106,3 +106,29 @@ def test_cast_cost_formula_by_hand():
     assert cast_worker_cycles(10, u8, f16) == 4 + 14 + 9 + 14
     # the vertex: 1000 floats -> most loaded worker casts 4 x ceil(250 / 6) = 168
     assert cast_cycles(1000, f32, f16) == 19 + 6 * (23 + int(cast_worker_cycles(168, f32, f16)))
+
+
+def test_fast_half_conversions_are_exact(rng):
+    """The run converters the float16 kernels use agree with NumPy on every half and on float32
+    values around every rounding boundary (NaN becomes the canonical 0x7E00, as ipu.half)."""
+    from codelets._kernels import f32_to_half_bits, half_bits_to_f32
+
+    allh = np.arange(65536, dtype=np.uint16)
+    out = np.empty(65536, np.float32)
+    half_bits_to_f32(allh, out)
+    np.testing.assert_array_equal(out.view(np.uint32), allh.view(np.float16).astype(np.float32).view(np.uint32))
+    bits = np.concatenate([
+        rng.integers(0, 2 ** 32, 200_000, dtype=np.uint64).astype(np.uint32),
+        rng.integers(0x33000000, 0x47900000, 200_000, dtype=np.uint64).astype(np.uint32),
+        np.arange(0x477FE000, 0x47800100, dtype=np.uint32),  # around 65504 .. 65536
+        np.arange(0x387FF000, 0x38801000, dtype=np.uint32),  # around the smallest normal
+    ])
+    bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
+    t = bits.view(np.float32)
+    hb = np.empty(t.size, np.uint16)
+    f32_to_half_bits(t, hb)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = t.astype(np.float16).view(np.uint16)
+    nan = np.isnan(t)
+    assert np.all(hb[nan] == 0x7E00)
+    np.testing.assert_array_equal(hb[~nan], ref[~nan])
