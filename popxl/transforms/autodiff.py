@@ -408,6 +408,11 @@ class _GradBuilder:
                         g = ops.init(t.shape, t.dtype, GRAD_PREFIX + t.name.split("/")[-1], "zero")
                     graph_output(g)
                     self.expected_outputs.append(ExpectedConnection._create(t, ExpectedConnectionType.FwdGrad))
+        except BaseException:
+            # leave no half-built gradient graph behind (graphs it called stay: they may be complete)
+            if not any(self.grad_graph in op.called_graphs for g in self.fwd.ir.graphs for op in g._ops):
+                self.fwd.ir._graphs.pop(self.grad_graph.id, None)
+            raise
         finally:
             self.state.building.remove(self.fwd)
         return self.grad_graph, self.expected_inputs, self.expected_outputs

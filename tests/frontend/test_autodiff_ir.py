@@ -315,8 +315,10 @@ def test_op_without_rule_named(ir):
 
     with ir.main_graph:
         g = ir.create_graph(fwd, spec(3, 4))
+        n_graphs = len(ir.graphs)
         with pytest.raises(NotImplementedError, match="'interpolate'"):
             autodiff(g)
+    assert len(ir.graphs) == n_graphs  # no half-built gradient graph left behind
 
 
 def test_op_without_rule_off_the_path_is_fine(ir):

@@ -330,6 +330,10 @@ CASES = [
     GradCase("conditional_in_repeat_else", _conditional_in_repeat, [np.array(False), r(3)]),
     # structure
     GradCase("accumulation", _reuse, [r(2, 3)]),
+    GradCase("graph_output_is_input", lambda x: x, [r(3)]),
+    GradCase("duplicate_outputs", lambda x: (x * 2.0, x, x), [r(3)]),
+    GradCase("float16", lambda x: ops.exp(x) * x, [r(4).astype(np.float16)], rtol=1e-2, atol=1e-2,
+             session_rtol=1e-2, session_atol=1e-2),
     GradCase("unused_input", lambda x, y: x * 2.0, [r(3), r(2)]),
     GradCase("int_input", lambda x, i: x * ops.cast(i, popxl.float32), [r(3), ints(4, 3)]),
 ]
