@@ -92,3 +92,30 @@ def test_conv_transpose(shape, wshape, stride, pads, dilation, groups, out_pad):
                                                        groups=groups, output_padding=out_pad), [x, w])
     np.testing.assert_allclose(out, conv_transpose_ref(x, w, stride, pads, dilation, groups, out_pad),
                                rtol=1e-4, atol=1e-5)
+
+
+def _resize_ref(x, scales, mode, ctm="half_pixel"):
+    out = x.astype(np.float64)
+    for a, s in enumerate(scales):
+        n_in = out.shape[a]
+        n_out = int(n_in * s)
+        xo = np.arange(n_out)
+        coords = (xo + 0.5) / s - 0.5 if ctm == "half_pixel" else xo / s
+        if mode == "nearest":
+            idx = np.clip(np.ceil(coords - 0.5), 0, n_in - 1).astype(int)
+            out = np.take(out, idx, axis=a)
+        else:
+            c = np.clip(coords, 0, n_in - 1)
+            lo = np.floor(c).astype(int)
+            hi = np.minimum(lo + 1, n_in - 1)
+            f = (c - lo).reshape([-1 if i == a else 1 for i in range(out.ndim)])
+            out = np.take(out, lo, axis=a) * (1 - f) + np.take(out, hi, axis=a) * f
+    return out
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scales", [(1.0, 1.0, 2.0, 2.0), (1.0, 1.0, 0.5, 3.0)])
+def test_interpolate(mode, scales):
+    x = RNG.normal(size=(1, 2, 4, 6)).astype(np.float32)
+    out, _ = run_popxl(lambda a: ops.interpolate(a, scales, mode=mode), [x])
+    np.testing.assert_allclose(out, _resize_ref(x, scales, mode), rtol=1e-5, atol=1e-6)

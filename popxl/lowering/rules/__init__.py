@@ -5,3 +5,4 @@ from . import rowwise  # noqa: F401
 from . import var_updates  # noqa: F401
 from . import rng  # noqa: F401
 from . import misc  # noqa: F401
+from . import resize  # noqa: F401

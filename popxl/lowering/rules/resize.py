@@ -1,0 +1,80 @@
+"""interpolate (ONNX Resize, nearest and linear) and io_tile_copy: static index gathers, so
+the exchange does the work; linear blends two gathered neighbours per scaled axis."""
+from __future__ import annotations
+
+import numpy as np
+
+import ipu
+
+from .. import blocks as B
+from .shape import materialise
+from ..registry import lowering_rule
+
+
+def _source_coords(out_len, in_len, scale, mode):
+    x = np.arange(out_len, dtype=np.float64)
+    if mode == "align_corners":
+        return x * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros(out_len)
+    if mode == "asymmetric":
+        return x / scale
+    if mode == "pytorch_half_pixel" and out_len <= 1:
+        return np.zeros(out_len)
+    return (x + 0.5) / scale - 0.5  # half_pixel
+
+
+def _nearest(coords, in_len, mode):
+    if mode == "floor":
+        i = np.floor(coords)
+    elif mode == "ceil":
+        i = np.ceil(coords)
+    elif mode == "round_prefer_ceil":
+        i = np.floor(coords + 0.5)
+    else:  # round_prefer_floor
+        i = np.ceil(coords - 0.5)
+    return np.clip(i, 0, in_len - 1).astype(np.int64)
+
+
+def _take(view: ipu.Tensor, axis: int, idx: np.ndarray) -> ipu.Tensor:
+    sel = np.take(view.index(), idx, axis=axis)
+    return ipu.Tensor(view.variable, sel, sel.shape)
+
+
+@lowering_rule("interpolate")
+def interpolate(ctx, op):
+    x = ctx.value(op.inputs[0])
+    t_out = op.outputs[0]
+    mode = op.attrs["mode"]
+    ctm = op.attrs.get("coordinate_transformation_mode", "half_pixel")
+    scales = op.attrs["scale_factor"]
+    if mode == "cubic":
+        raise NotImplementedError(f"{op.name}: interpolate mode 'cubic' is not supported by the simulator; "
+                                  f"use 'nearest' or 'linear'")
+    cur = x
+    for a, (n_in, n_out, s) in enumerate(zip(x.shape, t_out.shape, scales)):
+        if n_in == n_out and s == 1.0:
+            continue
+        coords = _source_coords(n_out, n_in, s, ctm)
+        if mode == "nearest":
+            cur = _take(cur, a, _nearest(coords, n_in, op.attrs.get("nearest_mode", "round_prefer_floor")))
+            continue
+        c = np.clip(coords, 0, n_in - 1)
+        lo = np.floor(c).astype(np.int64)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = c - lo
+        shape = [1] * x.rank
+        shape[a] = n_out
+        w_hi = ctx.g.add_constant(ctx.name(f"w_hi{a}"), frac.reshape(shape).astype(x.dtype.numpy), x.dtype)
+        w_lo = ctx.g.add_constant(ctx.name(f"w_lo{a}"), (1 - frac).reshape(shape).astype(x.dtype.numpy), x.dtype)
+        ctx.tiles.map(ctx.g, w_hi)
+        ctx.tiles.map(ctx.g, w_lo)
+        a_lo, a_hi = _take(cur, a, lo), _take(cur, a, hi)
+        cur = B.binary(ctx, "add", B.binary(ctx, "mul", a_lo, w_lo, shape=a_lo.shape, suffix=f"lo{a}"),
+                       B.binary(ctx, "mul", a_hi, w_hi, shape=a_hi.shape, suffix=f"hi{a}"), suffix=f"blend{a}")
+    materialise(ctx, t_out, cur, "resize")
+
+
+@lowering_rule("io_tile_copy")
+def io_tile_copy(ctx, op):
+    # IO tiles arrive with streaming memory (issue 6); until then every tile computes, and the
+    # copy is a plain on-tile copy.
+    materialise(ctx, op.outputs[0], ctx.value(op.inputs[0]), "io_tile_copy")
