@@ -25,32 +25,6 @@ def kind(nbtype) -> str:
     raise TypeError(f"no element kind for {nbtype}")
 
 
-def view_kind(view) -> str:
-    return kind(view.dtype)
-
-
-def int_bounds(view):  # pragma: no cover - replaced by the Numba overload
-    """(min, max) of an integer view's element type, as float64 (for saturating conversions)."""
-    raise NotImplementedError
-
-
-@overload(int_bounds, inline="always")
-def _int_bounds(view):
-    dt = view.dtype
-    if isinstance(dt, types.Integer):
-        bits = dt.bitwidth
-        if dt.signed:
-            lo, hi = -float(2 ** (bits - 1)), float(2 ** (bits - 1) - 1)
-        else:
-            lo, hi = 0.0, float(2 ** bits - 1)
-    else:
-        lo, hi = -np.inf, np.inf
-
-    def impl(view):
-        return lo, hi
-    return impl
-
-
 def convert_store(view, i, x):  # pragma: no cover - replaced by the Numba overload
     """Store number x into element i of a view, converting to the view's element type:
     float -> integer truncates toward zero and saturates to the type's range (NaN -> 0); everything

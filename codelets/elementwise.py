@@ -37,7 +37,7 @@ from numba import njit, types
 from numba.extending import overload
 
 import ipu
-from ipu import IN, OUT, Codelet, Field, load, store
+from ipu import IN, OUT, Codelet, Field, load
 
 from ._costs import SUPERVISOR_OVERHEAD, ceil_div, perf_loop_cycles, type_key, vector_width
 from ._kernels import from_f32, kind, to_f32
@@ -645,10 +645,6 @@ def _op_name(table: dict, names: dict, what: str, code: int) -> str:
 def _codes(table, names, what, ip) -> list:
     codes = np.unique(np.asarray(ip[:, 0], np.int64)) if ip.size else np.zeros(0, np.int64)
     return [_op_name(table, names, what, int(c)) for c in codes]
-
-
-def _unary_out_is_bool(name: str) -> bool:
-    return name in _UNARY_PRED
 
 
 @ipu.register
