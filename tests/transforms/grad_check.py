@@ -7,7 +7,7 @@ import numpy as np
 
 import popxl
 import popxl.ops as ops
-from popxl.transforms import ExpectedConnectionType, autodiff
+from popxl.transforms import ExpectedConnectionType, autodiff, decompose_sum
 
 from .ir_eval import evaluate, run_graph
 
@@ -16,8 +16,9 @@ class GradCase:
     """A forward function of graph inputs, its input data and the inputs to differentiate."""
 
     def __init__(self, name, fn, inputs, wrt=None, fd_eps=1e-6, rtol=1e-5, atol=1e-6, session_rtol=2e-3,
-                 session_atol=1e-4, reference=None, session_reference=None):
+                 session_atol=1e-4, reference=None, session_reference=None, decompose=False):
         self.name = name
+        self.decompose = decompose  # apply popxl.transforms.decompose_sum to the gradient graph
         # (inputs, cotangents, forward outputs from the IPU) -> gradients, for random ops whose masks
         # the NumPy interpreter can't reproduce
         self.session_reference = session_reference
@@ -41,6 +42,8 @@ def build(case: GradCase):
         g = ir.create_graph(case.fn, *specs)
     outs = list(g.outputs)
     info = autodiff(g, grads_required=[g.inputs[i] for i in case.wrt])
+    if case.decompose:
+        decompose_sum(info.graph)
     return ir, g, outs, info
 
 
@@ -102,6 +105,8 @@ def session_grads(case: GradCase, target="small:4", with_forward=False):
             g = ir.create_graph(case.fn, *specs)
             outs = list(g.outputs)
             info = autodiff(g, grads_required=[g.inputs[i] for i in case.wrt])
+            if case.decompose:
+                decompose_sum(info.graph)
             cots = cotangents(outs)
             feeds = {}
             xs = []

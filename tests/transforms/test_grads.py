@@ -330,6 +330,8 @@ CASES = [
     GradCase("conditional_in_repeat_else", _conditional_in_repeat, [np.array(False), r(3)]),
     # structure
     GradCase("accumulation", _reuse, [r(2, 3)]),
+    GradCase("accumulation_decomposed", _reuse, [r(2, 3)], decompose=True),
+    GradCase("call_decomposed", _call, [r(3, 3), r(3, 3)], decompose=True),
     GradCase("graph_output_is_input", lambda x: x, [r(3)]),
     GradCase("duplicate_outputs", lambda x: (x * 2.0, x, x), [r(3)]),
     GradCase("float16", lambda x: ops.exp(x) * x, [r(4).astype(np.float16)], rtol=1e-2, atol=1e-2,
