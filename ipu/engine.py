@@ -18,11 +18,17 @@ from .tensor import TEMPORARY, Variable
 
 @njit(cache=True)
 def _copy_runs(src, dst, src_off, dst_off, nbytes):
+    """Copy runs of elements (units of the arrays' type); short runs element by element, since
+    a slice assignment costs more than a few scalar moves."""
     for i in range(src_off.shape[0]):
         a = src_off[i]
         b = dst_off[i]
         n = nbytes[i]
-        dst[b:b + n] = src[a:a + n]
+        if n <= 4:
+            for k in range(n):
+                dst[b + k] = src[a + k]
+        else:
+            dst[b:b + n] = src[a:a + n]
 
 
 def _word_tables(src_off, dst_off, nbytes):
