@@ -444,8 +444,42 @@ def _binary_kernel(views, off, cnt, fp, ip):
     o = views[2]
     for v in range(off.shape[0]):
         n = cnt[v, 2]
-        _binary_apply(ip[v, 0], a[off[v, 0]:off[v, 0] + cnt[v, 0]], b[off[v, 1]:off[v, 1] + cnt[v, 1]],
-                      o[off[v, 2]:off[v, 2] + n], n)
+        av = a[off[v, 0]:off[v, 0] + cnt[v, 0]]
+        bv = b[off[v, 1]:off[v, 1] + cnt[v, 1]]
+        ov = o[off[v, 2]:off[v, 2] + n]
+        if cnt[v, 0] == n and cnt[v, 1] == n and _same_float_arith(ip[v, 0], av, bv, ov, n):
+            continue
+        _binary_apply(ip[v, 0], av, bv, ov, n)
+
+
+def _same_float_arith(op, a, b, o, n):  # pragma: no cover - replaced by the Numba overload
+    raise NotImplementedError
+
+
+@overload(_same_float_arith, inline="always")
+def _same_float_arith_ov(op, a, b, o, n):
+    """The hot case inlined into the kernel: float32 operands and result of one size, + - * /.
+    Plain loops over slices here vectorise; returns False for everything else."""
+    f32 = types.float32
+    if a.dtype == f32 and b.dtype == f32 and o.dtype == f32:
+        def impl(op, a, b, o, n):
+            if op == B_ADD:
+                for i in range(n):
+                    o[i] = a[i] + b[i]
+            elif op == B_SUB:
+                for i in range(n):
+                    o[i] = a[i] - b[i]
+            elif op == B_MUL:
+                for i in range(n):
+                    o[i] = a[i] * b[i]
+            elif op == B_DIV:
+                for i in range(n):
+                    o[i] = a[i] / b[i]
+            else:
+                return False
+            return True
+        return impl
+    return lambda op, a, b, o, n: False
 
 
 # ------------------------------------------------------------------------------------------------
