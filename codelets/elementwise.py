@@ -635,7 +635,7 @@ def unary_cycles(n, op: str, t, workers: int = 6):
     """
     if op in ("gelu", "swish"):
         return nonlinearity_1d_cycles(n, op, t, workers)
-    perf = _UNARY_PERF[(op, type_key(t))]
+    perf = _UNARY_PERF[(op, _perf_key(t))]
     per_worker = ceil_div(n, workers)
     base = 33 if op == "exp" else 17
     inner = perf_loop_cycles(per_worker, perf, vector_width(t), 4)
@@ -652,7 +652,7 @@ def binary_cycles(n, op: str, t, broadcast, workers: int = 6):
     BroadcastScalar1D (one operand has 1 element): 11 + 6 x (20 + loops), loops from
     broadcastOpPerfInfo; natural-vector entries add 1 cycle (fast path) or 4.
     """
-    tk = type_key(t)
+    tk = _perf_key(t)
     vw = vector_width(t)
     n = np.asarray(n, np.int64)
     per_worker = ceil_div(n, workers)
@@ -667,7 +667,14 @@ def binary_cycles(n, op: str, t, broadcast, workers: int = 6):
 # ------------------------------------------------------------------------------------------------
 # the codelets
 
-_TYPES = (ipu.FLOAT32, ipu.FLOAT16, ipu.INT32, ipu.BOOL)
+_INTS = (ipu.INT32, ipu.UINT32, ipu.INT16, ipu.UINT16, ipu.INT8, ipu.UINT8)
+_TYPES = (ipu.FLOAT32, ipu.FLOAT16, *_INTS, ipu.BOOL)
+
+
+def _perf_key(t) -> str:
+    """poplibs' op tables have int entries only; narrower and unsigned integers run the same C++
+    loops (one element per iteration), so they cost as int (derived)."""
+    return "int" if t in _INTS else type_key(t)
 
 
 def _op_name(table: dict, names: dict, what: str, code: int) -> str:
@@ -707,8 +714,8 @@ class UnaryOp(Codelet):
                 continue
             if tout != tin:
                 raise TypeError(f"UnaryOp {name}: out must have in's type {tin.name}, not {tout.name}")
-            if tin == ipu.BOOL or (tin == ipu.INT32 and name not in _UNARY_INT):
-                kinds = "float32 or float16" + (" or int32" if name in _UNARY_INT else "")
+            if tin == ipu.BOOL or (tin in _INTS and name not in _UNARY_INT):
+                kinds = "float32 or float16" + (" or an integer type" if name in _UNARY_INT else "")
                 raise TypeError(f"UnaryOp {name}: in must be {kinds}, not {tin.name}")
 
     def cycles(self, types, cnt, fp, ip, target):
@@ -760,8 +767,8 @@ class BinaryOp(Codelet):
                 continue
             if tout != ta:
                 raise TypeError(f"BinaryOp {name}: out must have the inputs' type {ta.name}, not {tout.name}")
-            if ta == ipu.BOOL or (ta == ipu.INT32 and name not in _BINARY_INT):
-                kinds = "float32 or float16" + (" or int32" if name in _BINARY_INT else "")
+            if ta == ipu.BOOL or (ta in _INTS and name not in _BINARY_INT):
+                kinds = "float32 or float16" + (" or an integer type" if name in _BINARY_INT else "")
                 raise TypeError(f"BinaryOp {name}: inputs must be {kinds}, not {ta.name}")
 
     def cycles(self, types, cnt, fp, ip, target):

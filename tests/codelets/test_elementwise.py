@@ -386,5 +386,22 @@ def test_errors():
                 {"op": BINARY_OPS["less"]})
     with pytest.raises(TypeError, match="inputs must be float32 or float16"):
         _vertex("BinaryOp", {"a": ("int32", 4), "b": ("int32", 4), "out": ("int32", 4)}, {"op": BINARY_OPS["atan2"]})
-    with pytest.raises(TypeError, match="cannot be uint8"):
-        _vertex("BinaryOp", {"a": ("uint8", 4), "b": ("uint8", 4), "out": ("uint8", 4)}, {"op": 0})
+    with pytest.raises(TypeError, match="inputs must be float32 or float16"):
+        _vertex("BinaryOp", {"a": ("uint8", 4), "b": ("uint8", 4), "out": ("uint8", 4)}, {"op": BINARY_OPS["atan2"]})
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "uint32"])
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "max", "min", "div"])
+def test_binary_narrow_and_unsigned_integers_wrap(dtype, name, rng, cl):
+    info = np.iinfo(dtype)
+    n = sum(cl.SIZES)
+    a = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+    b = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+    if name == "div":
+        b[b == 0] = 1
+    got, _ = cl.elementwise_run("BinaryOp", {"a": a, "b": b}, dtype, {"op": BINARY_OPS[name]})
+    x, y = a.astype(np.int64), b.astype(np.int64)
+    ops_ = {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y, "max": lambda: np.maximum(x, y),
+            "min": lambda: np.minimum(x, y), "div": lambda: np.trunc(x / y).astype(np.int64)}
+    want = ops_[name]().astype(dtype)
+    np.testing.assert_array_equal(got, want)
