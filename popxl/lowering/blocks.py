@@ -95,6 +95,15 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
     from codelets.reduce import REDUCE_OPS
 
     et = et or x.dtype
+    if x.dtype.numpy.kind in "iu" and x.dtype != ipu.INT32:
+        # the Reduce vertex works on int32: widen, reduce (sums and products wrap the same way in
+        # the low bits), narrow back
+        if x.dtype == ipu.UINT32 and op in ("max", "min"):
+            raise NotImplementedError(f"{ctx.name()}: max/min reductions of uint32 are not supported; cast to "
+                                      f"int32 or float32 first")
+        wide = elementwise(ctx, "Cast", [x], ["in"], x.shape, ipu.INT32, suffix=f"{suffix}/widen")
+        r = reduce(ctx, wide, axes, op, ipu.INT32, keepdims, suffix)
+        return elementwise(ctx, "Cast", [r], ["in"], r.shape, et, suffix=f"{suffix}/narrow")
     axes = tuple(sorted(a % x.rank for a in axes)) if x.rank else ()
     kept = [d for d in range(x.rank) if d not in axes]
     out_shape = tuple(x.shape[d] for d in kept)

@@ -107,3 +107,14 @@ def test_nll_loss_ignore_index():
     out, _ = run_popxl(lambda p, l: ops.nll_loss(p, l, ignore_index=-1), [probs, labels])
     keep = labels != -1
     np.testing.assert_allclose(out, -np.log(probs[np.arange(6)[keep], labels[keep]]).mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16])
+@pytest.mark.parametrize("name", ["sum", "max", "min"])
+def test_narrow_int_reductions(dtype, name):
+    fn, ref = REDUCTIONS[name]
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, (5, 9), endpoint=True).astype(dtype)
+    out, _ = run_popxl(lambda t: fn(t, axis=1), [x])
+    want = ref(x.astype(np.int64), (1,), False).astype(dtype)  # sums wrap like the device
+    np.testing.assert_array_equal(out, want)
