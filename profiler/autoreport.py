@@ -4,7 +4,8 @@
 (two environment look-ups). When on, it records where each run starts in the engine's step log,
 and writes DIR/profile.json (DIR/profile-1.json, ... for later sessions of the process) when the
 session exits, at interpreter exit for sessions never exited, and every `REWRITE_SECONDS` during
-long runs. The session is read by duck typing (`executable`, `engine`, wall times, `ir`): this
+long runs. The first MAX_RUN_RECORDS runs are described one by one (execution.runs); the
+execution trace and the totals cover every run. The session is read by duck typing (`executable`, `engine`, wall times, `ir`): this
 package never imports popxl.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import weakref
 from .options import options
 
 REWRITE_SECONDS = 30.0
+MAX_RUN_RECORDS = 1000  # runs described one by one in the document; the trace covers all
 
 _states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _session_count = 0
@@ -71,9 +73,10 @@ def _event(session, event, opts) -> None:
     if event == "run":
         n = len(engine.log)
         run_s = float(getattr(session, "run_seconds", 0.0))
-        st.runs.append({"program": 0, "first_entry": st.log_len, "entries": n - st.log_len,
-                        "start_cycle": st.cycles, "cycles": int(engine.cycles) - st.cycles,
-                        "wall_seconds": round(run_s - st.run_seconds, 6)})
+        if len(st.runs) < MAX_RUN_RECORDS:  # a training loop may call run() a million times
+            st.runs.append({"program": 0, "first_entry": st.log_len, "entries": n - st.log_len,
+                            "start_cycle": st.cycles, "cycles": int(engine.cycles) - st.cycles,
+                            "wall_seconds": round(run_s - st.run_seconds, 6)})
         st.log_len, st.cycles, st.run_seconds = n, int(engine.cycles), run_s
         st.dirty = True
         now = time.monotonic()
