@@ -1,133 +1,79 @@
-"""Element-wise ops: one vertex per contiguous piece of the output on each tile.
+"""Element-wise ops: one vertex per contiguous piece of the output on each tile (blocks.elementwise).
 
-Inputs are brought into the output's layout first (a Copy, i.e. an exchange, when they live
-elsewhere or are broadcast); then a single compute set runs the codelet over every piece.
-In-place forms write into the modified input (through a temporary when it is a view).
+In-place forms write into the modified input: directly when it is a whole variable, else through
+a temporary that is copied back into the view.
 """
 from __future__ import annotations
 
 import numpy as np
 
-import ipu
 from codelets.elementwise import BINARY_OPS, UNARY_OPS
 
+from .. import blocks as B
 from ..registry import lowering_rule
 
 # popxl op type -> codelet op name, where they differ
-_UNARY_NAMES = {}
 _BINARY_NAMES = {"maximum": "max", "minimum": "min"}
 
+UNARY_TYPES = ("abs", "ceil", "cos", "exp", "floor", "gelu", "geluerf", "log", "negate", "relu", "sign", "sin",
+               "sqrt", "swish", "tanh", "isnan", "isinf", "isfinite", "logical_not", "sigmoid", "reciprocal")
+BINARY_TYPES = ("add", "sub", "mul", "div", "fmod", "pow", "equal", "greater", "less", "logical_and",
+                "logical_or", "maximum", "minimum", "not_equal")
 
-def map_elementwise(ctx, op, codelet: str, inputs, field_names, out_field="out", out_et=None,
-                    fp=None, ip=None, out_index=0, inplace_input=None, suffix=""):
-    """Run `codelet` over the pieces of op.outputs[out_index].
 
-    inputs: ipu views (broadcastable to the output shape), connected to `field_names`.
-    inplace_input: index into op.inputs whose storage receives the result (for `_` forms).
-    """
-    t_out = op.outputs[out_index]
+def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None, suffix=""):
+    """Run `codelet` element-wise into op.outputs[0]; for in-place ops into op.inputs[0]."""
+    t_out = op.outputs[0]
     shape = tuple(t_out.shape)
-    et = out_et or ctx.etype(t_out)
-    target_view = None
-    if inplace_input is not None:
-        target_view = ctx.value(op.inputs[inplace_input])
-        if target_view.is_identity:
-            out = target_view.variable
-            target_view = None
-        else:
-            out = ctx.new_var(shape, et, f"{t_out.id}/tmp")
+    et = ctx.etype(t_out)
+    if 0 not in op.modified:
+        ctx.bind(t_out, B.elementwise(ctx, codelet, inputs, field_names, shape, et, fp=fp, ip=ip, suffix=suffix))
+        return
+    target = ctx.value(op.inputs[0])
+    if target.is_identity:
+        B.elementwise(ctx, codelet, inputs, field_names, shape, et, fp=fp, ip=ip, out=target.variable, suffix=suffix)
     else:
-        like = next((v for v in inputs if v.is_identity and v.shape == shape), None)
-        out = ctx.new_var(shape, et, t_out.id, like=like)
-    if out.numel:
-        laid = [ctx.like(v, out) for v in inputs]
-        c = ipu.get_codelet(codelet)
-        tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
-        fields = {name: (var, starts, counts) for name, var in zip(field_names, laid)}
-        fields[out_field] = (out, starts, counts)
-        cs = ctx.compute_set(suffix or codelet)
-        ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip)
-        ctx.emit(ipu.Execute(cs, name=cs.name))
-    if target_view is not None:
-        ctx.copy(out, target_view, "write_back")
-        ctx.bind(t_out, ctx.value(op.inputs[inplace_input]))
-    else:
-        ctx.bind(t_out, out if inplace_input is None else ctx.value(op.inputs[inplace_input]))
-    return out
+        tmp = B.elementwise(ctx, codelet, inputs, field_names, shape, et, fp=fp, ip=ip, suffix=suffix)
+        ctx.copy(tmp, target, "write_back")
+    ctx.bind(t_out, target)
 
 
-def _inplace(op):
-    return 0 if 0 in getattr(op, "modified", ()) else None
-
-
-@lowering_rule(*[t for t in ("abs", "ceil", "cos", "exp", "floor", "gelu", "geluerf", "log", "negate", "relu",
-                             "sign", "sin", "sqrt", "swish", "tanh", "isnan", "isinf", "isfinite",
-                             "logical_not", "sigmoid", "reciprocal")])
+@lowering_rule(*UNARY_TYPES)
 def unary(ctx, op):
-    name = _UNARY_NAMES.get(op.type, op.type)
-    map_elementwise(ctx, op, "UnaryOp", [ctx.value(op.inputs[0])], ["in"],
-                    ip={"op": UNARY_OPS[name]}, inplace_input=_inplace(op), suffix=op.type)
+    map_elementwise(ctx, op, "UnaryOp", [ctx.value(op.inputs[0])], ["in"], ip={"op": UNARY_OPS[op.type]},
+                    suffix=op.type)
 
 
-@lowering_rule("add", "sub", "mul", "div", "fmod", "pow", "equal", "greater", "less", "logical_and",
-               "logical_or", "maximum", "minimum", "not_equal")
+@lowering_rule(*BINARY_TYPES)
 def binary(ctx, op):
-    name = _BINARY_NAMES.get(op.type, op.type)
+    code = BINARY_OPS[_BINARY_NAMES.get(op.type, op.type)]
     vals = [ctx.value(t) for t in op.inputs]
-    code = BINARY_OPS[name]
     if len(vals) == 1:  # maximum(x)
-        ctx.bind(op.outputs[0], _copy_out(ctx, op, vals[0]))
+        map_elementwise(ctx, op, "Copy", vals, ["in"], suffix=op.type)
         return
-    if len(vals) > 2:  # maximum(a, b, c, ...): a chain of binary vertices
-        acc = vals[0]
-        shape = tuple(op.outputs[0].shape)
-        for k, v in enumerate(vals[1:]):
-            tmp = ctx.new_var(shape, ctx.etype(op.outputs[0]), f"{op.outputs[0].id}/partial{k}")
-            _binary_into(ctx, "BinaryOp", code, acc, v, tmp, f"{op.type}{k}")
-            acc = tmp
-        ctx.bind(op.outputs[0], acc)
-        return
-    map_elementwise(ctx, op, "BinaryOp", vals, ["a", "b"], ip={"op": code},
-                    inplace_input=_inplace(op), suffix=op.type)
-
-
-def _binary_into(ctx, codelet, code, a, b, out, suffix):
-    """out = a (op) b for an already created output variable."""
-    laid = [ctx.like(a, out), ctx.like(b, out)]
-    tiles, starts, counts = ctx.pieces(out, split_for_workers=not ipu.get_codelet(codelet).supervisor)
-    cs = ctx.compute_set(suffix)
-    ctx.g.add_vertices(cs, codelet, tiles, {"a": (laid[0], starts, counts), "b": (laid[1], starts, counts),
-                                            "out": (out, starts, counts)}, ip={"op": code})
-    ctx.emit(ipu.Execute(cs, name=cs.name))
-
-
-def _copy_out(ctx, op, view, index=0):
-    t = op.outputs[index]
-    out = ctx.new_var(t.shape, ctx.etype(t), t.id, like=view if view.is_identity else None)
-    ctx.copy(view, out)
-    return out
+    acc = vals[0]
+    for k, v in enumerate(vals[1:-1]):  # maximum(a, b, c, ...): a chain of binary vertices
+        acc = B.elementwise(ctx, "BinaryOp", [acc, v], ["a", "b"], tuple(op.outputs[0].shape),
+                            ctx.etype(op.outputs[0]), ip={"op": code}, suffix=f"{op.type}{k}")
+    map_elementwise(ctx, op, "BinaryOp", [acc, vals[-1]], ["a", "b"], ip={"op": code}, suffix=op.type)
 
 
 @lowering_rule("cast")
 def cast(ctx, op):
     src = ctx.value(op.inputs[0])
-    if src.dtype == ctx.etype(op.outputs[0]):
-        ctx.bind(op.outputs[0], _copy_out(ctx, op, src))
-        return
-    map_elementwise(ctx, op, "Cast", [src], ["in"], suffix="cast")
+    codelet = "Copy" if src.dtype == ctx.etype(op.outputs[0]) else "Cast"
+    map_elementwise(ctx, op, codelet, [src], ["in"], suffix="cast")
 
 
 @lowering_rule("clip")
 def clip(ctx, op):
     lo, hi = op.attrs.get("min", -np.inf), op.attrs.get("max", np.inf)
-    map_elementwise(ctx, op, "Clamp", [ctx.value(op.inputs[0])], ["in"], fp={"lo": lo, "hi": hi},
-                    inplace_input=_inplace(op), suffix="clip")
+    map_elementwise(ctx, op, "Clamp", [ctx.value(op.inputs[0])], ["in"], fp={"lo": lo, "hi": hi}, suffix="clip")
 
 
 @lowering_rule("where")
 def where(ctx, op):
-    vals = [ctx.value(t) for t in op.inputs]
-    map_elementwise(ctx, op, "Select", vals, ["cond", "a", "b"], suffix="where")
+    map_elementwise(ctx, op, "Select", [ctx.value(t) for t in op.inputs], ["cond", "a", "b"], suffix="where")
 
 
 @lowering_rule("scaled_add")
@@ -139,30 +85,13 @@ def scaled_add(ctx, op):
         _scaled_add_float(ctx, op, X, Y, float(a), float(b))
         return
     # tensor scales: a * X + b * Y through multiply and add vertices
-    out_t = op.outputs[0]
-    shape = tuple(out_t.shape)
-    et = ctx.etype(out_t)
+    et = ctx.etype(op.outputs[0])
+    shape = tuple(op.outputs[0].shape)
     terms = []
     for key, val, src in (("a", a, X), ("b", b, Y)):
-        if val is None:
-            scale = ctx.value(op.inputs[names.index(key)])
-        else:
-            scale = ctx.g.add_constant(ctx.name(f"{key}_scale"), np.array([val], et.numpy), et)
-            ctx.tiles.map(ctx.g, scale)
-        term = ctx.new_var(shape, et, f"{out_t.id}/{key}_term")
-        _binary_into(ctx, "BinaryOp", BINARY_OPS["mul"], src, scale.reshape(()) if scale.numel == 1 else scale,
-                     term, f"scale_{key}")
-        terms.append(term)
-    if 0 in op.modified:
-        dst = ctx.value(op.inputs[0])
-        tmp = ctx.new_var(shape, et, f"{out_t.id}/sum")
-        _binary_into(ctx, "BinaryOp", BINARY_OPS["add"], terms[0], terms[1], tmp, "sum")
-        ctx.copy(tmp, dst, "write_back")
-        ctx.bind(out_t, dst)
-    else:
-        out = ctx.new_var(shape, et, out_t.id)
-        _binary_into(ctx, "BinaryOp", BINARY_OPS["add"], terms[0], terms[1], out, "sum")
-        ctx.bind(out_t, out)
+        scale = ctx.value(op.inputs[names.index(key)]) if val is None else B.scalar_constant(ctx, val, et, key)
+        terms.append(B.binary(ctx, "mul", src, scale.reshape(()), shape=shape, suffix=f"scale_{key}"))
+    map_elementwise(ctx, op, "BinaryOp", terms, ["a", "b"], ip={"op": BINARY_OPS["add"]}, suffix="sum")
 
 
 def _scaled_add_float(ctx, op, X, Y, a, b):
@@ -176,13 +105,8 @@ def _scaled_add_float(ctx, op, X, Y, a, b):
     else:
         out = ctx.new_var(shape, ctx.etype(out_t), out_t.id, like=X if X.is_identity and X.shape == shape else None)
         ctx.copy(X.broadcast(shape) if X.shape != shape else X, out, "seed")
-    if out.numel:
-        deltas = ctx.like(Y, out)
-        tiles, starts, counts = ctx.pieces(out)
-        cs = ctx.compute_set("scaled_add")
-        ctx.g.add_vertices(cs, "ScaledAdd", tiles, {"data": (out, starts, counts), "deltas": (deltas, starts, counts)},
-                           fp={"a": a, "b": b})
-        ctx.emit(ipu.Execute(cs, name=cs.name))
+    B.elementwise(ctx, "ScaledAdd", [Y], ["deltas"], shape, out.dtype, fp={"a": a, "b": b}, out=out,
+                  out_field="data", suffix="scaled_add")
     if inplace and not X.is_identity:
         ctx.copy(out, X, "write_back")
         ctx.bind(out_t, X)
@@ -193,20 +117,7 @@ def _scaled_add_float(ctx, op, X, Y, a, b):
 @lowering_rule("increment_mod")
 def increment_mod(ctx, op):
     t = ctx.value(op.inputs[0])
-    et = t.dtype
-    out_t = op.outputs[0]
-    inc = ctx.g.add_constant(ctx.name("increment"), np.array(op.attrs["increment"], et.numpy), et)
-    mod = ctx.g.add_constant(ctx.name("modulus"), np.array(op.attrs["modulus"], et.numpy), et)
-    ctx.tiles.map(ctx.g, inc)
-    ctx.tiles.map(ctx.g, mod)
-    tmp = ctx.new_var(t.shape, et, f"{out_t.id}/sum", like=t if t.is_identity else None)
-    _binary_into(ctx, "BinaryOp", BINARY_OPS["add"], t, inc, tmp, "increment")
-    if 0 in op.modified:
-        res = ctx.new_var(t.shape, et, f"{out_t.id}/mod", like=tmp)
-        _binary_into(ctx, "BinaryOp", BINARY_OPS["fmod"], tmp, mod, res, "modulus")
-        ctx.copy(res, t, "write_back")
-        ctx.bind(out_t, t)
-    else:
-        res = ctx.new_var(t.shape, et, out_t.id, like=tmp)
-        _binary_into(ctx, "BinaryOp", BINARY_OPS["fmod"], tmp, mod, res, "modulus")
-        ctx.bind(out_t, res)
+    inc = B.scalar_constant(ctx, op.attrs["increment"], t.dtype, "increment")
+    mod = B.scalar_constant(ctx, op.attrs["modulus"], t.dtype, "modulus")
+    total = B.binary(ctx, "add", t, inc, shape=t.shape, suffix="increment")
+    map_elementwise(ctx, op, "BinaryOp", [total, mod], ["a", "b"], ip={"op": BINARY_OPS["fmod"]}, suffix="modulus")
