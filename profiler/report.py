@@ -32,6 +32,8 @@ def fmt_bytes(n) -> str:
 def fmt_seconds(s) -> str:
     if s is None:
         return "-"
+    if s < 0:
+        return "-" + fmt_seconds(-s)
     if s < 1e-6:
         return f"{s * 1e9:.1f} ns"
     if s < 1e-3:
@@ -219,7 +221,7 @@ def render_compare(cmp: dict, console: Console | None = None, top: int = 15) -> 
     con.print(tt)
     if cmp["ops"]:
         ot = Table(title="Largest changes by op (executed cycles)", title_justify="left", box=box.SIMPLE_HEAD,
-                   show_edge=False)
+                   show_edge=False, min_width=60)
         ot.add_column("op", overflow="fold", max_width=48)
         ot.add_column("a", justify="right")
         ot.add_column("b", justify="right")
