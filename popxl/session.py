@@ -96,9 +96,11 @@ class Session:
         return self
 
     def __exit__(self, exc_type, exc_value, exc_tb):
-        self._attach_depth -= 1
-        if self._attach_depth == 0 and self.weights_to_host_on_exit:
+        # as PopXL: leaving the outermost context copies the weights back, unless an error is
+        # propagating
+        if self._attach_depth == 1 and self.weights_to_host_on_exit and exc_type is None:
             self.weights_to_host()
+        self._attach_depth -= 1
         if self._attach_depth == 0:
             _profile_event(self, "exit")
 
@@ -113,7 +115,7 @@ class Session:
         self._write_weights()
 
     def weights_to_host(self) -> None:
-        self._require_attached("weights_to_host", allow_exit=True)
+        self._require_attached("weights_to_host")
         for v in self._host_weights:
             self._host_weights[v] = self.engine.read_tensor(self._lowered.variables[v])
         self._device_is_newer = False
@@ -138,13 +140,22 @@ class Session:
         if not isinstance(tensor, Variable):
             raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
         self._check_ir(tensor)
+        import numbers
+
+        if isinstance(data, numbers.Number):
+            data = np.array(data).astype(tensor.dtype.as_numpy())
         arr = np.asarray(data)
+        if arr.dtype != tensor.dtype.as_numpy():
+            raise TypeError(
+                f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
+                f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
+            )
         if arr.shape != tuple(tensor.shape):
             raise ValueError(
                 f"write_variable_data: variable {tensor.id!r} has shape {tuple(tensor.shape)}, the data "
                 f"has shape {arr.shape}"
             )
-        arr = np.array(arr, dtype=tensor.dtype.as_numpy(), copy=True)
+        arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
         self._host_weights[tensor] = arr
@@ -202,7 +213,10 @@ class Session:
         for s, data in inputs.items():
             arr = np.asarray(data)
             want = lead + tuple(s.shape)
-            if arr.shape != want and not (lead == () and arr.size == int(np.prod(s.shape)) and arr.ndim == 0):
+            if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
+                    d for d in want if d != 1):
+                arr = arr.reshape(want)  # dimensions of size 1 dropped or added, as PopXL accepts
+            if arr.shape != want:
                 raise ValueError(
                     f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
                     f"({'leading dims (num_host_transfers, replication_factor) = ' + str(lead) + ' then ' if lead else ''}"

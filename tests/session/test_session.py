@@ -127,3 +127,40 @@ def test_same_program_twice_same_cycles():
             sess.run({s: np.ones(100, np.float32)})
         cycles.append((sess.total_cycles, sess.executable.total_bytes))
     assert cycles[0] == cycles[1]
+
+
+def test_write_variable_data_checks_dtype_and_takes_numbers():
+    ir, w, s, o = _double_ir()
+    sess = popxl.Session(ir, "ipu_model")
+    with pytest.raises(TypeError, match="float64"):
+        sess.write_variable_data(w, np.zeros(3, np.float64))
+    with pytest.raises(ValueError, match="shape"):
+        sess.write_variable_data(w, np.zeros(4, np.float32))
+    ir2 = popxl.Ir()
+    with ir2.main_graph:
+        scalar = popxl.variable(1.0, popxl.float32, name="scalar")
+    sess2 = popxl.Session(ir2, "ipu_model")
+    sess2.write_variable_data(scalar, 5)
+    assert sess2.get_tensor_data(scalar) == 5
+
+
+def test_error_inside_context_skips_weights_to_host():
+    ir, w, s, o = _double_ir()
+    sess = popxl.Session(ir, "ipu_model")
+    with pytest.raises(RuntimeError):
+        with sess:
+            sess.run({s: np.ones(3, np.float32)})
+            raise RuntimeError("user error")
+    # the device ran, but the failed context did not copy the weights back
+    np.testing.assert_array_equal(sess.get_tensor_data(w), [1, 1, 1])
+
+
+def test_size_one_dimensions_may_be_dropped():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        s = popxl.h2d_stream((1,), popxl.float32, name="x")
+        o = popxl.d2h_stream((1,), popxl.float32, name="y")
+        ops.host_store(o, ops.host_load(s) * 3.0)
+    sess = popxl.Session(ir, "ipu_model")
+    with sess:
+        assert sess.run({s: np.array(2.0, np.float32)})[o].tolist() == [6.0]
