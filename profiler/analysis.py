@@ -84,14 +84,25 @@ def ops(doc: dict) -> list[dict]:
     return sorted(rows.values(), key=lambda r: -r["cycles"])
 
 
-def op_types(doc: dict) -> list[dict]:
+def grouped(doc: dict, by: str = "type") -> list[dict]:
+    """Executed cycles per op type ("type") or name scope ("scope"), split by class, costliest first.
+    Rows have the shape of `ops` rows, with the group in "op"."""
     rows: dict[str, dict] = {}
     for r in ops(doc):
-        k = r["type"] or "(no op)"
-        x = rows.setdefault(k, {"type": k, "cycles": 0, "ops": 0})
+        k = (r["type"] if by == "type" else r["scope"]) or ("(no op)" if by == "type" else "(top level)")
+        x = rows.setdefault(k, {"op": k, "type": "", "scope": "", "cycles": 0, "steps": 0, "executions": 0,
+                                "ops": 0, "by_class": {}})
         x["cycles"] += r["cycles"]
+        x["steps"] += r["steps"]
+        x["executions"] += r["executions"]
         x["ops"] += 1
+        for c, v in r["by_class"].items():
+            x["by_class"][c] = x["by_class"].get(c, 0) + v
     return sorted(rows.values(), key=lambda r: -r["cycles"])
+
+
+def op_types(doc: dict) -> list[dict]:
+    return grouped(doc, "type")
 
 
 def costliest_steps(doc: dict, n: int = 15) -> list[dict]:

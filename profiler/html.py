@@ -45,7 +45,8 @@ def _payload(doc: dict, max_trace: int = MAX_TRACE_ENTRIES) -> dict:
         "tcTable": doc["tile_cycles_table"],
         "trace": {"ids": ids[:keep].tolist(), "starts": starts[:keep].tolist(), "length": n,
                   "truncated": bool(keep < n or ex.get("trace_truncated"))},
-        "ops": analysis.ops(doc)[:40],
+        "ops": {"op": analysis.ops(doc)[:40], "type": analysis.grouped(doc, "type")[:40],
+                "scope": analysis.grouped(doc, "scope")[:40]},
         "hist": analysis.histogram(tot, int(doc["target"]["bytes_per_tile"]), 16),
         "worst": analysis.worst_tiles(doc, 10),
     }
@@ -124,6 +125,8 @@ window.addEventListener('error', function (e) {
 </section>
 <section>
   <h2>Cycles by op</h2>
+  <div class="toolbar"><label>group by <select id="ops-by"><option value="op">op</option>
+    <option value="type">op type</option><option value="scope">name scope</option></select></label></div>
   <div id="ops"></div>
 </section>
 <section class="two">
@@ -498,7 +501,13 @@ function bsp() {
 
 // ---------------------------------------------------------------- ops
 function opsChart() {
-  var ops = D.ops.slice(0, 30), box = document.getElementById('ops');
+  var sel = document.getElementById('ops-by');
+  sel.addEventListener('change', function () { drawOps(sel.value); });
+  drawOps('op');
+}
+function drawOps(by) {
+  var ops = D.ops[by].slice(0, 30), box = document.getElementById('ops');
+  box.innerHTML = '';
   if (!ops.length) { box.textContent = 'no executed steps'; counters.opBars = 0; return; }
   var W = 1100, rowH = 20, ml = 300, mr = 170, H = ops.length * rowH + 30;
   var s = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, id: 'ops-svg'});
@@ -509,7 +518,7 @@ function opsChart() {
   var bars = 0;
   ops.forEach(function (o, i) {
     var y = 6 + i * rowH, x = ml;
-    var label = o.op + (o.type && o.type !== o.op ? ' (' + o.type + ')' : '');
+    var label = o.op + (o.type && o.type !== o.op ? ' (' + o.type + ')' : '') + (o.ops > 1 ? ' \u00d7' + o.ops : '');
     if (label.length > 46) label = label.substr(0, 44) + '\u2026';
     s.appendChild(svg('text', {x: ml - 8, y: y + 13, 'text-anchor': 'end'}, label));
     classes.forEach(function (c) {

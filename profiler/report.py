@@ -194,6 +194,20 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
         con.print()
         con.print(ot)
 
+        types = analysis.grouped(doc, "type")
+        if len(types) < len(analysis.ops(doc)):
+            tt = Table(title="Cycles by op type", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+            tt.add_column("op type")
+            tt.add_column("ops", justify="right")
+            tt.add_column("cycles", justify="right")
+            tt.add_column("%", justify="right")
+            tt.add_column("", no_wrap=True)
+            for r in types[:top]:
+                tt.add_row(r["op"], f"{r['ops']:,}", f"{r['cycles']:,}", f"{100 * r['cycles'] / summed:.1f}",
+                           _bar(r["cycles"] / summed, 24, "green"))
+            con.print()
+            con.print(tt)
+
 
 def render_compare(cmp: dict, console: Console | None = None, top: int = 15) -> None:
     con = console or make_console()
