@@ -4,7 +4,6 @@ import re
 import subprocess
 import tempfile
 
-import numpy as np
 import pytest
 
 import ipu

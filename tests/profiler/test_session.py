@@ -5,10 +5,8 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-import profiler
 from profiler import _format
 from profiler.options import options
 
