@@ -54,3 +54,7 @@ __all__ = [
     # sub-packages
     "collectives", "var_updates",
 ]
+
+from . import _module_paths  # noqa: E402
+
+_module_paths.install(__import__(__name__, fromlist=["__all__"]))

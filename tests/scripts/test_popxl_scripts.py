@@ -134,3 +134,15 @@ def test_wrong_input_dtype_is_a_value_error_not_a_numba_traceback():
     session = popxl.Session(ir, "ipu_model")
     with session, pytest.raises(ValueError, match="float32"):
         session.run({s: np.array(["a", "b"])})
+
+
+def test_popxl_module_paths_import_as_in_the_sdk():
+    from popxl.ops.call import CallSiteInfo
+    from popxl.ops.slice import process_args
+    from popxl.ops.reshape import reshape_handle_negative_axis
+    import popxl.ops.gelu as gelu_module
+
+    assert CallSiteInfo is ops.CallSiteInfo
+    assert callable(process_args) and callable(reshape_handle_negative_axis)
+    assert gelu_module.gelu is ops.gelu
+    assert callable(ops.sum)  # the module paths do not shadow the functions
