@@ -8,6 +8,8 @@ order, bulk-synchronously, and every executed step is logged with its start cycl
 """
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 from numba import njit
 
@@ -61,15 +63,16 @@ class StepLog:
     lock step unless a branch splits them)."""
 
     def __init__(self):
-        self.step_ids: list[int] = []
-        self.start_cycles: list[int] = []
+        # growable int64 arrays: 16 bytes per executed step, however long the run
+        self.step_ids = array("q")
+        self.start_cycles = array("q")
 
     def add(self, step_id: int, start: int) -> None:
         self.step_ids.append(step_id)
         self.start_cycles.append(start)
 
     def arrays(self):
-        return np.asarray(self.step_ids, np.int64), np.asarray(self.start_cycles, np.int64)
+        return np.frombuffer(self.step_ids, np.int64).copy(), np.frombuffer(self.start_cycles, np.int64).copy()
 
     def __len__(self):
         return len(self.step_ids)
