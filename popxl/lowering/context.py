@@ -50,6 +50,7 @@ class Lowering:
         self.h2d: dict = {}
         self.d2h: dict = {}
         self.graphs: dict = {}
+        self.op_names: dict = {}  # program / step name -> popxl op name
         self._seqs: list[ipu.Sequence] = []
         self._lowering_stack: list = []
         self.op = None  # the op being lowered (for names)
@@ -60,7 +61,7 @@ class Lowering:
         for v in main.variables:
             self.values[v] = self.variables[v] = self._persistent(v, ipu.VARIABLE)
         seq = self.lower_ops(main)
-        return LoweredIr(self.g, seq, self.variables, self.constants, self.h2d, self.d2h)
+        return LoweredIr(self.g, seq, self.variables, self.constants, self.h2d, self.d2h, self.op_names)
 
     def _persistent(self, t, category):
         et = self.etype(t)
@@ -167,6 +168,20 @@ class Lowering:
 
     def emit(self, program: ipu.Program) -> None:
         self._seqs[-1].add(program)
+        if self.op is not None:
+            self._record(program, self.op.name)
+
+    def _record(self, p, op_name: str) -> None:
+        """Remember which popxl op each program step came from (for the profile)."""
+        if isinstance(p, ipu.Sequence):
+            for q in p.programs:
+                self._record(q, op_name)
+        elif isinstance(p, ipu.Repeat):
+            self._record(p.body, op_name)
+        elif p.name:
+            self.op_names[p.name] = op_name
+            if isinstance(p, (ipu.Copy, ipu.HostToDevice, ipu.DeviceToHost)):
+                self.op_names[f"sync ({p.name})"] = op_name  # the sync the compiler puts before it
 
     def compute_set(self, suffix: str = "") -> ipu.ComputeSet:
         return self.g.add_compute_set(self.name(suffix), debug=self.name())
