@@ -218,7 +218,7 @@ class _Timeline:
 
 
 def _plan_memory(graph: Graph, used: dict, first: dict, last: dict, target: Target):
-    pieces_tile, pieces_bytes, pieces_start, pieces_end, pieces_owner, pieces_range = [], [], [], [], [], []
+    pieces_tile, pieces_bytes, pieces_start, pieces_end, pieces_owner = [], [], [], [], []
     live_vars = [v for v in graph.variables if v.category != TEMPORARY or v.id in used]
     for v in live_vars:
         if v.numel == 0:

@@ -15,7 +15,7 @@ from numba import njit
 
 from .compile import Executable
 from .errors import IpuError, StreamError
-from .tensor import TEMPORARY, Variable
+from .tensor import Variable
 
 
 @njit(cache=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from typing import Dict, Iterable, List, Mapping, Optional, Union
+from typing import Dict, Iterable, List, Mapping, Union
 
 import numpy as np
 

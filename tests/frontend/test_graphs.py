@@ -1,5 +1,4 @@
 """Ir and graph construction: create_graph rules, call / repeat / conditional, contexts, streams."""
-import os
 from typing import List
 
 import numpy as np

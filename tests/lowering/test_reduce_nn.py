@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-import popxl
 import popxl.ops as ops
 
 from helpers import run_popxl

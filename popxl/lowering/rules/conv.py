@@ -106,7 +106,7 @@ def conv_transpose(ctx, op):
     out_spatial = tuple(t_out.shape[2:])
     N, C = x.shape[:2]
     Cg = C // groups
-    Mg = w.shape[1]
+    w.shape[1]
     # the zero-spread, padded input (cropped where the padding is larger than the kernel reach)
     lo = [dilations[i] * (kernel[i] - 1) - pads[i] for i in range(n)]
     ext = [out_spatial[i] + dilations[i] * (kernel[i] - 1) for i in range(n)]

@@ -162,7 +162,7 @@ def _gather(ctx, op, t, idx, axis, group: bool):
     post = tuple(range(axis + 1, rank))
     G = t.shape[0] if group else 1
     table = t.transpose(((0,) if group else ()) + (axis,) + pre + post).reshape(G, N, -1)
-    D = table.shape[2]
+    table.shape[2]
     M = idx.numel // G
     out = multi_slice(ctx, table, idx.reshape(G, M), op.type)  # (G, M, D)
     pre_shape = tuple(t.shape[d] for d in pre)

@@ -44,7 +44,7 @@ def _scatter_reduce(ctx, op, grads):
     if op.attrs["reduction"] != "sum":
         raise NotImplementedError(f"autodiff: scatter_reduce with reduction {op.attrs['reduction']!r} has no "
                                   "gradient rule (only 'sum').")
-    data, indices = op.inputs[0], op.inputs[1]
+    _data, indices = op.inputs[0], op.inputs[1]
     axis = op.attrs["axis"]
     out = [None] * len(op.inputs)
     if ctx.wants(0):

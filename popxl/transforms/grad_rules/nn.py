@@ -5,7 +5,7 @@ import numpy as np
 import popxl.ops as ops
 from popxl.tensor import Constant
 
-from ._registry import grad_rule, non_differentiable
+from ._registry import grad_rule
 from ._util import const, mask
 
 
@@ -148,7 +148,6 @@ def _nll_loss_with_softmax_grad(ctx, op, grads):
     producer = probs.producer
     if (producer is not None and producer.type == "softmax" and producer.attrs["axis"] == probs.rank - 1
             and ctx.is_only_grad_source(probs)):
-        dt = probs.dtype
         dx = ctx.output(1)
         scale = g if op.attrs["reduction"] != "none" else ops.reshape(g, g.shape + (1,))
         if op.attrs["reduction"] != "none":
