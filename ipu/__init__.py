@@ -16,6 +16,9 @@ from .engine import Engine
 from .errors import CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
 from .graph import ComputeSet, Function, Graph, HostStream
 from .half import load, store
+from .codeload import CodeLiveness
+from .remote import RemoteBuffer, StreamingMemory
+from .program import CodeLoad, MultiExchange, RemoteLoad, RemoteStore
 from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence,
                       Switch, Sync)
 from .target import GC2, GC200, Target, get_target, small_target

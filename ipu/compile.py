@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import costs
+from . import codeload, costs, remote
 from .codelet import IN, INOUT, OUT
 from .errors import CompileError, MappingError
 from .graph import ComputeSet, Function, Graph
@@ -101,6 +101,8 @@ class Step:
     vertices: int = 0
     bytes_moved: int = 0
     debug: str = ""
+    remote: object = None  # remote_load / remote_store: remote.RemoteTransfer; code_load: remote.CodeLoadInfo
+    parts: list | None = None  # a merged transfer (MultiExchange): the steps it runs in one phase
 
 
 @dataclass
@@ -116,6 +118,8 @@ class Executable:
     timeline_length: int
     liveness: np.ndarray  # not-always-live bytes (summed over tiles) at each timeline position
     live_peak_tile: np.ndarray  # per tile: the most not-always-live bytes at any position
+    remote_buffers: dict = field(default_factory=dict)  # name -> remote.RemoteBuffer (streaming memory)
+    code_liveness: object = None  # codeload.CodeLiveness: resident / loaded code per tile and position
 
     @property
     def total_bytes(self) -> int:
@@ -196,6 +200,9 @@ class _Timeline:
             self.use(p.src.variable, True, False)
         elif isinstance(p, Sync):
             pass
+        elif isinstance(p, remote.TRANSFER_NODES):  # streaming memory and code loads (ipu/remote.py)
+            for v, r, w in remote.transfer_uses(p):
+                self.use(v, r, w)
         else:
             raise CompileError(f"unknown program node {type(p).__name__}")
         self.pos += 1
@@ -342,6 +349,8 @@ class _Compiler:
             return ("seq", [self._sync(p.name or "stream"), ("step", self._stream(p).id)])
         if isinstance(p, Sync):
             return ("step", self._step(kind="sync", name=p.name or "sync", cycles=costs.sync_cycles(self.target)).id)
+        if isinstance(p, remote.TRANSFER_NODES):  # streaming memory and code loads (ipu/remote.py)
+            return remote.compile_node(self, p)
         raise CompileError(f"unknown program node {type(p).__name__}")
 
     def _function(self, f: Function) -> int:
@@ -538,6 +547,15 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
     plan.categories["vertex_state"] = comp.state_bytes
     plan.categories["exchange_code"] = comp.exchange_bytes
     plan.categories["control_code"] = np.full(target.num_tiles, comp.control_steps * CONTROL_BYTES_PER_STEP, np.int64)
+    # code loaded from streaming memory (ipu/codeload.py): vertex code of functions that CodeLoad
+    # targets is live only from a load to the last call before the next load
+    code = codeload.analyse(programs, comp, tl.pos)
+    if code is not None:
+        plan.categories["vertex_code"] = code.resident
+        plan.categories["code_loaded"] = code.loaded_peak
+        n = max(len(liveness), len(code.live))
+        liveness = np.pad(liveness, (0, n - len(liveness))) + np.pad(code.live, (0, n - len(code.live)))
+        live_peak = live_peak + code.loaded_peak
 
     def largest_on_tile(t):
         items = []
@@ -550,4 +568,5 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
     check_fits(plan, largest_on_tile)
     return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
                       {v.id: v for v in graph.variables}, dict(graph.streams), plan,
-                      len(liveness), liveness, live_peak)
+                      len(liveness), liveness, live_peak,
+                      remote_buffers=dict(getattr(graph, "remote_buffers", {})), code_liveness=code)

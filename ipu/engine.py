@@ -13,6 +13,7 @@ from array import array
 import numpy as np
 from numba import njit
 
+from . import remote as _remote
 from .compile import Executable
 from .errors import IpuError, StreamError
 from .tensor import Variable
@@ -97,6 +98,8 @@ class Engine:
         self.cycles = 0
         self.log = StepLog()
         self.runs = 0
+        # streaming memory (remote buffers) of every replica, in host memory (ipu/remote.py)
+        self.streaming = _remote.StreamingMemory(getattr(executable, "remote_buffers", {}), self.replicas)
         for s in executable.streams.values():
             if getattr(s, "callback", None) is not None:  # host callback streams own a buffer
                 self.connect_stream(s.name, np.zeros(s.shape, s.dtype.numpy))
@@ -241,6 +244,17 @@ class Engine:
         if self.log_steps:
             self.log.add(step.id, clock)
         k = step.kind
+        if getattr(step, "parts", None) is not None:  # merged transfers, one phase (ipu/remote.py)
+            log, self.log_steps = self.log_steps, False
+            try:
+                for part in step.parts:
+                    self._run_step(part, reps, clock)
+            finally:
+                self.log_steps = log
+            return clock + step.cycles
+        if k in ("remote_load", "remote_store"):  # streaming memory (ipu/remote.py)
+            _remote.run_step(self, step, reps)
+            return clock + step.cycles
         if k == "compute":
             for g in step.groups:
                 kern = g.codelet.kernel()
@@ -279,6 +293,15 @@ class Engine:
                     s.callback(elem.reshape(s.shape).copy(), r)
             self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
         return clock + step.cycles
+
+    # -- streaming memory -------------------------------------------------------------------------
+    def read_remote(self, buffer, entry: int | None = None, replica: int = 0) -> np.ndarray:
+        """Entry `entry` of a remote buffer (by name or ipu.RemoteBuffer), or all its entries."""
+        return self.streaming.read(buffer, entry, replica)
+
+    def write_remote(self, buffer, data, entry: int | None = None, replica: int | None = None) -> None:
+        """Write one entry (or all entries) of a remote buffer on every replica or one."""
+        self.streaming.write(buffer, data, entry, replica)
 
     # -- results --------------------------------------------------------------------------------
     def executed_steps(self):

@@ -81,6 +81,9 @@ class Function:
 
     program: Program
     name: str = ""
+    # True: the function's vertex code lives in streaming memory and is loaded by CodeLoad (every
+    # function that is the target of a CodeLoad is treated so). See ipu/codeload.py.
+    code_in_streaming_memory: bool = False
 
 
 class Graph:
@@ -93,6 +96,7 @@ class Graph:
         self.compute_sets: list[ComputeSet] = []
         self.streams: dict[str, HostStream] = {}
         self.functions: list[Function] = []
+        self.remote_buffers: dict = {}  # name -> ipu.RemoteBuffer (streaming memory, ipu/remote.py)
         self._names: set[str] = set()
 
     # -- tensors ------------------------------------------------------------------------------
@@ -311,3 +315,16 @@ class Graph:
         f = Function(program, name or f"function{len(self.functions)}")
         self.functions.append(f)
         return f
+
+    # -- streaming memory ----------------------------------------------------------------------
+    def add_remote_buffer(self, name: str, shape, dtype, entries: int = 1):
+        """A buffer of `entries` tensors of `shape` and `dtype` in streaming memory (off-chip; held
+        in host memory by the engine, one per replica). Programs move data with RemoteLoad /
+        RemoteStore."""
+        from .remote import RemoteBuffer
+
+        if name in self.remote_buffers:
+            raise ValueError(f"a remote buffer named {name!r} already exists")
+        rb = RemoteBuffer(name, tuple(int(x) for x in shape), element_type(dtype), int(entries))
+        self.remote_buffers[name] = rb
+        return rb

@@ -120,3 +120,92 @@ class DeviceToHost(Program):
     src: "Tensor"
     stream: "HostStream"
     name: str = ""
+
+
+# -- streaming memory and code loading (ipu/remote.py, ipu/codeload.py) ------------------------------
+
+
+def _as_offset(offset):
+    from .tensor import Tensor
+
+    if isinstance(offset, Tensor):
+        return offset
+    if isinstance(offset, bool) or int(offset) != offset:
+        raise TypeError(f"a remote buffer offset is an int or a one-element integer tensor, not {offset!r}")
+    if int(offset) < 0:
+        raise ValueError(f"a remote buffer offset must be >= 0, not {offset}")
+    return int(offset)
+
+
+@dataclass(eq=False)
+class RemoteLoad(Program):
+    """Copy entry `offset` of a remote buffer (streaming memory) into `dst`. `offset` is an int, or
+    a tensor of one integer element whose value is read when the program runs."""
+
+    buffer: object  # ipu.RemoteBuffer
+    offset: object
+    dst: "Tensor"
+    name: str = ""
+
+    def __post_init__(self):
+        self.offset = _as_offset(self.offset)
+
+
+@dataclass(eq=False)
+class RemoteStore(Program):
+    """Copy `src` into entry `offset` of a remote buffer (streaming memory)."""
+
+    src: "Tensor"
+    buffer: object  # ipu.RemoteBuffer
+    offset: object
+    name: str = ""
+
+    def __post_init__(self):
+        self.offset = _as_offset(self.offset)
+
+
+@dataclass(eq=False)
+class CodeLoad(Program):
+    """Load the vertex code of `functions` from streaming memory into executable memory on their
+    tiles. A function that is the target of a CodeLoad keeps its code in streaming memory: it
+    occupies tile memory only from a load to its last call before the next load."""
+
+    functions: list = field(default_factory=list)
+    name: str = ""
+
+    def __init__(self, *functions, name: str = ""):
+        from .graph import Function
+
+        flat = []
+        for f in functions:
+            flat.extend(f if isinstance(f, (list, tuple)) else [f])
+        for f in flat:
+            if not isinstance(f, Function):
+                raise TypeError(f"CodeLoad takes ipu Functions, got {type(f).__name__}")
+        self.functions = flat
+        self.name = name
+
+
+@dataclass(eq=False)
+class MultiExchange(Program):
+    """Host and streaming-memory transfers (HostToDevice, DeviceToHost, RemoteLoad, RemoteStore)
+    merged into one: a single sync and a single transfer phase, as PopART's MultiExchangeOp."""
+
+    programs: list = field(default_factory=list)
+    name: str = ""
+
+    def __init__(self, *programs, name: str = ""):
+        flat = []
+        for p in programs:
+            flat.extend(p if isinstance(p, (list, tuple)) else [p])
+        for p in flat:
+            if not isinstance(p, (HostToDevice, DeviceToHost, RemoteLoad, RemoteStore)):
+                raise TypeError(f"MultiExchange merges host and remote transfers, not {type(p).__name__}")
+        self.programs = flat
+        self.name = name
+
+    def add(self, program: Program) -> "MultiExchange":
+        if not isinstance(program, (HostToDevice, DeviceToHost, RemoteLoad, RemoteStore)):
+            raise TypeError(f"MultiExchange merges host and remote transfers, not {type(program).__name__}")
+        self.programs.append(program)
+        return self

@@ -63,6 +63,15 @@ class Target:
     # Stack reserved on every tile: the supervisor's plus one per worker. Poplar's default worker
     # stack is small; we reserve 6 x 48 + 128 bytes (assumption: Poplar default "stack size" order).
     stack_bytes_per_tile: int = 6 * 48 + 128
+    # Streaming memory (remote buffers, code loaded from streaming memory): DDR4 DIMMs behind the
+    # IPU-Gateway of an IPU-M2000 (IPU-M2000 datasheet: up to 448 GB Streaming Memory). Each IPU
+    # reaches the gateway over one PCIe Gen4 x8 link (IPU-M2000 block diagram, BMC User Guide
+    # fig. 2.1): 16 GT/s x 8 lanes = 128 Gbit/s, the same link rate poplibs gives an IPU-Link, at
+    # the same 0.85 efficiency (poplibs test util) = 13.6 GB/s per IPU. Assumptions: each IPU has
+    # that link to itself (contention between the 4 IPUs for the gateway's DDR is not modelled),
+    # and a transfer pays a fixed ~1 us to start (a PCIe round trip through the gateway to DDR).
+    remote_bytes_per_second: float = 128e9 / 8 * 0.85
+    remote_latency_s: float = 1e-6
 
     @property
     def num_tiles(self) -> int:
@@ -89,6 +98,13 @@ class Target:
 
     def host_latency_cycles(self) -> int:
         return int(round(self.host_latency_s * self.clock_hz))
+
+    def remote_bytes_per_cycle(self) -> float:
+        """Streaming-memory bytes per tile-clock cycle over one IPU's gateway link."""
+        return self.remote_bytes_per_second / self.clock_hz
+
+    def remote_latency_cycles(self) -> int:
+        return int(round(self.remote_latency_s * self.clock_hz))
 
     def cycles_to_seconds(self, cycles: int) -> float:
         return cycles / self.clock_hz

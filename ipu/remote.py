@@ -1,0 +1,403 @@
+"""Streaming memory: remote buffers, remote loads and stores, merged transfers, and their costs.
+
+Streaming memory is the DDR behind the IPU-Gateway of an IPU-M2000 (Poplar's remote buffers).
+It is not tile memory: the engine keeps it in host memory, one store per replica, and allocates an
+entry only when a program or the host first touches it. A remote buffer holds `entries` tensors of
+one shape and type; `RemoteLoad` copies an entry into a tensor on the tiles, `RemoteStore` copies a
+tensor into an entry. The entry is an int fixed at compile time or a one-element integer tensor
+read when the program runs (the transfer tables only depend on the tensor's layout, so the entry
+only moves the host side).
+
+Cost of a transfer (BSP: the compiler puts a sync before it):
+- every tile receives (or sends) its bytes over the exchange at 4 B/cycle plus the fixed phase
+  overhead (poplibs ExchangeEstimator, as for host streams);
+- the bytes of each IPU cross that IPU's link to the gateway at `Target.remote_bytes_per_second`
+  (PCIe Gen4 x8 = 128 Gbit/s x 0.85, see target.py) after a fixed start-up latency
+  (`Target.remote_latency_s`, an assumption of ~1 us);
+- the step costs the larger of the two (the exchange streams while the link delivers).
+A single transfer larger than `Target.max_transfer_bytes` (128 MiB, Poplar's DataStream limit) is
+refused at compile time.
+
+`MultiExchange` merges host and remote transfers into one step (PopART's MultiExchangeOp, which
+`popxl.transforms.merge_exchange` produces): one sync, one exchange phase in which every tile
+moves all its bytes, host bytes over the host link and remote bytes over the gateway link (they
+share the IPU's link, so their times add), and one start-up latency (the longer one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import CompileError, IpuError
+from .program import CodeLoad, DeviceToHost, HostToDevice, MultiExchange, RemoteLoad, RemoteStore
+from .target import Target
+from .tensor import Tensor
+from .types import ElementType
+
+TRANSFER_NODES = (RemoteLoad, RemoteStore, MultiExchange, CodeLoad)
+
+
+@dataclass(eq=False)
+class RemoteBuffer:
+    """`entries` tensors of `shape` and `dtype` in streaming memory (see Graph.add_remote_buffer)."""
+
+    name: str
+    shape: tuple
+    dtype: ElementType
+    entries: int = 1
+
+    def __post_init__(self):
+        if self.entries < 1:
+            raise ValueError(f"remote buffer {self.name!r}: entries must be >= 1, not {self.entries}")
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"remote buffer {self.name!r}: shape {self.shape} has a negative dimension")
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def entry_bytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.entry_bytes * self.entries
+
+
+@dataclass(eq=False)
+class RemoteTransfer:
+    """What a remote_load / remote_store step moves: the buffer, the direction and the entry (a
+    constant, or the (storage dtype, element offset) of the offset tensor in tile memory)."""
+
+    buffer: RemoteBuffer
+    load: bool
+    entry: int | None = None
+    offset_ref: tuple | None = None
+
+
+@dataclass(eq=False)
+class CodeLoadInfo:
+    """What a code_load step loads: function names and the code bytes it brings to every tile
+    (filled in by ipu/codeload.py once every compute set is known)."""
+
+    functions: tuple  # names
+    objects: tuple = ()  # the ipu.Functions
+    tile_bytes: np.ndarray | None = None
+
+
+# ------------------------------------------------------------------------------------------------
+# costs
+
+
+def exchange_tile_cycles(run_tiles, nbytes, target: Target) -> np.ndarray:
+    """Per tile: its bytes over the exchange at 4 B/cycle, plus the phase overhead if it moves any
+    (poplibs ExchangeEstimator, exchangeBytesPerCycle = 4)."""
+    per_tile = np.bincount(np.asarray(run_tiles, np.int64), weights=np.asarray(nbytes, np.float64),
+                           minlength=target.num_tiles)
+    return (np.ceil(per_tile / target.exchange_bytes_per_cycle)
+            + (per_tile > 0) * target.exchange_overhead_cycles).astype(np.int64)
+
+
+def remote_link_cycles(run_tiles, nbytes, target: Target) -> int:
+    """The busiest IPU's bytes over its gateway link, plus the start-up latency."""
+    nbytes = np.asarray(nbytes, np.float64)
+    if nbytes.sum() == 0:
+        return 0
+    per_ipu = np.bincount(np.asarray(run_tiles, np.int64) // target.tiles_per_ipu, weights=nbytes,
+                          minlength=target.ipus)
+    return int(np.ceil(per_ipu.max() / target.remote_bytes_per_cycle())) + target.remote_latency_cycles()
+
+
+def remote_transfer_cycles(run_tiles, nbytes, target: Target) -> tuple[np.ndarray, int]:
+    """(per-tile cycles, step cycles) of one remote load or store."""
+    tile_cycles = exchange_tile_cycles(run_tiles, nbytes, target)
+    return tile_cycles, max(int(tile_cycles.max(initial=0)), remote_link_cycles(run_tiles, nbytes, target))
+
+
+def code_load_cycles(tile_bytes: np.ndarray, target: Target, sync: int) -> tuple[np.ndarray, int]:
+    """A code load is a remote load of every tile's code bytes: per-tile exchange time, the link
+    time of the busiest IPU's bytes, plus the sync before it (counted in the step)."""
+    tiles = np.flatnonzero(tile_bytes)
+    tile_cycles = exchange_tile_cycles(tiles, tile_bytes[tiles], target)
+    link = remote_link_cycles(tiles, tile_bytes[tiles], target)
+    return tile_cycles, sync + max(int(tile_cycles.max(initial=0)), link)
+
+
+# ------------------------------------------------------------------------------------------------
+# timeline
+
+
+def transfer_uses(p):
+    """(variable, read, write) of every tensor a transfer node touches (for liveness)."""
+    if isinstance(p, RemoteLoad):
+        out = [(p.dst.variable, False, True)]
+        off = p.offset
+    elif isinstance(p, RemoteStore):
+        out = [(p.src.variable, True, False)]
+        off = p.offset
+    elif isinstance(p, HostToDevice):
+        return [(p.dst.variable, False, True)]
+    elif isinstance(p, DeviceToHost):
+        return [(p.src.variable, True, False)]
+    elif isinstance(p, MultiExchange):
+        return [u for q in p.programs for u in transfer_uses(q)]
+    else:  # CodeLoad: code is not data
+        return []
+    if isinstance(off, Tensor):
+        out.insert(0, (off.variable, True, False))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# compile
+
+
+def _table(comp, t: Tensor, to_device: bool, what: str):
+    """Copy runs between the host-side image of `t` (row-major bytes) and its tile memory:
+    (src_off, dst_off, nbytes, run_tiles)."""
+    from .compile import _runs
+
+    isz = t.dtype.itemsize
+    addr, tiles = comp._addresses(t, what)
+    host = np.arange(t.numel, dtype=np.int64) * isz
+    zeros = np.zeros_like(tiles)
+    if to_device:
+        src_off, dst_off, nbytes, _, run_tiles = _runs(host, addr, zeros, tiles, isz)
+    else:
+        src_off, dst_off, nbytes, run_tiles, _ = _runs(addr, host, tiles, zeros, isz)
+    return src_off, dst_off, nbytes, run_tiles
+
+
+def _check_size(nbytes: int, what: str, target: Target) -> None:
+    if nbytes > target.max_transfer_bytes:
+        raise CompileError(
+            f"{what} moves {nbytes:,} bytes in one transfer; the limit is {target.max_transfer_bytes:,} "
+            f"bytes (128 MiB, Poplar's largest stream / remote buffer copy): split the tensor over several "
+            f"entries or remote buffers"
+        )
+
+
+def _remote_part(comp, p, step_id: int):
+    """Keyword arguments of the Step of one RemoteLoad / RemoteStore (and its run tiles)."""
+    from .compile import Step
+
+    load = isinstance(p, RemoteLoad)
+    t = p.dst if load else p.src
+    rb = p.buffer
+    if not isinstance(rb, RemoteBuffer):
+        raise CompileError(f"{type(p).__name__} {p.name!r} needs an ipu.RemoteBuffer (Graph.add_remote_buffer)")
+    kind = "remote_load" if load else "remote_store"
+    if t.numel != rb.numel or t.dtype != rb.dtype:
+        raise CompileError(
+            f"{kind} {p.name!r}: remote buffer {rb.name!r} holds {rb.dtype.name}{list(rb.shape)} entries but "
+            f"tensor {t.name!r} is {t.dtype.name}{list(t.shape)}"
+        )
+    _check_size(rb.entry_bytes, f"{kind} {p.name or rb.name!r}", comp.target)
+    entry, ref = None, None
+    if isinstance(p.offset, Tensor):
+        if not (p.offset.dtype.name.startswith("int") or p.offset.dtype.name.startswith("uint")):
+            raise CompileError(f"{kind} {p.name!r}: the offset tensor {p.offset.name!r} must be an integer, "
+                               f"not {p.offset.dtype.name}")
+        ref = comp._scalar_ref(p.offset, f"{kind} offset")
+        where = f"[{p.offset.name}]"
+    else:
+        entry = int(p.offset)
+        if not 0 <= entry < rb.entries:
+            raise CompileError(f"{kind} {p.name!r}: entry {entry} is outside remote buffer {rb.name!r} of "
+                               f"{rb.entries} entries")
+        where = f"[{entry}]"
+    if t.numel:
+        src_off, dst_off, nbytes, run_tiles = _table(comp, t, load, f"{kind} {rb.name!r}")
+    else:
+        src_off = dst_off = nbytes = run_tiles = np.zeros(0, np.int64)
+    tile_cycles, cycles = remote_transfer_cycles(run_tiles, nbytes, comp.target)
+    name = p.name or f"{kind} {rb.name}{where}"
+    step = Step(id=step_id, kind=kind, name=name, cycles=cycles, tile_cycles=tile_cycles,
+                copy=(src_off, dst_off, nbytes, False), bytes_moved=rb.entry_bytes)
+    step.remote = RemoteTransfer(rb, load, entry, ref)
+    return step, run_tiles, nbytes
+
+
+def _host_part(comp, p, step_id: int):
+    from .compile import Step
+
+    to_dev = isinstance(p, HostToDevice)
+    t = p.dst if to_dev else p.src
+    s = p.stream
+    if s.to_device != to_dev:
+        raise CompileError(f"stream {s.name!r} goes the other way")
+    if t.numel != s.numel or t.dtype != s.dtype:
+        raise CompileError(f"stream {s.name!r} carries {s.dtype.name}{list(s.shape)} but tensor {t.name!r} is "
+                           f"{t.dtype.name}{list(t.shape)}")
+    _check_size(s.nbytes, f"stream {s.name!r}", comp.target)
+    src_off, dst_off, nbytes, run_tiles = _table(comp, t, to_dev, f"stream {s.name!r}")
+    kind = "host_to_device" if to_dev else "device_to_host"
+    step = Step(id=step_id, kind=kind, name=p.name or f"{kind} {s.name}", cycles=0,
+                copy=(src_off, dst_off, nbytes, False), stream=s, bytes_moved=s.nbytes)
+    return step, run_tiles, nbytes
+
+
+def compile_transfer(comp, p):
+    """The Step of a RemoteLoad / RemoteStore (registered with the compiler)."""
+    step, _, _ = _remote_part(comp, p, len(comp.steps))
+    comp.steps.append(step)
+    comp.control_steps += 1
+    return step
+
+
+def compile_multi(comp, p: MultiExchange):
+    """One Step for merged transfers: parts run in order in one phase."""
+    from .compile import Step
+
+    if not p.programs:
+        raise CompileError("MultiExchange needs at least one transfer")
+    sid = len(comp.steps)
+    target = comp.target
+    parts, host_bytes, remote_tiles, remote_bytes = [], 0, [], []
+    all_tiles, all_bytes = [], []
+    for q in p.programs:
+        if isinstance(q, (RemoteLoad, RemoteStore)):
+            part, tiles, nb = _remote_part(comp, q, sid)
+            remote_tiles.append(tiles)
+            remote_bytes.append(nb)
+        else:
+            part, tiles, nb = _host_part(comp, q, sid)
+            host_bytes += int(np.sum(nb))
+        parts.append(part)
+        all_tiles.append(tiles)
+        all_bytes.append(nb)
+    tiles = np.concatenate(all_tiles) if all_tiles else np.zeros(0, np.int64)
+    nbytes = np.concatenate(all_bytes) if all_bytes else np.zeros(0, np.int64)
+    tile_cycles = exchange_tile_cycles(tiles, nbytes, target)
+    link, latency = 0, 0
+    if any(isinstance(q, (HostToDevice, DeviceToHost)) for q in p.programs):
+        link += int(np.ceil(host_bytes / target.host_bytes_per_cycle()))
+        latency = max(latency, target.host_latency_cycles())
+    if remote_tiles:
+        rt, rb = np.concatenate(remote_tiles), np.concatenate(remote_bytes)
+        if rb.sum():
+            per_ipu = np.bincount(rt // target.tiles_per_ipu, weights=rb.astype(np.float64), minlength=target.ipus)
+            link += int(np.ceil(per_ipu.max() / target.remote_bytes_per_cycle()))
+            latency = max(latency, target.remote_latency_cycles())
+    cycles = max(int(tile_cycles.max(initial=0)), link + latency)
+    for part in parts:  # each part alone, for the record; the step's cycles are the merged phase's
+        part.tile_cycles = None
+    names = ", ".join(q.name or parts[i].name for i, q in enumerate(p.programs))
+    step = Step(id=sid, kind=parts[0].kind, name=p.name or f"multi_exchange ({names})", cycles=cycles,
+                tile_cycles=tile_cycles, bytes_moved=int(sum(x.bytes_moved for x in parts)))
+    step.parts = parts
+    comp.steps.append(step)
+    comp.control_steps += 1
+    return step
+
+
+def compile_code_load(comp, p: CodeLoad):
+    """The Step of a CodeLoad; its cycles are set by ipu/codeload.py once the code of every
+    function is known."""
+    from .compile import Step
+
+    if not p.functions:
+        raise CompileError("CodeLoad needs at least one function")
+    names = tuple(f.name for f in p.functions)
+    step = Step(id=len(comp.steps), kind="code_load", name=p.name or f"code_load {', '.join(names)}", cycles=0)
+    step.remote = CodeLoadInfo(names, tuple(p.functions))
+    comp.steps.append(step)
+    comp.control_steps += 1
+    return step
+
+
+def compile_node(comp, p):
+    """The compiled node of a streaming-memory program node (RemoteLoad, RemoteStore, MultiExchange:
+    a sync then the transfer; CodeLoad: one step whose cycles include its sync)."""
+    if isinstance(p, CodeLoad):
+        return ("step", compile_code_load(comp, p).id)
+    sync = comp._sync(p.name or ("multi_exchange" if isinstance(p, MultiExchange) else "remote"))
+    step = compile_multi(comp, p) if isinstance(p, MultiExchange) else compile_transfer(comp, p)
+    return ("seq", [sync, ("step", step.id)])
+
+
+# ------------------------------------------------------------------------------------------------
+# engine
+
+
+class StreamingMemory:
+    """The remote buffers of every replica, in host memory. An entry is allocated (zero-filled)
+    the first time a program or the host touches it."""
+
+    def __init__(self, buffers: dict, replicas: int):
+        self.buffers = dict(buffers)
+        self.replicas = int(replicas)
+        self._entries = [dict() for _ in range(self.replicas)]
+
+    def _buffer(self, buffer) -> RemoteBuffer:
+        if isinstance(buffer, RemoteBuffer):
+            return buffer
+        try:
+            return self.buffers[buffer]
+        except KeyError:
+            raise IpuError(f"no remote buffer named {buffer!r}; buffers are {sorted(self.buffers)}") from None
+
+    def entry(self, replica: int, buffer, index: int) -> np.ndarray:
+        """The bytes of one entry of one replica (allocated on first use)."""
+        rb = self._buffer(buffer)
+        index = int(index)
+        if not 0 <= index < rb.entries:
+            raise IpuError(f"entry {index} is outside remote buffer {rb.name!r} of {rb.entries} entries")
+        d = self._entries[replica]
+        key = (rb.name, index)
+        e = d.get(key)
+        if e is None:
+            e = d[key] = np.zeros(rb.entry_bytes, np.uint8)
+        return e
+
+    def read(self, buffer, entry: int | None = None, replica: int = 0) -> np.ndarray:
+        """Entry `entry` of a buffer (shape of the buffer's tensors), or all entries stacked."""
+        rb = self._buffer(buffer)
+        idx = range(rb.entries) if entry is None else [entry]
+        out = np.stack([self.entry(replica, rb, i).view(rb.dtype.numpy).reshape(rb.shape).copy() for i in idx])
+        return out if entry is None else out[0]
+
+    def write(self, buffer, data, entry: int | None = None, replica: int | None = None) -> None:
+        """Write one entry (data of the buffer's tensor shape) or all entries (a leading entries
+        axis), on every replica or one."""
+        rb = self._buffer(buffer)
+        arr = np.asarray(data)
+        idx = list(range(rb.entries)) if entry is None else [int(entry)]
+        if arr.size != rb.numel * len(idx):
+            raise ValueError(f"cannot write data of shape {arr.shape} into {len(idx)} entr"
+                             f"{'y' if len(idx) == 1 else 'ies'} of remote buffer {rb.name!r} "
+                             f"({rb.dtype.name}{list(rb.shape)})")
+        flat = np.ascontiguousarray(arr, dtype=rb.dtype.numpy).reshape(len(idx), -1)
+        reps = range(self.replicas) if replica is None else [int(replica)]
+        for r in reps:
+            for k, i in enumerate(idx):
+                self.entry(r, rb, i)[:] = flat[k].view(np.uint8)
+
+    @property
+    def bytes_allocated(self) -> int:
+        return sum(e.nbytes for d in self._entries for e in d.values())
+
+
+def _offset_value(engine, r: int, ref) -> int:
+    storage, off = ref
+    return int(engine._view(r, storage)[off])
+
+
+def run_step(engine, step, reps) -> None:
+    """Run a remote_load / remote_store step (or part of a merged one) on the replicas `reps`."""
+    from .engine import _copy_runs
+
+    info: RemoteTransfer = step.remote
+    src_off, dst_off, nbytes, _ = step.copy
+    for r in reps:
+        entry = info.entry if info.offset_ref is None else _offset_value(engine, r, info.offset_ref)
+        if not 0 <= entry < info.buffer.entries:
+            raise IpuError(f"{step.name}: offset {entry} is outside remote buffer {info.buffer.name!r} of "
+                           f"{info.buffer.entries} entries (replica {r})")
+        buf = engine.streaming.entry(r, info.buffer, entry)
+        if info.load:
+            _copy_runs(buf, engine.memory[r], src_off, dst_off, nbytes)
+        else:
+            _copy_runs(engine.memory[r], buf, src_off, dst_off, nbytes)
