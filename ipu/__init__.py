@@ -11,6 +11,7 @@
     engine.run()
 """
 from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, registered_codelets
+from .collectives import CrossReplica, groups_from_assignment, replica_groups
 from .compile import Executable, Step, compile
 from .engine import Engine
 from .errors import CompileError, IpuError, MappingError, OutOfMemoryError, StreamError

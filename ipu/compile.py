@@ -16,6 +16,7 @@ import numpy as np
 from . import codeload, costs, remote
 from .codelet import IN, INOUT, OUT
 from .errors import CompileError, MappingError
+from . import collectives  # noqa: E402  (CrossReplica: collectives between replicas)
 from .graph import ComputeSet, Function, Graph
 from .memory import CATEGORIES, MemoryPlan, align, check_fits, place_pieces
 from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat,
@@ -103,6 +104,7 @@ class Step:
     debug: str = ""
     remote: object = None  # remote_load / remote_store: remote.RemoteTransfer; code_load: remote.CodeLoadInfo
     parts: list | None = None  # a merged transfer (MultiExchange): the steps it runs in one phase
+    collective: object = None  # the last step of a CrossReplica: collectives.Payload the engine runs
 
 
 @dataclass
@@ -200,6 +202,9 @@ class _Timeline:
             self.use(p.src.variable, True, False)
         elif isinstance(p, Sync):
             pass
+        elif isinstance(p, collectives.CrossReplica):  # between replicas (ipu/collectives.py)
+            self.use(p.src.variable, True, False)
+            self.use(p.dst.variable, False, True)
         elif isinstance(p, remote.TRANSFER_NODES):  # streaming memory and code loads (ipu/remote.py)
             for v, r, w in remote.transfer_uses(p):
                 self.use(v, r, w)
@@ -349,6 +354,8 @@ class _Compiler:
             return ("seq", [self._sync(p.name or "stream"), ("step", self._stream(p).id)])
         if isinstance(p, Sync):
             return ("step", self._step(kind="sync", name=p.name or "sync", cycles=costs.sync_cycles(self.target)).id)
+        if isinstance(p, collectives.CrossReplica):  # between replicas (ipu/collectives.py)
+            return collectives.compile_node(self, p)
         if isinstance(p, remote.TRANSFER_NODES):  # streaming memory and code loads (ipu/remote.py)
             return remote.compile_node(self, p)
         raise CompileError(f"unknown program node {type(p).__name__}")

@@ -13,6 +13,7 @@ from array import array
 import numpy as np
 from numba import njit
 
+from . import collectives as _collectives
 from . import remote as _remote
 from .compile import Executable
 from .errors import IpuError, StreamError
@@ -244,6 +245,9 @@ class Engine:
         if self.log_steps:
             self.log.add(step.id, clock)
         k = step.kind
+        if getattr(step, "collective", None) is not None:  # a collective between replicas (ipu/collectives.py)
+            _collectives.run(step.collective, self.memory, reps, _copy_runs)
+            return clock + step.cycles
         if getattr(step, "parts", None) is not None:  # merged transfers, one phase (ipu/remote.py)
             log, self.log_steps = self.log_steps, False
             try:

@@ -42,8 +42,9 @@ class Ir:
     and :meth:`create_empty_graph`.
 
     Args:
-        replication: the replication factor (``'popdist'`` takes it from PopRun; multi-replica
-            execution arrives with issue 7).
+        replication: the replication factor, or ``'popdist'`` to take the global replication
+            factor and this instance's replicas from PopRun / PopDist (environment variables
+            POPDIST_NUM_TOTAL_REPLICAS, POPDIST_NUM_LOCAL_REPLICAS, ...; one replica without them).
     """
 
     def __init__(self, replication: Union[int, Literal["popdist"]] = 1):
@@ -58,11 +59,18 @@ class Ir:
         self._remote_buffer_ids = itertools.count(1)
         self._num_host_transfers = 1
         self._replication_factor = 1
+        self._instance_replication_factor: Optional[int] = None
         self._dot_dir: Optional[Path] = None
-        self._use_popdist = replication == "popdist"
+        self._use_popdist = isinstance(replication, str) and replication == "popdist"
         if self._use_popdist:
-            raise NotImplementedError("Ir(replication='popdist') arrives with issue 7 (replication).")
-        self.replication_factor = replication
+            from popxl._popdist import settings
+            self._popdist = settings()
+            self.replication_factor = self._popdist.total_replicas
+            self._instance_replication_factor = self._popdist.local_replicas
+        elif isinstance(replication, str):
+            raise ValueError(f"replication must be a positive integer or 'popdist', not {replication!r}.")
+        else:
+            self.replication_factor = replication
         self._main_graph = Graph._create(self, "")
         self._graphs[""] = self._main_graph
 
@@ -264,11 +272,22 @@ class Ir:
 
     @property
     def instance_replication_factor(self) -> int:
-        """Number of replicas run by this instance (equal to replication_factor without PopRun)."""
+        """Number of replicas run by this instance: replication_factor, or this PopRun instance's
+        replicas with ``replication='popdist'``."""
+        if self._instance_replication_factor is not None:
+            return min(self._instance_replication_factor, self._replication_factor)
         return self._replication_factor
 
     def replica_grouping(self, stride: int = 1, group_size: Optional[int] = None) -> ReplicaGrouping:
-        """Group replicas: ``group_size`` replicas per group, ``stride`` apart (default: one group)."""
+        """Group replicas: ``group_size`` replicas per group (default replication_factor // stride),
+        consecutive members ``stride`` apart.
+
+        For 8 replicas: ``(1, 2)`` -> assignment [0, 0, 1, 1, 2, 2, 3, 3]; ``(2, 4)`` ->
+        [0, 1, 0, 1, 0, 1, 0, 1]; ``(4, 2)`` -> [0, 1, 2, 3, 0, 1, 2, 3]. A list instead of a
+        stride is taken as an assignment (:meth:`replica_grouping_from_assignments`).
+        """
+        if isinstance(stride, (list, tuple)):
+            return ReplicaGrouping._from_assignment(self, list(stride))
         return ReplicaGrouping._from_params(self, stride, group_size)
 
     def replica_grouping_from_assignments(self, assignment: List[int]) -> ReplicaGrouping:

@@ -1,7 +1,11 @@
-"""Groupings of replicas, used by variables and collectives.
+"""Groupings of replicas, used by variables (how host data maps to replicas) and collectives (which
+replicas communicate).
 
-With replication factor 1 (the only one this simulator runs so far) every grouping is the trivial
-one group of one replica. Full groupings over several replicas arrive with issue 7 (replication).
+A grouping partitions the ``replication_factor`` replicas of an Ir into groups of equal size.
+``Ir.replica_grouping(stride, group_size)`` makes the regular ones: ``group_size`` replicas per
+group, consecutive members ``stride`` apart; ``Ir.replica_grouping_from_assignments`` takes the
+group of every replica. A grouping whose members are not a constant stride apart ("non-const")
+serves variables only: collectives need a constant stride, as GCL's groups do.
 """
 from typing import TYPE_CHECKING, List, Optional
 
@@ -11,102 +15,199 @@ if TYPE_CHECKING:
 __all__ = ["ReplicaGrouping"]
 
 
+def _regular_assignment(replicas: int, stride: int, group_size: int) -> List[int]:
+    block = stride * group_size
+    return [(r // block) * stride + (r % stride) for r in range(replicas)]
+
+
+def _const_params(assignment: List[int]):
+    """(stride, group_size) of a regular grouping with exactly this assignment, or None."""
+    n = len(assignment)
+    groups = max(assignment) + 1 if assignment else 1
+    size = n // groups
+    for stride in range(1, n + 1):
+        if n % (stride * size) == 0 and _regular_assignment(n, stride, size) == assignment:
+            return stride, size
+    return None
+
+
 class ReplicaGrouping:
     """A partition of the replicas of an Ir into equal groups.
 
-    Replicas ``r`` with the same ``assignment[r]`` are in one group; ``stride`` is the distance
-    between consecutive members of a group and ``group_size`` the number of members.
-    Create them with :meth:`popxl.Ir.replica_grouping`.
+    Replicas ``r`` with the same ``assignment[r]`` form a group; a replica's rank in its group is
+    its position among the group's members in increasing replica order. Create groupings with
+    :meth:`popxl.Ir.replica_grouping` or :meth:`popxl.Ir.replica_grouping_from_assignments`.
     """
 
     def __init__(self):
-        raise RuntimeError("ReplicaGrouping cannot be constructed directly: use Ir.replica_grouping().")
+        raise RuntimeError("popxl.ReplicaGrouping cannot be constructed directly (use ir.replica_grouping).")
 
+    # -- construction -------------------------------------------------------------------------
     @classmethod
     def _from_params(cls, ir: "Ir", stride: int = 1, group_size: Optional[int] = None) -> "ReplicaGrouping":
         rf = ir.replication_factor
+        stride = int(stride)
+        if stride < 1:
+            raise ValueError(f"The replica grouping stride must be >= 1, not {stride}.")
         if group_size is None:
-            group_size = rf // stride if stride > 0 else 0
-        if stride < 1 or group_size < 1:
-            raise ValueError(f"Replica grouping stride ({stride}) and group size ({group_size}) must be >= 1.")
-        if stride * group_size > rf or rf % (stride * group_size) != 0:
+            group_size = rf // stride
+        group_size = int(group_size)
+        if group_size < 1:
+            raise ValueError(f"The replica grouping group size must be >= 1, not {group_size} "
+                             f"(replication factor {rf}, stride {stride}).")
+        if rf % (stride * group_size) != 0:
             raise ValueError(
-                f"A replica grouping with stride {stride} and group size {group_size} does not partition "
-                f"{rf} replica(s). Groupings over several replicas arrive with issue 7 (replication).")
+                f"A replica grouping with stride {stride} and group size {group_size} does not partition the "
+                f"{rf} replica(s) of the Ir: the replication factor must be a multiple of stride x group_size "
+                f"({stride * group_size}).")
         self = object.__new__(cls)
         self._ir = ir
+        self._rf = rf
         self._stride = stride
         self._group_size = group_size
-        self._assignment = None
+        self._assignment = _regular_assignment(rf, stride, group_size)
+        self._const = True
         return self
 
     @classmethod
     def _from_assignment(cls, ir: "Ir", assignment: List[int]) -> "ReplicaGrouping":
         assignment = [int(a) for a in assignment]
-        if len(assignment) != ir.replication_factor:
-            raise ValueError(f"The assignment {assignment} must have one entry per replica "
-                             f"({ir.replication_factor}).")
-        if sorted(set(assignment)) != list(range(len(set(assignment)))):
-            raise ValueError(f"Group indices of the assignment {assignment} must be 0, 1, ... in order.")
-        sizes = {g: assignment.count(g) for g in set(assignment)}
+        rf = ir.replication_factor
+        if len(assignment) != rf:
+            raise ValueError(f"The assignment {assignment} must give the group of each of the {rf} replicas "
+                             f"(it has {len(assignment)} entries).")
+        order = []
+        for a in assignment:
+            if a not in order:
+                order.append(a)
+        if order != list(range(len(order))):
+            raise ValueError(f"The group indices of the assignment {assignment} must start at 0 and each new group "
+                             f"must take the next index (0, 1, 2, ... in order of first appearance).")
+        sizes = {g: assignment.count(g) for g in order}
         if len(set(sizes.values())) != 1:
-            raise ValueError(f"All groups of the assignment {assignment} must have the same size.")
+            raise ValueError(f"All groups of the assignment {assignment} must have the same size; sizes are {sizes}.")
+        params = _const_params(assignment)
         self = object.__new__(cls)
         self._ir = ir
+        self._rf = rf
         self._group_size = next(iter(sizes.values()))
-        members = [r for r, g in enumerate(assignment) if g == 0]
-        strides = {b - a for a, b in zip(members, members[1:])}
-        self._stride = strides.pop() if len(strides) == 1 else (1 if not strides else 0)
         self._assignment = assignment
+        self._const = params is not None
+        self._stride = params[0] if params else None
         return self
 
+    # -- properties ---------------------------------------------------------------------------
     @property
     def stride(self) -> int:
+        """The offset between consecutive members of a group.
+
+        Raises:
+            NotImplementedError: for a grouping whose members are not a constant stride apart.
+        """
+        if not self._const:
+            raise NotImplementedError(f"The replica grouping with assignment {self._assignment} has no constant "
+                                      "stride.")
         return self._stride
 
     @property
     def group_size(self) -> int:
+        """The number of replicas in each group."""
         return self._group_size
 
     @property
     def num_groups(self) -> int:
-        return self._ir.replication_factor // self._group_size
+        """The number of groups."""
+        return self._rf // self._group_size
+
+    @property
+    def num_replicas(self) -> int:
+        return self._rf
 
     @property
     def assignment(self) -> List[int]:
         """The group index of every replica."""
-        if self._assignment is not None:
-            return list(self._assignment)
-        rf, s, n = self._ir.replication_factor, self._stride, self._group_size
-        block = s * n
-        return [(r // block) * s + (r % s) for r in range(rf)]
+        return list(self._assignment)
 
     @property
     def is_const(self) -> bool:
-        """True if the members of every group are a constant stride apart."""
-        return self._assignment is None or self._stride > 0
+        """True if the members of every group are a constant stride apart (a grouping collectives can use)."""
+        return self._const
+
+    @property
+    def const_rg(self) -> "ReplicaGrouping":
+        """The grouping itself if it is const; else the coarsest grouping of consecutive replicas
+        that refines it (every one of its groups lies inside one group of this grouping)."""
+        if self._const:
+            return self
+        size = self._group_size
+        while size > 1:
+            if self._rf % size == 0 and all(len(set(self._assignment[b:b + size])) == 1
+                                            for b in range(0, self._rf, size)):
+                break
+            size -= 1
+        return ReplicaGrouping._from_params(self._ir, 1, size)
+
+    @property
+    def to_device_map(self) -> Optional[List[int]]:
+        """For a non-const grouping: the group of this grouping of each group of ``const_rg`` (host
+        data of group ``to_device_map[i]`` goes to const group i). None for a const grouping."""
+        if self._const:
+            return None
+        c = self.const_rg
+        first = {}
+        for r, g in enumerate(c.assignment):
+            first.setdefault(g, r)
+        return [self._assignment[first[g]] for g in range(c.num_groups)]
+
+    @property
+    def to_host_map(self) -> Optional[List[int]]:
+        """For a non-const grouping: the ``const_rg`` group read back for each group of this
+        grouping (its first). None for a const grouping."""
+        if self._const:
+            return None
+        dev = self.to_device_map
+        return [dev.index(g) for g in range(self.num_groups)]
+
+    # -- helpers used by variables, collectives and the Session ---------------------------------
+    def _groups(self) -> List[List[int]]:
+        """The members of every group in increasing replica order (index = group index)."""
+        out: List[List[int]] = [[] for _ in range(self.num_groups)]
+        for r, g in enumerate(self._assignment):
+            out[g].append(r)
+        return out
+
+    def _rank(self, replica: int) -> int:
+        """The position of `replica` among the members of its group."""
+        return self._groups()[self._assignment[replica]].index(replica)
 
     def transpose(self) -> "ReplicaGrouping":
-        """The grouping whose groups take one replica from each group of this one."""
-        rf = self._ir.replication_factor
-        if not self.is_const:
-            raise ValueError("Only a grouping with a constant stride can be transposed.")
-        if self.num_groups == 1:
-            return ReplicaGrouping._from_params(self._ir, 1, 1)
-        if self._group_size == 1:
-            return ReplicaGrouping._from_params(self._ir, 1, rf)
-        if self._stride == 1:
-            return ReplicaGrouping._from_params(self._ir, self._group_size, rf // self._group_size)
-        if self._stride * self._group_size == rf:
-            return ReplicaGrouping._from_params(self._ir, 1, self._stride)
-        raise NotImplementedError(f"Transposing {self} is not supported.")
+        """The grouping whose group i holds the i-th member of every group of this one.
+
+        For 8 replicas, ``replica_grouping(1, 2)`` ([0,0,1,1,2,2,3,3]) transposes to
+        ``replica_grouping(2, 4)`` ([0,1,0,1,0,1,0,1]); the result may be non-const.
+        """
+        groups = self._groups()
+        assignment = [0] * self._rf
+        for members in groups:
+            for k, r in enumerate(members):
+                assignment[r] = k
+        # renumber by first appearance so group indices are 0, 1, ... in order
+        seen: dict = {}
+        assignment = [seen.setdefault(a, len(seen)) for a in assignment]
+        params = _const_params(assignment)
+        if params is not None:
+            return ReplicaGrouping._from_params(self._ir, *params)
+        return ReplicaGrouping._from_assignment(self._ir, assignment)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, ReplicaGrouping) and self.assignment == other.assignment
+        return isinstance(other, ReplicaGrouping) and self._assignment == other._assignment
 
     def __hash__(self) -> int:
-        return hash(tuple(self.assignment))
+        return hash(tuple(self._assignment))
 
     def __repr__(self) -> str:
-        return (f"ReplicaGrouping(num_replicas={self._ir.replication_factor}, stride={self._stride}, "
-                f"group_size={self._group_size})")
+        if self._const:
+            return (f"ReplicaGrouping(num_replicas={self._rf}, stride={self._stride}, "
+                    f"group_size={self._group_size}, num_groups={self.num_groups})")
+        return (f"ReplicaGrouping(num_replicas={self._rf}, assignment={self._assignment}, "
+                f"group_size={self._group_size}, num_groups={self.num_groups})")

@@ -17,6 +17,7 @@ import numpy as np
 import ipu
 from profiler.autoreport import session_event as _profile_event
 
+from . import _replication
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Variable
@@ -44,6 +45,31 @@ def _target_for(device_desc: str) -> ipu.Target:
     return ipu.get_target(name) if name else ipu.GC200
 
 
+def _check_instances(ir) -> int:
+    """The replicas this process runs: the Ir's, or this PopRun instance's with replication='popdist'."""
+    settings = getattr(ir, "_popdist", None)
+    if settings is not None and settings.num_instances > 1:
+        raise NotImplementedError(
+            f"This program was started as PopRun instance {settings.instance_index} of {settings.num_instances}; "
+            "the simulator runs every replica in one process and cannot exchange data with other instances. "
+            f"Run it as one instance (poprun --num-instances 1, or POPDIST_NUM_LOCAL_REPLICAS="
+            f"{settings.total_replicas}).")
+    return ir.instance_replication_factor
+
+
+def _acquired(session) -> None:
+    """Say what device the program takes, as device acquisition does (PopART logs it at info)."""
+    import logging
+    import sys
+
+    t = session.target
+    msg = (f"Acquired a simulated device of {session.num_ipus} IPU(s): {session.replication_factor} replica(s) x "
+           f"{session.ipus_per_replica} IPU(s) per replica, {t.name} with {t.tiles_per_ipu} tiles per IPU")
+    logging.getLogger("popxl").info(msg)
+    if os.environ.get("POPART_LOG_LEVEL", "").upper() in ("INFO", "DEBUG", "TRACE"):
+        print(f"[popxl] {msg}", file=sys.stderr)
+
+
 class Session:
     def __init__(self, ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True) -> None:
         global _hw_warned
@@ -55,6 +81,11 @@ class Session:
         self.device_desc = device_desc
         self.weights_to_host_on_exit = weights_to_host_on_exit
         self.target = _target_for(device_desc)
+        # a replica takes as many IPUs as its program is placed on (popxl.ipu(n), ops.ipu_copy)
+        self.ipus_per_replica = _replication.ipus_per_replica(ir)
+        if self.ipus_per_replica > 1:
+            self.target = self.target.with_ipus(self.ipus_per_replica)
+        self.replication_factor = _check_instances(ir)
         if device_desc == "ipu_hw" and not _hw_warned:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
@@ -65,7 +96,9 @@ class Session:
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
-        self.engine = ipu.Engine(self.executable, replicas=ir.replication_factor)
+        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor)
+        self.num_ipus = self.replication_factor * self.ipus_per_replica
+        _acquired(self)
         self._host_weights: Dict[Variable, np.ndarray] = {
             v: np.array(v._data, copy=True) for v in self._lowered.variables
         }
@@ -107,7 +140,7 @@ class Session:
     # -- weights --------------------------------------------------------------------------------
     def _write_weights(self) -> None:
         for v, data in self._host_weights.items():
-            self.engine.write_tensor(self._lowered.variables[v], data)
+            self._write_variable(v, data)
         self._device_is_newer = False
 
     def weights_from_host(self) -> None:
@@ -117,8 +150,23 @@ class Session:
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
         for v in self._host_weights:
-            self._host_weights[v] = self.engine.read_tensor(self._lowered.variables[v])
+            self._host_weights[v] = self._read_variable(v)
         self._device_is_newer = False
+
+    def _write_variable(self, v, data) -> None:
+        """Host data of variable `v` to every replica, following its replica grouping and sharding."""
+        var = self._lowered.variables[v]
+        values = _replication.device_values(v, data, self.engine.replicas)
+        if isinstance(values, list):
+            for r, x in enumerate(values):
+                self.engine.write_tensor(var, x, replica=r)
+        else:
+            self.engine.write_tensor(var, values)
+
+    def _read_variable(self, v) -> np.ndarray:
+        """The host data of variable `v` (retrieval mode, grouping and sharding applied)."""
+        var = self._lowered.variables[v]
+        return _replication.host_value(v, lambda r: self.engine.read_tensor(var, replica=r), self.engine.replicas)
 
     def get_tensor_data(self, tensor: Union[Variable, Constant]) -> np.ndarray:
         if isinstance(tensor, Constant):
@@ -150,17 +198,18 @@ class Session:
                 f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
                 f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
             )
-        if arr.shape != tuple(tensor.shape):
+        if not _replication.accepts_host_shape(tensor, arr.shape, self.replication_factor):
             raise ValueError(
-                f"write_variable_data: variable {tensor.id!r} has shape {tuple(tensor.shape)}, the data "
-                f"has shape {arr.shape}"
+                f"write_variable_data: variable {tensor.id!r} takes host data of shape "
+                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self.replication_factor))}"
+                f", the data has shape {arr.shape}"
             )
         arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
         self._host_weights[tensor] = arr
         if self.is_attached:
-            self.engine.write_tensor(self._lowered.variables[tensor], arr)
+            self._write_variable(tensor, arr)
 
     def write_variables_data(self, tensors: Mapping[Variable, np.ndarray]) -> None:
         for t, d in tensors.items():

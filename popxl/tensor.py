@@ -550,8 +550,12 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
 def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
                            replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
                            entries: int = 1):
-    """A remote buffer for replica-sharded variables."""
-    raise NotImplementedError(f"popxl.replica_sharded_buffer {_ISSUE_REPLICATION}.")
+    """A remote buffer for a replica-sharded variable of host shape ``shape`` (the group axis first
+    when there are several groups): its entries hold one replica's flat shard,
+    ``ceil(nelms / shard_over)`` elements, and its meta shape is one group's value shape.
+    ``shard_over`` (default: the group size) replicas of a group share one copy of the value."""
+    from popxl._rts import replica_sharded_buffer as _impl
+    return _impl(shape, dtype, replica_grouping, shard_over, entries)
 
 
 def replica_sharded_variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None,
@@ -559,8 +563,19 @@ def replica_sharded_variable(data: HostScalarTensor, dtype: Optional[dtypes.dtyp
                              replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
                              retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
                              log2_scale: int = None, nan_on_overflow: bool = None) -> Tuple[Variable, Tensor]:
-    """A variable sharded across replicas."""
-    raise NotImplementedError(f"popxl.replica_sharded_variable {_ISSUE_REPLICATION}.")
+    """A variable split in equal shards across replicas (replicated tensor sharding), and its shard.
+
+    Returns ``(variable, shard)``: the variable holds the whole value (``Session.get_tensor_data``
+    and ``write_variable_data`` read and write all of it, with a leading group axis when there are
+    several groups); ``shard`` is this replica's flat piece of ``ceil(nelms / shard_over)``
+    elements (meta shape: the value's shape). Ops use and update the shard;
+    ``ops.collectives.replicated_all_gather(shard)`` rebuilds the whole value on every replica.
+    The value is sharded over every ``shard_over`` consecutive replicas of each group (default:
+    the whole group).
+    """
+    from popxl._rts import replica_sharded_variable as _impl
+    return _impl(data, dtype, name, downcast, replica_grouping, shard_over, retrieval_mode, log2_scale,
+                 nan_on_overflow)
 
 
 def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None, by_ref: bool = False,

@@ -14,6 +14,7 @@ import numpy as np
 import ipu
 
 from .mapping import TileAllocator
+from .placement import IpuPlacement, tensor_ipu
 from .registry import get_rule
 
 
@@ -41,9 +42,10 @@ class LoweredIr:
 class Lowering:
     def __init__(self, ir, target: ipu.Target):
         self.ir = ir
-        self.target = target
+        self.target = target.with_ipus(1) if target.ipus > 1 else target  # rules see one IPU (placement.py)
         self.g = ipu.Graph(target)
-        self.tiles = TileAllocator(target)
+        self.placement = IpuPlacement(self.g, target.tiles_per_ipu, target.ipus)
+        self.tiles = TileAllocator(self.target)
         self.values: dict = {}
         self.variables: dict = {}
         self.constants: dict = {}
@@ -59,6 +61,8 @@ class Lowering:
     def lower(self) -> LoweredIr:
         main = self.ir.main_graph
         for v in main.variables:
+            if getattr(v, "_rts_shard", None) is not None:  # replica-sharded: its shard op holds it (rules/collectives.py)
+                continue
             self.values[v] = self.variables[v] = self._persistent(v, ipu.VARIABLE)
         seq = self.lower_ops(main)
         return LoweredIr(self.g, seq, self.variables, self.constants, self.h2d, self.d2h, self.op_names)
@@ -71,6 +75,7 @@ class Lowering:
         else:
             v = self.g.add_variable(t.id, t.shape, et, category, debug=t.id)
         self.tiles.map(self.g, v)
+        self.placement.place(v, tensor_ipu(t))
         return v
 
     def lower_ops(self, graph) -> ipu.Sequence:
@@ -85,7 +90,9 @@ class Lowering:
                     self.values[c] = self.constants[c] = self._persistent(c, ipu.CONSTANT)
             for op in sorted(graph.ops, key=lambda o: o.id):
                 prev, self.op = self.op, op
+                mark = self.placement.begin()
                 get_rule(op.type)(self, op)
+                self.placement.end(mark, op)  # onto the op's IPU (placement.py)
                 self.op = prev
         finally:
             self._seqs.pop()

@@ -124,6 +124,30 @@ def io_tile_copy(t: Tensor) -> Tensor:
     return single("io_tile_copy", [t], t.shape, t.dtype, {"destination": target}, check_placement=False)
 
 
+@op_debug_context
 def ipu_copy(t: Tensor, destination: int, source: Optional[int] = None) -> Tensor:
-    """Copy ``t`` to another IPU."""
-    raise NotImplementedError("ops.ipu_copy (copies between IPUs) arrives with issue 7 (replication).")
+    """Copy ``t`` to IPU ``destination`` (of the same replica), over the IPU-Links.
+
+    Args:
+        t: the tensor to copy.
+        destination: the IPU to copy it to.
+        source: the IPU it is on; by default the IPU of the op that produces ``t`` (or that uses it).
+
+    Raises:
+        ValueError: if the source IPU cannot be inferred and is not given.
+    """
+    _tensor("ipu_copy", t)
+    if source is None:
+        source = t._ipu if t._ipu is not None else t._get_ipu_and_tile_set(False, False)[0]
+        if source is None:
+            raise ValueError(f'Could not infer the ipu for Tensor to be copied "{t}" . '
+                             "Please specify `source` when copying for this tensor.")
+    source, destination = int(source), int(destination)
+    if source < 0 or destination < 0:
+        raise ValueError(f"ipu_copy: IPU numbers must be >= 0, got source {source} and destination {destination}.")
+    out = single("ipu_copy", [t], t.shape, t.dtype, {"source": source, "destination": destination},
+                 out_names=[t.name + f"_c{destination}"], check_placement=False, out_meta_shapes=[t.meta_shape])
+    op = out.producer
+    op.ipu = source  # the copy reads on the source IPU; its output lives on the destination
+    out._ipu = destination
+    return out

@@ -6,3 +6,4 @@ from . import var_updates  # noqa: F401
 from . import rng  # noqa: F401
 from . import misc  # noqa: F401
 from . import resize  # noqa: F401
+from . import collectives  # noqa: F401

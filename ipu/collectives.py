@@ -1,0 +1,402 @@
+"""Collectives between replicas: the `CrossReplica` program node, the cost of the algorithm it
+stands for, and how the engine carries it out over the memories of the replicas.
+
+A replica is one copy of the program on its own IPUs (`Engine(executable, replicas=N)` keeps one
+memory per replica). A `CrossReplica` node reads `src` on every replica of a group and writes
+`dst` on every replica of that group:
+
+    all_reduce      dst[r] = op over the group of src            (same numel)
+    all_gather      dst[r] = concat over the group of src        (dst numel = n x src numel)
+    reduce_scatter  dst[r] = chunk rank(r) of (op over the group of src)  (src padded with zeros
+                    to n x dst numel)
+    slice           dst[r] = chunk rank(r) of src[r]             (no communication; RTS slicing)
+
+`groups` lists the members of every group, in rank order (a replica's rank is its position in
+its group); every group has the same size and the groups cover every replica once.
+
+Cost model (GCL's syncful ring collectives, one step per ring hop)
+-----------------------------------------------------------------
+A group of n replicas forms a ring. The tensor of B bytes is cut into n chunks of B / n bytes.
+
+- all_reduce = reduce-scatter then all-gather: 2 (n - 1) link steps; each replica sends
+  2 (n - 1) / n x B bytes over its links (the bandwidth-optimal ring all-reduce, Patarasuk &
+  Yuan 2009; GCL user guide, "Collective methods").
+- reduce_scatter: n - 1 link steps, (n - 1) / n x B bytes sent per replica, and a reduction after
+  each step.
+- all_gather: n - 1 link steps, (n - 1) / n x B bytes sent per replica (B the gathered size).
+
+Every step is: a sync across all IPUs of the group (the poplibs test IPU model formula
+ceil(15 ns x f x (1 + nIPUs / 4) x 2) with nIPUs = n x IPUs per replica: GCL's default
+"syncful" collectives synchronise before every step), then an exchange phase whose cycles are
+the fixed exchange overhead plus the slower of (a) the chunk over the links and (b) the busiest
+tile's share of the chunk through its exchange port at 4 B/cycle, then, for the reducing steps,
+a compute phase in which every tile adds the chunk it received into its own data.
+
+Link bandwidth: 128 Gbit/s per IPU-Link x 0.85 efficiency (poplibs test util; `Target`). GCL's
+"bi-directional ring pair" method (GCL user guide) sends half of every chunk clockwise and half
+anticlockwise round the ring, each over its own link, so a replica moves a chunk at the bandwidth
+of RING_LINKS = 2 links (a derivation from the method's description, not a measurement).
+
+Reduction compute: poplibs' BinaryOp1D estimate (popopsCycleEstimators.cpp), the same model the
+BinaryOp codelet uses: 11 + 6 x (29 + 2 + loops) tile cycles for float / half add-like operators,
+one cycle per 64-bit vector (2 float, 4 half) per worker; integers run one element per 7 cycles;
+min / max 4 cycles per vector (popops binaryOpPerfInfo).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import CompileError, IpuError
+from .program import Program
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .target import Target
+    from .tensor import Tensor
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "slice")
+OPS = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
+
+# Links a replica drives at once in a ring step: GCL's bi-directional ring pair (see above).
+RING_LINKS = 2
+
+
+# ------------------------------------------------------------------------------------------------
+# groups
+
+
+def replica_groups(replicas: int, stride: int = 1, group_size: int | None = None) -> list:
+    """The groups of a (stride, group size) grouping of `replicas` replicas, members in rank order:
+    group size g, members `stride` apart (PopXL's ReplicaGrouping). Default: one group of all."""
+    replicas = int(replicas)
+    if group_size is None:
+        group_size = replicas // stride
+    if stride < 1 or group_size < 1 or replicas % (stride * group_size):
+        raise ValueError(f"stride {stride} and group size {group_size} do not partition {replicas} replicas")
+    block = stride * group_size
+    groups = []
+    for b in range(0, replicas, block):
+        for s in range(stride):
+            groups.append([b + s + k * stride for k in range(group_size)])
+    return groups
+
+
+def groups_from_assignment(assignment) -> list:
+    """Groups (members in ascending replica order) from the group index of every replica."""
+    groups: dict[int, list] = {}
+    for r, g in enumerate(assignment):
+        groups.setdefault(int(g), []).append(r)
+    return [groups[g] for g in sorted(groups)]
+
+
+def _normalise_groups(groups) -> tuple:
+    if groups is None:
+        raise CompileError("CrossReplica needs its replica groups (ipu.replica_groups(replicas, ...))")
+    out = tuple(tuple(int(r) for r in g) for g in groups)
+    if not out or not out[0]:
+        raise CompileError("CrossReplica: a collective needs at least one group of at least one replica")
+    n = len(out[0])
+    if any(len(g) != n for g in out):
+        raise CompileError(f"CrossReplica: every replica group must have the same size, got {[len(g) for g in out]}")
+    members = sorted(r for g in out for r in g)
+    if members != list(range(len(members))):
+        raise CompileError(f"CrossReplica: the groups {[list(g) for g in out]} must cover replicas 0..R-1 once each")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the program node
+
+
+@dataclass(eq=False)
+class CrossReplica(Program):
+    """A collective between replicas (see the module docstring for the kinds and their costs)."""
+
+    kind: str
+    src: "Tensor"
+    dst: "Tensor"
+    groups: object
+    op: str = "add"
+    name: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"CrossReplica kind must be one of {KINDS}, not {self.kind!r}")
+        if self.op not in OPS:
+            raise ValueError(f"CrossReplica op must be one of {OPS}, not {self.op!r}")
+        self.groups = _normalise_groups(self.groups)
+
+    @property
+    def group_size(self) -> int:
+        return len(self.groups[0])
+
+    @property
+    def replicas(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+
+# ------------------------------------------------------------------------------------------------
+# cost model
+
+
+def cross_replica_sync_cycles(target: "Target", group_size: int) -> int:
+    """A sync across every IPU of a group of replicas: ceil(15 ns x f x (1 + nIPUs / 4) x 2) with
+    nIPUs = group size x IPUs per replica (poplibs test IPU model)."""
+    n_ipus = max(1, int(group_size)) * target.ipus
+    return int(math.ceil(target.inter_ipu_sync_ns * 1e-9 * target.clock_hz * (1 + n_ipus / 4) * 2))
+
+
+def ring_bytes_per_cycle(target: "Target") -> float:
+    """Bytes per cycle a replica moves in one ring step: RING_LINKS IPU-Links."""
+    return RING_LINKS * target.ipu_link_bytes_per_cycle()
+
+
+def link_bytes(kind: str, group_size: int, full_bytes: int) -> int:
+    """Bytes each replica sends over its links: 2 (n-1)/n x B for all_reduce, (n-1)/n x B for
+    reduce_scatter and all_gather (B the whole, unsharded tensor), 0 for slice."""
+    n = int(group_size)
+    if n <= 1 or kind == "slice":
+        return 0
+    chunk = -(-int(full_bytes) // n)
+    steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+    return steps * chunk
+
+
+# per-op reduction cost: (cycles per loop, elements per loop for float, for half); ints one element
+# per 7 cycles (popops binaryOpPerfInfo: ADD/MULTIPLY float, half (1, vector); MAX/MIN (4, vector)).
+_REDUCE_LOOP = {"add": 1, "mean": 1, "mul": 1, "square_add": 2, "min": 4, "max": 4, "and": 1, "or": 1, "local": 0}
+
+
+def reduce_tile_cycles(elements, itemsize: int, is_float: bool, op: str, workers: int = 6) -> np.ndarray:
+    """Tile cycles of reducing `elements` received elements into a tile's own (poplibs BinaryOp1D
+    estimate: 11 + workers x (29 + 2 + loops), loops = per-worker vectors x cycles per loop)."""
+    e = np.asarray(elements, np.int64)
+    per_worker = -(-e // workers)
+    loop = _REDUCE_LOOP.get(op, 1)
+    if is_float:
+        width = max(1, 8 // itemsize)
+        loops = -(-per_worker // width) * loop
+    else:
+        loops = per_worker * 7
+    cyc = 11 + workers * (29 + 2 + loops)
+    return np.where(e > 0, cyc, 0).astype(np.int64)
+
+
+@dataclass
+class CollectiveStep:
+    """One step of a collective as the profile shows it."""
+
+    kind: str  # sync | exchange | compute
+    name: str
+    cycles: int
+    tile_cycles: np.ndarray | None = None
+    bytes_moved: int = 0
+
+
+def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_tile_bytes: np.ndarray,
+         src_bytes: int, dst_bytes: int, itemsize: int, is_float: bool, target: "Target",
+         name: str = "") -> list:
+    """The steps of a collective and their cycles (see the module docstring).
+
+    src_tile_bytes / dst_tile_bytes: bytes of src / dst on every tile of a replica.
+    """
+    n = int(group_size)
+    base = name or kind
+    ovh = target.exchange_overhead_cycles
+    bpc = target.exchange_bytes_per_cycle
+    steps: list[CollectiveStep] = []
+    if kind == "slice" or n == 1:
+        # no communication: every tile copies its share (at most its dst bytes) through the
+        # exchange (a local Copy of the rank's chunk)
+        tb = np.asarray(dst_tile_bytes, np.int64)
+        tc = np.where(tb > 0, ovh + -(-tb // bpc), 0).astype(np.int64)
+        steps.append(CollectiveStep("exchange", f"{base} (local)", int(tc.max(initial=0)), tc, int(dst_bytes)))
+        return steps
+    if kind == "all_gather":
+        full = n * int(src_bytes)
+        share = np.asarray(src_tile_bytes, np.int64)  # every step forwards one whole shard
+        red_share = None
+    else:
+        full = int(src_bytes) if kind == "all_reduce" else n * int(dst_bytes)
+        share = -(-np.asarray(src_tile_bytes, np.int64) // n)
+        red_share = -(-(np.asarray(src_tile_bytes, np.int64) // max(1, itemsize)) // n)  # elements
+    chunk = -(-full // n)
+    link = int(math.ceil(chunk / ring_bytes_per_cycle(target)))
+    sync = cross_replica_sync_cycles(target, n)
+    tile_x = np.where(share > 0, ovh + -(-share // bpc), 0).astype(np.int64)
+    x_cycles = max(ovh + link, int(tile_x.max(initial=0)))
+    if red_share is not None and op != "local":
+        tile_r = reduce_tile_cycles(red_share, itemsize, is_float, op, target.worker_contexts)
+        r_cycles = int(tile_r.max(initial=0))
+    else:
+        tile_r, r_cycles = None, 0
+
+    def hop(phase, i, reduce):
+        steps.append(CollectiveStep("sync", f"{base}/{phase} {i}/{n - 1} sync ({n * target.ipus} IPUs)", sync))
+        steps.append(CollectiveStep("exchange", f"{base}/{phase} {i}/{n - 1} (ring, IPU-Links)", x_cycles,
+                                    tile_x, chunk))
+        if reduce and r_cycles:
+            steps.append(CollectiveStep("compute", f"{base}/{phase} {i}/{n - 1} reduce ({op})", r_cycles, tile_r))
+
+    if kind in ("all_reduce", "reduce_scatter"):
+        for i in range(1, n):
+            hop("reduce_scatter", i, True)
+    if kind in ("all_reduce", "all_gather"):
+        for i in range(1, n):
+            hop("all_gather", i, False)
+    return steps
+
+
+def model_cycles(kind: str, op: str, group_size: int, src_tile_bytes, dst_tile_bytes, src_bytes: int,
+                 dst_bytes: int, itemsize: int, is_float: bool, target: "Target") -> int:
+    """Total cycles of a collective (the sum of its planned steps)."""
+    return sum(s.cycles for s in plan(kind, op, group_size, src_tile_bytes, dst_tile_bytes, src_bytes, dst_bytes,
+                                      itemsize, is_float, target))
+
+
+# ------------------------------------------------------------------------------------------------
+# execution
+
+
+@dataclass
+class Payload:
+    """What the engine needs to carry a collective out: the runs that gather src of one replica into
+    a host array and scatter a host array into dst of one replica."""
+
+    kind: str
+    op: str
+    groups: tuple
+    dtype: np.dtype  # host dtype
+    src_numel: int
+    dst_numel: int
+    src_runs: tuple  # (memory offsets, host byte offsets, byte counts)
+    dst_runs: tuple  # (host byte offsets, memory offsets, byte counts)
+    extra: dict = field(default_factory=dict)
+
+
+def _reduce(op: str, data: np.ndarray) -> np.ndarray:
+    """Reduce (n, numel) over the group axis in rank order (ring-order independent result for exact
+    types; floats accumulate in float32, half rounded once at the end)."""
+    dt = data.dtype
+    acc = data.astype(np.float32) if dt == np.float16 else data
+    if op in ("add", "mean"):
+        out = np.sum(acc, axis=0, dtype=acc.dtype)
+        if op == "mean":
+            out = out / np.asarray(data.shape[0], acc.dtype)
+    elif op == "square_add":
+        out = np.sum(acc * acc, axis=0, dtype=acc.dtype)
+    elif op == "mul":
+        out = np.prod(acc, axis=0, dtype=acc.dtype)
+    elif op == "min":
+        out = np.min(acc, axis=0)
+    elif op == "max":
+        out = np.max(acc, axis=0)
+    elif op == "and":
+        out = np.all(acc != 0, axis=0)
+    elif op == "or":
+        out = np.any(acc != 0, axis=0)
+    else:  # local: no reduction (callers take each replica's own data)
+        raise IpuError("internal: 'local' has no reduction")
+    return np.asarray(out).astype(dt, copy=False)
+
+
+def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
+    """Carry out a collective on the replicas `reps` (those running this step in lock step).
+
+    memory: the engine's (replicas, bytes) array. copy_runs(src, dst, src_off, dst_off, nbytes)
+    copies byte runs (the engine's compiled copier)."""
+    present = set(int(r) for r in reps)
+    if sum(len(g) for g in payload.groups) != memory.shape[0]:
+        raise IpuError(
+            f"collective {payload.kind}: its replica groups cover {sum(len(g) for g in payload.groups)} replicas "
+            f"but the engine runs {memory.shape[0]}; compile for the replication the engine uses")
+    dt = payload.dtype
+    m_src, m_dst = payload.src_numel, payload.dst_numel
+    s_mem, s_host, s_n = payload.src_runs
+    d_host, d_mem, d_n = payload.dst_runs
+    for group in payload.groups:
+        inside = [r in present for r in group]
+        if not any(inside):
+            continue
+        if not all(inside):
+            raise IpuError(
+                f"collective {payload.kind}: replicas {[r for r in group if r not in present]} of group "
+                f"{list(group)} took another branch; on an IPU the collective would never complete")
+        n = len(group)
+        width = max(m_src, m_dst * n if payload.kind in ("reduce_scatter", "slice") else m_src)
+        data = np.zeros((n, width), dt)
+        for j, r in enumerate(group):
+            copy_runs(memory[r], data[j].view(np.uint8), s_mem, s_host, s_n)
+        if payload.kind == "all_reduce":
+            res = data[:, :m_src].copy() if payload.op == "local" else \
+                np.broadcast_to(_reduce(payload.op, data[:, :m_src]), (n, m_src))
+        elif payload.kind == "all_gather":
+            res = np.broadcast_to(data[:, :m_src].reshape(-1), (n, n * m_src))
+        elif payload.kind == "reduce_scatter":
+            full = data if payload.op == "local" else _reduce(payload.op, data)[None].repeat(n, 0)
+            res = np.stack([full[j, j * m_dst:(j + 1) * m_dst] for j in range(n)])
+        else:  # slice
+            res = np.stack([data[j, j * m_dst:(j + 1) * m_dst] for j in range(n)])
+        res = np.ascontiguousarray(res, dt)
+        for j, r in enumerate(group):
+            copy_runs(res[j].view(np.uint8), memory[r], d_host, d_mem, d_n)
+
+
+# ------------------------------------------------------------------------------------------------
+# compiling
+
+
+def compile_node(compiler, p: CrossReplica):
+    """The program node of a CrossReplica: its planned steps in order, the last one carrying the
+    payload the engine runs (replicas run in lock step, so nothing observes the steps between)."""
+    from .compile import _runs
+
+    src, dst = p.src, p.dst
+    if src.dtype != dst.dtype:
+        raise CompileError(f"CrossReplica {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is "
+                           f"{dst.dtype.name}")
+    n = p.group_size
+    ms, md = src.numel, dst.numel
+    want = {"all_reduce": ms == md, "all_gather": md == n * ms,
+            "reduce_scatter": ms <= n * md, "slice": ms <= n * md}[p.kind]
+    if not want:
+        raise CompileError(
+            f"CrossReplica {p.kind} {p.name!r} over groups of {n}: src has {ms} elements and dst {md}; "
+            f"all_reduce needs equal sizes, all_gather dst = n x src, reduce_scatter / slice src <= n x dst")
+    if p.op == "mean" and not src.dtype.is_float:
+        raise CompileError(f"CrossReplica {p.name!r}: op 'mean' needs a floating point type, not {src.dtype.name}")
+    et = src.dtype
+    isz = et.itemsize
+    T = compiler.target.num_tiles
+    if ms:
+        sa, st = compiler._addresses(src, "CrossReplica source")
+        host = np.arange(ms, dtype=np.int64) * isz
+        s_mem, s_host, s_n, s_tile, _ = _runs(sa, host, st, np.zeros_like(st), isz)
+        src_tile_bytes = np.bincount(s_tile, weights=s_n, minlength=T).astype(np.int64)
+    else:
+        s_mem = s_host = s_n = np.zeros(0, np.int64)
+        src_tile_bytes = np.zeros(T, np.int64)
+    if md:
+        da, dtl = compiler._addresses(dst, "CrossReplica destination")
+        host = np.arange(md, dtype=np.int64) * isz
+        d_host, d_mem, d_n, _, d_tile = _runs(host, da, np.zeros_like(dtl), dtl, isz)
+        dst_tile_bytes = np.bincount(d_tile, weights=d_n, minlength=T).astype(np.int64)
+    else:
+        d_host = d_mem = d_n = np.zeros(0, np.int64)
+        dst_tile_bytes = np.zeros(T, np.int64)
+    base = p.name or f"{p.kind} ({p.op})"
+    steps = plan(p.kind, p.op, n, src_tile_bytes, dst_tile_bytes, ms * isz, md * isz, isz, et.is_float,
+                 compiler.target, base)
+    payload = Payload(p.kind, p.op, p.groups, et.numpy, ms, md, (s_mem, s_host, s_n), (d_host, d_mem, d_n))
+    nodes = []
+    for i, s in enumerate(steps):
+        last = i == len(steps) - 1
+        st = compiler._step(kind=s.kind, name=s.name, cycles=int(s.cycles), tile_cycles=s.tile_cycles,
+                            bytes_moved=int(s.bytes_moved), debug=p.name)
+        if last:
+            st.collective = payload
+        nodes.append(("step", st.id))
+    return ("seq", nodes)

@@ -1,0 +1,91 @@
+"""Replicated tensor sharding (RTS): variables split in equal shards across the replicas of a group.
+
+``replica_sharded_variable`` returns the variable (its full value, what the host reads and writes)
+and the tensor of this replica's shard, which ops use. As in PopXL, the shard is loaded when the
+weights go to the device and stored back when they come to the host, so it behaves like an on-chip
+variable holding ``ceil(nelms / shard_over)`` elements. Replica of rank k in its group (members in
+replica order) holds shard ``k % shard_over`` of its group's value: the value is sharded over
+every ``shard_over`` consecutive members of the group, repeatedly (PopXL's shard_over). The
+flattened value is cut in order and the last shard is padded with zeros.
+
+The simulator keeps the shard on chip (the Session scatters and gathers it); remote buffers for
+sharded variables (``replica_sharded_buffer``, ``remote_replica_sharded_variable``) describe the
+same split for streaming memory.
+"""
+from typing import Literal, Optional, Tuple
+
+import numpy as np
+
+from popxl import dtypes
+from popxl.context import ExecutionContext, _execution_context, gcg
+from popxl.replica_grouping import ReplicaGrouping
+from popxl.tensorlocation import ReplicatedTensorSharding, TensorLocation, TensorStorage
+
+__all__ = ["shard_settings", "replica_sharded_buffer", "replica_sharded_variable", "shard_numel"]
+
+
+def shard_settings(ir, replica_grouping: Optional[ReplicaGrouping], shard_over: Optional[int]):
+    """(grouping, shard_over) with the defaults filled in and checked."""
+    rg = ir.replica_grouping() if replica_grouping is None else replica_grouping
+    if not isinstance(rg, ReplicaGrouping):
+        raise TypeError(f"replica_grouping must be a popxl.ReplicaGrouping, not {type(rg).__name__}.")
+    so = rg.group_size if shard_over is None else shard_over
+    if isinstance(so, bool) or int(so) != so or so < 1:
+        raise ValueError(f"shard_over must be a positive integer, not {shard_over!r}.")
+    so = int(so)
+    if rg.group_size % so != 0:
+        raise ValueError(f"shard_over ({so}) must divide the replica grouping's group size ({rg.group_size}).")
+    return rg, so
+
+
+def shard_numel(nelms: int, shard_over: int) -> int:
+    return -(-int(nelms) // int(shard_over))
+
+
+def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
+                           replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
+                           entries: int = 1):
+    """A remote buffer whose entries hold one replica's shard of a variable of ``shape``.
+
+    ``shape`` is the variable's host shape: with several groups it starts with the group axis.
+    The buffer's tensor shape is the flat shard, ``(ceil(nelms / shard_over),)`` with nelms of one
+    group's value, and its meta shape the group's value shape.
+    """
+    from popxl.remote_buffer import remote_buffer
+
+    ir = gcg().ir
+    rg, so = shard_settings(ir, replica_grouping, shard_over)
+    shape = tuple(int(s) for s in shape)
+    if rg.num_groups > 1:
+        if not shape or shape[0] != rg.num_groups:
+            raise ValueError(f"replica_sharded_buffer: the shape {shape} must start with the number of replica "
+                             f"groups ({rg.num_groups}).")
+        shape = shape[1:]
+    nelms = int(np.prod(shape, dtype=np.int64))
+    buf = remote_buffer((shard_numel(nelms, so),), dtype, entries)
+    buf.meta_shape = shape
+    buf._shard_over = so
+    buf._replica_grouping = rg
+    return buf
+
+
+def replica_sharded_variable(data, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
+                             downcast: bool = True, replica_grouping: Optional[ReplicaGrouping] = None,
+                             shard_over: Optional[int] = None,
+                             retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
+                             log2_scale: int = None, nan_on_overflow: bool = None):
+    """(variable, shard): a variable sharded over replicas, and the tensor of this replica's shard."""
+    from popxl.ops._op_builder import single
+    from popxl.tensor import variable
+
+    g = gcg()
+    rg, so = shard_settings(g.ir, replica_grouping, shard_over)
+    var = variable(data, dtype, name, downcast, rg, retrieval_mode, log2_scale, nan_on_overflow)
+    var._location = TensorLocation(TensorStorage.OffChip, ReplicatedTensorSharding.On)
+    var._shard_over = so
+    m = shard_numel(var.nelms, so)
+    with _execution_context(ExecutionContext.WeightsFromHostFragment):
+        shard = single("rts_shard", [], (m,), var.dtype, {"variable": var, "shard_over": so},
+                       out_names=[var.name + "_rts"], out_meta_shapes=[var.shape])
+    var._rts_shard = shard
+    return var, shard
