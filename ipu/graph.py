@@ -326,5 +326,10 @@ class Graph:
         if name in self.remote_buffers:
             raise ValueError(f"a remote buffer named {name!r} already exists")
         rb = RemoteBuffer(name, tuple(int(x) for x in shape), element_type(dtype), int(entries))
+        if rb.entry_bytes > self.target.max_transfer_bytes:  # an entry moves in one transfer
+            from .errors import CompileError
+            from .remote import transfer_limit_message
+
+            raise CompileError(transfer_limit_message(rb.entry_bytes, f"an entry of remote buffer {name!r}", self.target))
         self.remote_buffers[name] = rb
         return rb

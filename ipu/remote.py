@@ -170,13 +170,16 @@ def _table(comp, t: Tensor, to_device: bool, what: str):
     return src_off, dst_off, nbytes, run_tiles
 
 
+def transfer_limit_message(nbytes: int, what: str, target: Target) -> str:
+    limit = target.max_transfer_bytes
+    return (f"{what} moves {nbytes:,} bytes in one transfer; the limit is {limit:,} bytes ({limit / 2**20:g} MiB, "
+            f"the largest stream or remote-buffer copy Poplar makes): split the tensor over several entries or "
+            f"remote buffers")
+
+
 def _check_size(nbytes: int, what: str, target: Target) -> None:
     if nbytes > target.max_transfer_bytes:
-        raise CompileError(
-            f"{what} moves {nbytes:,} bytes in one transfer; the limit is {target.max_transfer_bytes:,} "
-            f"bytes (128 MiB, Poplar's largest stream / remote buffer copy): split the tensor over several "
-            f"entries or remote buffers"
-        )
+        raise CompileError(transfer_limit_message(nbytes, what, target))
 
 
 def _remote_part(comp, p, step_id: int):

@@ -32,7 +32,8 @@ def ipus_per_replica(ir) -> int:
 
 
 def _is_rts(var) -> bool:
-    return getattr(var, "_rts_shard", None) is not None
+    # remote_replica_sharded_variable: the shards live in streaming memory (rules/remote.py)
+    return getattr(var, "_rts_shard", None) is not None or getattr(var, "_remote_rts", False)
 
 
 def _shard(value: np.ndarray, index: int, shard_over: int) -> np.ndarray:

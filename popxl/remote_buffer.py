@@ -1,7 +1,8 @@
 """Remote buffers: arrays of tensor-sized entries in streaming memory.
 
-Buffers can be created and described now; the ops that use them (remote_load, remote_store,
-remote variables) arrive with issue 6 (streaming memory).
+``ops.remote_load`` / ``remote_load_`` / ``remote_store`` move one entry between the tiles and the
+buffer; ``popxl.remote_variable`` puts a variable's value in an entry. The lowering gives every
+buffer an ``ipu.RemoteBuffer`` (ipu/remote.py); the engine keeps it in host memory per replica.
 """
 from typing import Tuple
 
@@ -18,6 +19,7 @@ class RemoteBuffer:
     streaming memory of the current Ir."""
 
     def __init__(self, tensor_shape: Tuple[int, ...], tensor_dtype: dtypes.dtype, entries: int) -> None:
+        _check_entries(entries)
         self._ir = gcg().ir
         self._remote_buffer_id = self._ir._next_remote_buffer_id()
         self._meta_shape: Tuple[int, ...] = ()
@@ -26,11 +28,15 @@ class RemoteBuffer:
 
     def set_remote_buffer_info(self, tensor_dtype: dtypes.dtype, tensor_shape: Tuple[int, ...],
                                entries: int) -> None:
-        """Set the dtype, shape and number of entries of the buffer."""
-        if int(entries) < 1:
-            raise ValueError(f"A remote buffer needs at least one entry, not {entries}.")
+        """Set the dtype, shape and number of entries of the buffer.
+
+        Raises:
+            ValueError: if ``entries`` is not a positive integer or the shape has a negative size.
+            TypeError: if the shape is not a sequence of integers.
+        """
+        _check_entries(entries)
         self._tensor_dtype = dtypes.dtype.as_dtype(tensor_dtype)
-        self._tensor_shape = tuple(int(s) for s in tensor_shape)
+        self._tensor_shape = _check_shape(tensor_shape)
         self._entries = int(entries)
 
     def validate_tensor_matches_buffer(self, t, num_shards: int = 1) -> None:
@@ -84,6 +90,25 @@ class RemoteBuffer:
     def __repr__(self) -> str:
         return (f"RemoteBuffer[id={self._remote_buffer_id} shape={self._tensor_shape} "
                 f"dtype={self._tensor_dtype} entries={self._entries}]")
+
+
+def _check_entries(entries) -> None:
+    if isinstance(entries, bool) or not isinstance(entries, (int, np.integer)) or entries < 1:
+        raise ValueError(f"A remote buffer's entries must be a positive (non-zero) integer, got {entries!r}.")
+
+
+def _check_shape(shape) -> Tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"A remote buffer's tensor_shape must be a sequence of integers, got {shape!r}.") from None
+    if any(s != d for s, d in zip(out, shape)):
+        raise TypeError(f"A remote buffer's tensor_shape must be a sequence of integers, got {shape!r}.")
+    if any(s < 0 for s in out):
+        raise ValueError(f"A remote buffer's tensor_shape cannot have negative sizes: {out}.")
+    return out
 
 
 def remote_buffer(tensor_shape: Tuple[int, ...], tensor_dtype: dtypes.dtype, entries: int = 1) -> RemoteBuffer:

@@ -102,6 +102,10 @@ class Session:
         self._host_weights: Dict[Variable, np.ndarray] = {
             v: np.array(v._data, copy=True) for v in self._lowered.variables
         }
+        # remote variables: their value is an entry of a remote buffer in streaming memory
+        self._remote_vars = dict(getattr(self._lowered, "remote_variables", {}))
+        for v in self._remote_vars:
+            self._host_weights[v] = np.array(v._data, copy=True)
         self._attach_depth = 0
         self._device_is_newer = False
         self.run_seconds = 0.0
@@ -140,6 +144,9 @@ class Session:
     # -- weights --------------------------------------------------------------------------------
     def _write_weights(self) -> None:
         for v, data in self._host_weights.items():
+            if v in self._remote_vars:
+                self._write_remote_variable(v, data)
+                continue
             self._write_variable(v, data)
         self._device_is_newer = False
 
@@ -150,6 +157,9 @@ class Session:
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
         for v in self._host_weights:
+            if v in self._remote_vars:
+                self._host_weights[v] = self._read_remote_variable(v)
+                continue
             self._host_weights[v] = self._read_variable(v)
         self._device_is_newer = False
 
@@ -167,6 +177,21 @@ class Session:
         """The host data of variable `v` (retrieval mode, grouping and sharding applied)."""
         var = self._lowered.variables[v]
         return _replication.host_value(v, lambda r: self.engine.read_tensor(var, replica=r), self.engine.replicas)
+
+    def _write_remote_variable(self, v, data) -> None:
+        """Host data of remote variable `v` into its entry of streaming memory on every replica."""
+        rb, entry = self._remote_vars[v]
+        values = _replication.device_values(v, data, self.engine.replicas)
+        if isinstance(values, list):
+            for r, x in enumerate(values):
+                self.engine.write_remote(rb, x, entry, replica=r)
+        else:
+            self.engine.write_remote(rb, values, entry)
+
+    def _read_remote_variable(self, v) -> np.ndarray:
+        rb, entry = self._remote_vars[v]
+        return _replication.host_value(v, lambda r: self.engine.read_remote(rb, entry, replica=r),
+                                       self.engine.replicas)
 
     def get_tensor_data(self, tensor: Union[Variable, Constant]) -> np.ndarray:
         if isinstance(tensor, Constant):
@@ -209,7 +234,10 @@ class Session:
             self.weights_to_host()
         self._host_weights[tensor] = arr
         if self.is_attached:
-            self._write_variable(tensor, arr)
+            if tensor in self._remote_vars:  # an entry of a remote buffer in streaming memory
+                self._write_remote_variable(tensor, arr)
+            else:
+                self._write_variable(tensor, arr)
 
     def write_variables_data(self, tensors: Mapping[Variable, np.ndarray]) -> None:
         for t, d in tensors.items():

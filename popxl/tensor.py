@@ -39,8 +39,6 @@ TensorLike = Union["Tensor", HostScalarTensor]
 """Tensors, and values that can be turned into a constant tensor."""
 host_tensor_types = (np.ndarray, list, tuple)
 
-_ISSUE_STREAMING = "arrives with issue 6 (streaming memory)"
-_ISSUE_REPLICATION = "arrives with issue 7 (replication)"
 
 
 class TensorSpec(Mapping):
@@ -533,8 +531,54 @@ def remote_variable(data: HostScalarTensor, remote_buffer: "RemoteBuffer", offse
                     replica_grouping: Optional[ReplicaGrouping] = None,
                     retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
                     log2_scale: int = None, nan_on_overflow: bool = None) -> Variable:
-    """A variable stored in streaming memory."""
-    raise NotImplementedError(f"popxl.remote_variable {_ISSUE_STREAMING}.")
+    """A variable whose value lives in entry ``offset`` of ``remote_buffer`` in streaming memory.
+
+    Its data (per replica, as for ``variable``) must have the buffer's tensor shape and dtype. Ops
+    can't read it directly: load it with ``ops.remote_load(remote_buffer, offset)``, update the
+    loaded tensor and store it back with ``ops.remote_store``. ``Session.get_tensor_data`` and
+    ``write_variable_data`` read and write the entry.
+
+    Raises:
+        TypeError: if ``remote_buffer`` is not a RemoteBuffer.
+        ValueError: outside the main graph; if the data does not match the buffer; if ``offset`` is
+            not an entry of the buffer or another remote variable already holds that entry.
+    """
+    from popxl.remote_buffer import RemoteBuffer
+    from popxl.tensorlocation import TensorStorage
+
+    if not isinstance(remote_buffer, RemoteBuffer):
+        raise TypeError(f"remote_variable needs a popxl.RemoteBuffer (popxl.remote_buffer), got "
+                        f"{type(remote_buffer).__name__}.")
+    g = gcg()
+    if remote_buffer._ir is not g.ir:
+        raise ValueError("The remote buffer belongs to another Ir than the current graph's.")
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"remote_variable: offset must be an int, got {offset!r}.")
+    offset = int(offset)
+    if not 0 <= offset < remote_buffer.entries:
+        raise ValueError(f"remote_variable: offset {offset} is not an entry of RemoteBuffer"
+                         f"[id={remote_buffer.remote_buffer_id}], which has {remote_buffer.entries} entries.")
+    for other in g.ir.main_graph.variables:
+        if getattr(other, "_remote_buffer", None) is remote_buffer and other._remote_offset == offset:
+            raise ValueError(f"Entry {offset} of RemoteBuffer[id={remote_buffer.remote_buffer_id}] already holds "
+                             f"remote variable {other.id}.")
+    if g is g.ir.main_graph:  # check the data against the buffer before creating anything
+        np_data = to_numpy(data, dtype, downcast, copy=False, log2_scale=log2_scale,
+                           nan_on_overflow=nan_on_overflow)
+        groups = (replica_grouping or g.ir.replica_grouping()).num_groups
+        shape = np_data.shape[1:] if groups > 1 and np_data.ndim and np_data.shape[0] == groups else np_data.shape
+        want_dt = remote_buffer.tensor_dtype
+        got_dt = dtypes.dtype.as_dtype(np_data.dtype)
+        if tuple(shape) != tuple(remote_buffer.tensor_shape) or got_dt != want_dt:
+            raise ValueError(f"remote_variable: the data ({got_dt}, shape {tuple(shape)} per replica) does not match "
+                             f"RemoteBuffer[id={remote_buffer.remote_buffer_id}] ({want_dt}, shape "
+                             f"{tuple(remote_buffer.tensor_shape)}).")
+    var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode, log2_scale, nan_on_overflow)
+    remote_buffer.validate_tensor_matches_buffer(var)
+    var._location = TensorLocation(TensorStorage.OffChip)
+    var._remote_buffer = remote_buffer
+    var._remote_offset = offset
+    return var
 
 
 def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "RemoteBuffer", offset: int = 0,
@@ -543,8 +587,47 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
                                     retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] =
                                     "one_per_group", log2_scale: int = None,
                                     nan_on_overflow: bool = None) -> Variable:
-    """A variable stored in streaming memory, sharded across replicas."""
-    raise NotImplementedError(f"popxl.remote_replica_sharded_variable {_ISSUE_REPLICATION}.")
+    """A variable sharded in equal parts across replicas (replicated tensor sharding) whose shards
+    live in entry ``offset`` of ``remote_buffer``: each replica's streaming memory holds its flat
+    shard of ``ceil(nelms / shard_over)`` elements (the buffer's tensor shape). Load the shard with
+    ``ops.remote_load`` (its meta shape is the variable's shape, so ``replicated_all_gather``
+    rebuilds the whole value) and store an updated shard with ``ops.remote_store``.
+    ``Session.get_tensor_data`` gathers the whole value.
+
+    Raises:
+        ValueError: if the buffer's tensor shape or dtype is not that of one shard.
+    """
+    from popxl._rts import shard_numel, shard_settings
+    from popxl.remote_buffer import RemoteBuffer
+    from popxl.tensorlocation import ReplicatedTensorSharding, TensorStorage
+
+    if not isinstance(remote_buffer, RemoteBuffer):
+        raise TypeError(f"remote_replica_sharded_variable needs a popxl.RemoteBuffer, got "
+                        f"{type(remote_buffer).__name__}.")
+    g = gcg()
+    if replica_grouping is None:
+        replica_grouping = getattr(remote_buffer, "_replica_grouping", None)
+    rg, so = shard_settings(g.ir, replica_grouping, getattr(remote_buffer, "_shard_over", None))
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or not 0 <= offset < remote_buffer.entries:
+        raise ValueError(f"remote_replica_sharded_variable: offset {offset!r} is not an entry of RemoteBuffer"
+                         f"[id={remote_buffer.remote_buffer_id}] ({remote_buffer.entries} entries).")
+    np_data = to_numpy(data, dtype, downcast, copy=False, log2_scale=log2_scale, nan_on_overflow=nan_on_overflow)
+    shape = np_data.shape[1:] if rg.num_groups > 1 and np_data.ndim and np_data.shape[0] == rg.num_groups \
+        else np_data.shape
+    m = shard_numel(int(np.prod(shape, dtype=np.int64)), so)
+    got_dt = dtypes.dtype.as_dtype(np_data.dtype)
+    if tuple(remote_buffer.tensor_shape) != (m,) or remote_buffer.tensor_dtype != got_dt:
+        raise ValueError(f"remote_replica_sharded_variable: RemoteBuffer[id={remote_buffer.remote_buffer_id}] holds "
+                         f"{remote_buffer.tensor_dtype} {tuple(remote_buffer.tensor_shape)}, but a shard of this "
+                         f"{got_dt} variable of shape {tuple(shape)} over {so} replicas is {got_dt} ({m},).")
+    var = variable(data, dtype, name, downcast, rg, retrieval_mode, log2_scale, nan_on_overflow)
+    remote_buffer.meta_shape = var.shape
+    var._location = TensorLocation(TensorStorage.OffChip, ReplicatedTensorSharding.On)
+    var._remote_buffer = remote_buffer
+    var._remote_offset = int(offset)
+    var._shard_over = so
+    var._remote_rts = True
+    return var
 
 
 def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,

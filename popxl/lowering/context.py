@@ -37,6 +37,8 @@ class LoweredIr:
     h2d: dict  # popxl HostToDeviceStream -> ipu HostStream
     d2h: dict
     op_names: dict = field(default_factory=dict)  # compute set / step name -> popxl op name
+    remote_buffers: dict = field(default_factory=dict)  # popxl RemoteBuffer -> ipu.RemoteBuffer
+    remote_variables: dict = field(default_factory=dict)  # popxl Variable -> (ipu.RemoteBuffer, entry)
 
 
 class Lowering:
@@ -53,6 +55,8 @@ class Lowering:
         self.d2h: dict = {}
         self.graphs: dict = {}
         self.op_names: dict = {}  # program / step name -> popxl op name
+        self.remote_buffers: dict = {}  # popxl RemoteBuffer -> ipu.RemoteBuffer (rules/remote.py)
+        self.remote_variables: dict = {}  # popxl Variable -> (ipu.RemoteBuffer, entry)
         self._seqs: list[ipu.Sequence] = []
         self._lowering_stack: list = []
         self.op = None  # the op being lowered (for names)
@@ -63,9 +67,14 @@ class Lowering:
         for v in main.variables:
             if getattr(v, "_rts_shard", None) is not None:  # replica-sharded: its shard op holds it (rules/collectives.py)
                 continue
+            if getattr(v, "_remote_buffer", None) is not None:  # lives in streaming memory
+                from .rules.remote import remote_variable
+                remote_variable(self, v)
+                continue
             self.values[v] = self.variables[v] = self._persistent(v, ipu.VARIABLE)
         seq = self.lower_ops(main)
-        return LoweredIr(self.g, seq, self.variables, self.constants, self.h2d, self.d2h, self.op_names)
+        return LoweredIr(self.g, seq, self.variables, self.constants, self.h2d, self.d2h, self.op_names,
+                         remote_buffers=self.remote_buffers, remote_variables=self.remote_variables)
 
     def _persistent(self, t, category):
         et = self.etype(t)
@@ -107,6 +116,7 @@ class Lowering:
         inputs = []
         for t in graph.inputs:
             v = self.new_var(t.shape, self.etype(t), f"{graph.name}/{t.name}")
+            self.placement.place(v, tensor_ipu(t))  # on the IPU of the graph's ops that use it
             self.values[t] = v
             inputs.append(v)
         saved_op = self.op
@@ -120,6 +130,7 @@ class Lowering:
             v = self.value(t)
             if not v.is_identity or v.variable.id in input_ids or v.variable.category != ipu.TEMPORARY:
                 nv = self.new_var(t.shape, self.etype(t), f"{graph.name}/{t.name}/out")
+                self.placement.place(nv, tensor_ipu(t))
                 if v.numel:
                     seq.add(ipu.Copy(v, nv, name=f"{graph.name}/output"))
                 v = nv

@@ -199,11 +199,11 @@ def test_graph_inputs_and_outputs_rules(ir, var):
             popxl.graph_output(x)
 
 
-def test_remote_and_sharded_variables_are_not_yet_available(main):
+def test_remote_and_sharded_variables(main):
     buf = popxl.remote_buffer((2,), popxl.float32, 3)
     assert buf.entries == 3 and buf.tensor_shape == (2,) and buf.remote_buffer_id >= 1
-    with pytest.raises(NotImplementedError, match="issue 6"):
-        popxl.remote_variable(np.zeros(2, np.float32), buf)
+    rv = popxl.remote_variable(np.zeros(2, np.float32), buf, 1)  # tests/remote runs it
+    assert rv.location_info.storage == popxl.TensorStorage.OffChip and rv._remote_offset == 1
     var, shard = popxl.replica_sharded_variable(np.zeros(2, np.float32))  # one replica: one shard
     assert var.shape == (2,) and shard.shape == (2,) and shard.meta_shape == (2,)
     assert popxl.replica_sharded_buffer((2,), popxl.float32).tensor_shape == (2,)

@@ -6,4 +6,5 @@ from . import var_updates  # noqa: F401
 from . import rng  # noqa: F401
 from . import misc  # noqa: F401
 from . import resize  # noqa: F401
+from . import remote  # noqa: F401
 from . import collectives  # noqa: F401

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ipu
 
 from ..registry import lowering_rule
+from .remote import emit_transfer
 
 
 def _stream(ctx, popxl_stream, to_device: bool):
@@ -21,10 +22,10 @@ def _stream(ctx, popxl_stream, to_device: bool):
 def host_load(ctx, op):
     stream = _stream(ctx, op.attrs["stream"], True)
     out = ctx.new_output(op, 0)
-    ctx.emit(ipu.HostToDevice(stream, out, name=ctx.name()))
+    emit_transfer(ctx, op, ipu.HostToDevice(stream, out, name=ctx.name()))  # merge_exchange groups merge
 
 
 @lowering_rule("host_store")
 def host_store(ctx, op):
     stream = _stream(ctx, op.attrs["stream"], False)
-    ctx.emit(ipu.DeviceToHost(ctx.value(op.inputs[0]), stream, name=ctx.name()))
+    emit_transfer(ctx, op, ipu.DeviceToHost(ctx.value(op.inputs[0]), stream, name=ctx.name()))

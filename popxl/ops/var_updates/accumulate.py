@@ -5,7 +5,7 @@ from typing import Optional, Union
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
-from .._shapes import broadcast_shapes, check_float, check_int, normalize_axis
+from .._shapes import broadcast_shapes, check_float, check_int, check_numeric, normalize_axis
 from .utils import handle_optimizer_value, var_update
 
 __all__ = ["accumulate_", "accumulate_square_", "accumulate_mean_", "accumulate_moving_average_",
@@ -18,8 +18,9 @@ def _check(op: str, t: Tensor, X: Tensor):
     for name, x in (("t", t), ("X", X)):
         if not isinstance(x, Tensor):
             raise TypeError(f"{op}: `{name}` must be a Tensor, got {type(x).__name__}.")
-    check_float(op, t)
-    check_float(op, X)
+    # integer accumulators are allowed, as in PopXL (its remote-variable example accumulates int32)
+    check_numeric(op, t)
+    check_numeric(op, X)
     if broadcast_shapes(t.shape, X.shape, what=f"{op} operands") != t.shape:
         raise ValueError(f"{op}: X of shape {X.shape} cannot be accumulated into t of shape {t.shape}.")
 

@@ -5,6 +5,7 @@ import popxl.ops as ops
 from ._registry import grad_rule, non_differentiable
 
 non_differentiable("detach", "init", "host_load", "host_store", "histogram", "remote_load", "remote_store",
+                   "remote_code_load",
                    # variable updates change optimiser state; no gradient flows through them
                    "accumulate", "accumulator_scale", "sparse_accumulate", "adam_updater", "adam_var_update",
                    "copy_var_update")
