@@ -2,7 +2,6 @@
 import os
 import runpy
 
-import numpy as np
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")

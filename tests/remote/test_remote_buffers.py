@@ -249,7 +249,7 @@ def test_merge_exchange_makes_one_sync_and_one_transfer_phase(mode):
     assert m_kinds.count("remote_load") == 1 and "host_to_device" not in m_kinds
     io_copies = 3 if mode == "io_tile_exchange" else 0  # io_tile_copy: an exchange (and its sync) each
     assert m_kinds.count("sync") == sep_kinds.count("sync") - 2 + io_copies
-    transfer = lambda c: c.get("remote_load", 0) + c.get("host_to_device", 0) + c.get("sync", 0)  # noqa: E731
+    transfer = lambda c: c.get("remote_load", 0) + c.get("host_to_device", 0) + c.get("sync", 0)
     assert transfer(m_cycles) < transfer(sep_cycles)
 
 
