@@ -104,7 +104,7 @@ def main(argv=None):
     steps = load.executable.steps
     for sid in cl.load_steps:
         s = steps[sid]
-        print(f"  step {sid:4d} {s.name:22s} {s.bytes_moved:8,} bytes {s.cycles:7,} cycles")
+        print(f"  step {sid:4d} {s.name:28s} {s.bytes_moved:10,} bytes {s.cycles:8,} cycles")
     load_cycles = sum(steps[i].cycles for i in load.engine.executed_steps()[0] if steps[i].kind == "code_load")
     print(f"total cycles: resident {res.total_cycles:,}, with code loading {load.total_cycles:,} "
           f"({load_cycles:,} in code loads)")

@@ -119,7 +119,8 @@ def remote_store(ctx, op):
 def remote_code_load(ctx, op):
     """The called graph's ipu.Function keeps its code in streaming memory; a CodeLoad brings it in.
     A load right after another load joins it (one sync, one transfer)."""
-    fn = ctx.lowered(op.attrs["graph"]).function
+    graph = op.attrs["graph"]
+    fn = ctx.lowered(graph).function
     fn.code_in_streaming_memory = True
     seq = ctx._seqs[-1]
     last = seq.programs[-1] if seq.programs else None
@@ -127,4 +128,4 @@ def remote_code_load(ctx, op):
         if not any(f is fn for f in last.functions):
             last.functions.append(fn)
         return
-    ctx.emit(ipu.CodeLoad(fn, name=ctx.name()))
+    ctx.emit(ipu.CodeLoad(fn, name=ctx.name(graph.id)))  # "<op name>/<graph>": the profile finds the op
