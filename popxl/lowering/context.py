@@ -99,7 +99,7 @@ class Lowering:
                     self.values[c] = self.constants[c] = self._persistent(c, ipu.CONSTANT)
             for op in sorted(graph.ops, key=lambda o: o.id):
                 prev, self.op = self.op, op
-                mark = self.placement.begin()
+                mark = self.placement.begin(op, self)
                 get_rule(op.type)(self, op)
                 self.placement.end(mark, op)  # onto the op's IPU (placement.py)
                 self.op = prev

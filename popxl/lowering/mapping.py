@@ -29,4 +29,6 @@ class TileAllocator:
             self._next_small += 1
             return
         grain = max(1, self.target.data_path_bytes // isz)
-        g.map_linearly(v, grain=grain, min_elements_per_tile=max(grain, MIN_BYTES_PER_TILE // isz))
+        # over this allocator's tiles (one IPU of a multi-IPU replica: lowering/placement.py)
+        tiles = range(self.target.num_tiles) if g.target.num_tiles != self.target.num_tiles else None
+        g.map_linearly(v, grain=grain, min_elements_per_tile=max(grain, MIN_BYTES_PER_TILE // isz), tiles=tiles)

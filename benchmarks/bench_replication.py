@@ -1,0 +1,87 @@
+"""What replication costs the simulator: host wall time of one training step of a small model on
+1, 2, 4 and 8 replicas, and the simulated cycles of the step and of its collectives.
+
+    python benchmarks/bench_replication.py [--replicas 1 2 4 8] [--batch-size 8] [--hidden 64] [--steps 10]
+
+The step is examples/data_parallel_mnist.py's (the MNIST MLP of examples/mnist.py, gradients
+averaged with replicated_all_reduce before SGD), on the simulated GC200. Every replica runs the
+same program on its own memory, so the host time should grow with the number of replicas (8
+replicas about 8 x one), while the simulated cycles per step stay nearly flat: the replicas run in
+parallel on the machine and only the all-reduce grows (2 (n - 1) ring steps).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import statistics
+import sys
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import popxl  # noqa: E402
+
+dp = runpy.run_path(os.path.join(ROOT, "examples", "data_parallel_mnist.py"), run_name="bench")
+
+
+def bench(replicas: int, batch: int, hidden: int, steps: int, lr: float = 0.05):
+    weights = dp["init_weights"](hidden)
+    x, y, _, _ = dp["synthetic_mnist"](replicas * batch * (steps + 1), 1)
+    t0 = time.perf_counter()
+    ir, h = dp["train_ir"](replicas, batch, hidden, lr, weights)
+    session = popxl.Session(ir, "ipu_model")
+    compile_s = time.perf_counter() - t0
+    times = []
+    with session:
+        for s in range(steps + 1):
+            xs = x[s * replicas * batch:(s + 1) * replicas * batch]
+            ys = y[s * replicas * batch:(s + 1) * replicas * batch]
+            if replicas > 1:
+                xs, ys = xs.reshape(replicas, batch, 28, 28), ys.reshape(replicas, batch)
+            c0 = session.total_cycles
+            t = time.perf_counter()
+            session.run({h["images"]: xs, h["labels"]: ys})
+            if s:  # the first run warms the kernels up
+                times.append(time.perf_counter() - t)
+            cycles = session.total_cycles - c0
+    exe = session.executable
+    ids, _ = session.engine.executed_steps()
+    per_step = len(ids) // (steps + 1)
+    coll = sum(exe.steps[i].cycles for i in ids[-per_step:] if "all_reduce" in exe.steps[i].name)
+    return {"compile": compile_s, "run": statistics.median(times), "cycles": cycles, "collective": coll,
+            "ipus": session.num_ipus}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=10)
+    args = ap.parse_args(argv)
+    os.environ.pop("IPU_SIM_TARGET", None)
+    console = Console()
+    table = Table(title=f"MNIST MLP (hidden {args.hidden}), {args.batch_size} images per replica, simulated GC200")
+    for col in ("replicas", "IPUs", "compile s", "host s / step", "x 1 replica", "cycles / step",
+                "all-reduce cycles"):
+        table.add_column(col, justify="right")
+    base = None
+    rows = []
+    for r in args.replicas:
+        res = bench(r, args.batch_size, args.hidden, args.steps)
+        base = base or res["run"]
+        rows.append((r, res))
+        table.add_row(str(r), str(res["ipus"]), f"{res['compile']:.2f}", f"{res['run'] * 1e3:.1f} ms",
+                      f"{res['run'] / base:.2f}", f"{res['cycles']:,}", f"{res['collective']:,}")
+    console.print(table)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
