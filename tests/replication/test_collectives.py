@@ -137,16 +137,19 @@ def test_meta_shape_gather_and_padding():
         np.testing.assert_array_equal(out["shard"][r], np.pad(x.sum(0), (0, 1))[2 * r:2 * r + 2])
 
 
-def test_all_gather_accepts_a_grouping_as_second_argument():
-    """Some SDK documents call replicated_all_gather(t, group)."""
+def test_all_gather_with_the_sdk_3_0_signature():
+    """replicated_all_gather(t, group), as SDK 3.0 and some documents call it: the output is
+    (group_size, *t.shape) (or the meta shape of a shard)."""
     R = 4
     x = np.arange(R * 2, dtype=np.float32).reshape(R, 2)
 
     def build(ir, t):
-        return {"g": C.replicated_all_gather(t, ir.replica_grouping(1, 2))}
+        return {"g": C.replicated_all_gather(t, ir.replica_grouping(1, 2)),
+                "s": C.replicated_all_gather(C.replica_sharded_slice(t), ir.replica_grouping())}
 
     out, _ = run_replicated(R, build, [x])
-    np.testing.assert_array_equal(out["g"][3], x[2:4].reshape(-1))
+    np.testing.assert_array_equal(out["g"][3], x[2:4])
+    np.testing.assert_array_equal(out["s"][1], [x[0, 0], x[1, 1]])  # replica r holds element r of its x
 
 
 def test_errors():

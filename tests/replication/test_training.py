@@ -75,8 +75,9 @@ def test_data_parallel_training_matches_numpy(R, rts):
 
 @pytest.mark.parametrize("R", [2, 4])
 def test_autodiff_through_collectives(R):
-    """d/dx of sum(all_gather(x) * c) is the reduce-scatter of c for a sharded x; the gradient of
-    an all-reduce is the all-reduce of the gradients; of a reduce-scatter an all-gather."""
+    """The gradient of an all-gather is the replica's own slice of the gradient (PopXL's rule, no
+    sum over replicas); of an all-reduce the all-reduce of the gradients; of a reduce-scatter an
+    all-gather."""
     n = 3
     c = np.arange(R * n, dtype=np.float32).reshape(R, n) + 1  # per replica weights of the gathered value
 
@@ -105,10 +106,10 @@ def test_autodiff_through_collectives(R):
     # forward per replica r: full = x (all ones); red = sum_r' full*c = R*c; sc_r = chunk r of sum_r' red*c
     # loss_r = sum(chunk r of R * R * c * c): d loss_r / d sc_r = 1 on chunk r
     # backward: d sc (chunk r on replica r) -> all_gather -> ones over all chunks, times c -> all_reduce -> R c
-    # -> times c -> d full = R c^2 on every replica -> reduce-scatter add over replicas: R * R c^2, chunk r
+    # -> times c -> d full = R c^2 on every replica -> the all-gather's gradient: chunk r of it
     cv = c.reshape(-1)
     for r in range(R):
-        np.testing.assert_allclose(got[r], (R * R * cv * cv)[r * n:(r + 1) * n])
+        np.testing.assert_allclose(got[r], (R * cv * cv)[r * n:(r + 1) * n])
 
 
 def test_data_parallel_mnist_example_matches_one_replica():

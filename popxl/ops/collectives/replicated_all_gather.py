@@ -29,8 +29,12 @@ def replicated_all_gather(t: Tensor, axis: int = 0, group: Optional[ReplicaGroup
     Its gradient is a :func:`replicated_slice` (except for ``'meta_shape'``, whose gradient is the
     replica's shard of the incoming gradient).
     """
-    if isinstance(axis, ReplicaGrouping) and group is None:  # replicated_all_gather(t, group) as some SDK docs write it
+    if isinstance(axis, ReplicaGrouping) and group is None:
+        # replicated_all_gather(t, group): the SDK 3.0 signature, whose output is
+        # (group_size, *t.shape), or t.meta_shape for a shard
         axis, group = 0, axis
+        if output_shape == "auto":
+            output_shape = "meta_shape" if t.meta_shape else "new_axis"
     if not isinstance(t, Tensor):
         raise TypeError(f"replicated_all_gather: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
     group = _group(t, group, "replicated_all_gather")

@@ -2,9 +2,9 @@
 
 - replicated_all_reduce (add / mean): the gradient is the same all-reduce of the gradients (the
   transpose of summing over the group is summing over the group).
-- replicated_all_gather: a meta-shape gather (RTS) sends each replica's gradient chunk back
-  summed over the group (a reduce-scatter add); the other forms take the replica's own slice of
-  the gradient (a replicated slice), as PopXL documents.
+- replicated_all_gather: each replica takes its own slice of the gradient (a replicated slice,
+  no sum over the group), in every output_shape mode, as PopXL's gradient does; a data-parallel
+  RTS model reduce-scatters its weight gradients itself.
 - replicated_reduce_scatter: an all-gather of the gradients (times 1 / n for mean); the local
   forms (replica_sharded_slice, replicated_slice) have an all-gather as gradient, as PopXL's.
 - all_reduce across IPUs: an all-reduce of the gradients; with identical inputs the op is an
@@ -45,10 +45,8 @@ def _replicated_all_gather(ctx, op, grads):
     g = grads[0]
     x = op.inputs[0]
     group = op.attrs["group"]
-    if op.attrs.get("output_shape") == "meta_shape":
-        out = _reduce_scatter(g, "add", group, True, "_grad", "replicated_all_gather grad")
-    else:
-        out = _reduce_scatter(g, "local", group, False, "_grad", "replicated_all_gather grad")
+    rts = op.attrs.get("output_shape") == "meta_shape"
+    out = _reduce_scatter(g, "local", group, rts, "_grad", "replicated_all_gather grad")
     if out.nelms != x.nelms:
         raise NotImplementedError(f"autodiff: the gradient of {op.name} does not split into shards of {x.nelms} "
                                   "elements; gather with the grouping the shards were made with.")
