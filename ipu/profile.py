@@ -19,10 +19,12 @@ import time
 
 import numpy as np
 
+from . import costs
 from .memory import CATEGORIES
 
 SCHEMA = "ipu-sim-profile"
-VERSION = 1
+VERSION = 1  # the major version: readers refuse another one
+MINOR_VERSION = 1  # fields added within the major version (1: the `code` section, the `streaming` class)
 
 # Step kinds and the class each one counts towards in the compute / exchange / sync split.
 KIND_CLASS = {
@@ -31,13 +33,19 @@ KIND_CLASS = {
     "sync": "sync",
     "host_to_device": "host",
     "device_to_host": "host",
-    "remote_load": "remote",
-    "remote_store": "remote",
-    "code_load": "code_load",
+    "remote_load": "streaming",
+    "remote_store": "streaming",
+    "code_load": "streaming",
     "branch": "control",
 }
 
-ALWAYS_LIVE = tuple(c for c in CATEGORIES if c != "temporaries")
+# Memory categories that are not always live: temporaries, and vertex code loaded from streaming
+# memory (live from a load to the last call before the next load; ipu/codeload.py). Every other
+# category, including ones the machine adds later, counts as always live.
+NOT_ALWAYS_LIVE = ("temporaries", "code_loaded")
+ALWAYS_LIVE = tuple(c for c in CATEGORIES if c not in NOT_ALWAYS_LIVE)
+# the order of categories in the document: loaded code next to resident vertex code
+CATEGORY_ORDER = tuple(x for c in CATEGORIES for x in ((c, "code_loaded") if c == "vertex_code" else (c,)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -231,12 +239,14 @@ def _memory(exe, worst: int = 10) -> tuple[dict, np.ndarray]:
     t = exe.target
     n = t.num_tiles
     cats = exe.plan.categories
-    names = [c for c in CATEGORIES if c in cats] + [c for c in cats if c not in CATEGORIES]
+    names = [c for c in CATEGORY_ORDER if c in cats] + [c for c in cats if c not in CATEGORY_ORDER]
     arrs = {c: np.asarray(cats[c], np.int64).reshape(-1) for c in names}
     total = np.zeros(n, np.int64)
+    always = np.zeros(n, np.int64)
     for c in names:
         total += arrs[c]
-    always = total - arrs.get("temporaries", 0)
+        if c not in NOT_ALWAYS_LIVE:
+            always += arrs[c]
     order = np.argsort(-total, kind="stable")[:worst]
 
     by_tile_vars: dict[int, list] = {int(w): [] for w in order}
@@ -282,6 +292,76 @@ def _memory(exe, worst: int = 10) -> tuple[dict, np.ndarray]:
         "variables": var_rows,
     }
     return mem, total
+
+
+def _code(exe, counts, tl_steps) -> dict | None:
+    """The `code` section: vertex code resident vs loaded from streaming memory (None when no
+    function's code is loaded). See ipu/codeload.py and docs/profile-format.md."""
+    cl = getattr(exe, "code_liveness", None)
+    if cl is None:
+        return None
+    steps = exe.steps
+    resident = np.asarray(cl.resident, np.int64)
+    loaded = np.asarray(cl.loaded_peak, np.int64)
+    everything = np.asarray(cl.all_resident, np.int64)
+    with_loading = resident + loaded
+    saved = everything - with_loading
+    b = int(cl.busiest_tile)
+    r = int(np.argmax(everything)) if everything.size else 0
+    w = int(np.argmax(with_loading)) if with_loading.size else 0
+
+    def on_tile(t):
+        return {"tile": t, "resident": int(resident[t]), "loaded_peak": int(loaded[t]),
+                "with_loading": int(with_loading[t]), "all_resident": int(everything[t]), "saved": int(saved[t])}
+
+    live = np.asarray(cl.live, np.int64)
+    live_b = np.asarray(cl.live_busiest, np.int64)
+    pk = int(np.argmax(live)) if live.size else 0
+    live_peak = {"position": pk, "bytes": int(live[pk]) if live.size else 0,
+                 "busiest_tile_bytes": int(live_b.max(initial=0))}
+    if tl_steps and pk < len(tl_steps):
+        live_peak.update(step=tl_steps[pk], name=steps[tl_steps[pk]].name)
+
+    functions = []
+    for name, f in cl.functions.items():
+        tb = np.asarray(f["tile_bytes"], np.int64)
+        functions.append({"name": name, "bytes": int(f["total"]), "max_tile": int(f["max_tile"]),
+                          "tiles": int(np.count_nonzero(tb)), "tile_bytes": rle(tb),
+                          "intervals": [[int(a), int(z)] for a, z in f["intervals"]]})
+    sync = int(costs.sync_cycles(exe.target))
+    loads = []
+    for sid in cl.load_steps:
+        s = steps[sid]
+        info = getattr(s, "remote", None)
+        tb = getattr(info, "tile_bytes", None)
+        tb = np.zeros(resident.size, np.int64) if tb is None else np.asarray(tb, np.int64)
+        runs = int(counts[sid]) if sid < len(counts) else 0
+        loads.append({"step": int(sid), "name": s.name, "functions": [str(x) for x in getattr(info, "functions", ())],
+                      "bytes": int(s.bytes_moved or 0), "max_tile_bytes": int(tb.max(initial=0)),
+                      "tiles": int(np.count_nonzero(tb)), "cycles": int(s.cycles), "sync_cycles": sync,
+                      "transfer_cycles": max(int(s.cycles) - sync, 0), "executions": runs,
+                      "executed_cycles": runs * int(s.cycles)})
+    return {
+        "resident": rle(resident),
+        "loaded_peak": rle(loaded),
+        "all_resident": rle(everything),
+        "saved": rle(saved),
+        "totals": {"resident": int(resident.sum()), "loaded_peak": int(loaded.sum()),
+                   "with_loading": int(with_loading.sum()), "all_resident": int(everything.sum()),
+                   "saved": int(saved.sum())},
+        "busiest_tile": on_tile(b),
+        "peak_tile": {"all_resident": {"tile": r, "bytes": int(everything[r]) if everything.size else 0},
+                      "with_loading": {"tile": w, "bytes": int(with_loading[w]) if with_loading.size else 0},
+                      "saved": int(everything.max(initial=0) - with_loading.max(initial=0))},
+        "live": live.tolist(),
+        "live_busiest": live_b.tolist(),
+        "live_peak": live_peak,
+        "functions": functions,
+        "load_steps": loads,
+        "load_cycles": {"steps": len(loads), "executions": sum(x["executions"] for x in loads),
+                        "executed_cycles": sum(x["executed_cycles"] for x in loads)},
+        "exact": bool(cl.exact),
+    }
 
 
 def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | None = None,
@@ -433,6 +513,7 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     doc = {
         "schema": SCHEMA,
         "version": VERSION,
+        "minor_version": MINOR_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "target": _target_json(target),
         "programs": {"programs": [_node_json(p) for p in exe.programs],
@@ -441,6 +522,7 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
         "tile_cycles_table": table,
         "memory": mem,
         "liveness": liveness,
+        "code": _code(exe, counts, tl_steps),
         "execution": exe_doc,
         "wall": wall,
         "info": info,

@@ -21,12 +21,14 @@ KIND_CLASS = {
     "sync": "sync",
     "host_to_device": "host",
     "device_to_host": "host",
-    "remote_load": "remote",
-    "remote_store": "remote",
-    "code_load": "code_load",
+    "remote_load": "streaming",
+    "remote_store": "streaming",
+    "code_load": "streaming",
     "branch": "control",
 }
-CLASSES = ("compute", "exchange", "sync", "host", "remote", "code_load", "control")
+CLASSES = ("compute", "exchange", "sync", "host", "streaming", "control")
+CLASS_LABELS = {"streaming": "streaming memory"}
+STREAMING_KINDS = ("remote_load", "remote_store", "code_load")
 
 _PROFILE_RE = re.compile(r"^profile(-\d+)?\.json(\.gz)?$")
 

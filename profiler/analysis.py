@@ -6,6 +6,59 @@ import numpy as np
 from ._format import CLASSES, KIND_CLASS, memory_by_category, tile_total, unrle
 
 
+def cycles_by_class(doc: dict) -> dict:
+    """Executed cycles by class (compute, exchange, sync, host, streaming, control), from the
+    cycles by step kind with this reader's classes (documents of minor version 0 had `remote` and
+    `code_load` classes)."""
+    ex = doc.get("execution") or {}
+    by_kind = ex.get("cycles_by_kind")
+    if by_kind is None:
+        return {c: int(v) for c, v in (ex.get("cycles_by_class") or {}).items()}
+    out: dict = {}
+    for k, v in by_kind.items():
+        cl = KIND_CLASS.get(k, k)
+        out[cl] = out.get(cl, 0) + int(v)
+    order = {c: i for i, c in enumerate(CLASSES)}
+    return dict(sorted(out.items(), key=lambda x: order.get(x[0], len(order))))
+
+
+def code_memory(doc: dict) -> dict:
+    """Vertex code resident vs loaded from streaming memory, in bytes, and the cost of the loads.
+
+    From the document's `code` section; a profile without code loading has all its vertex code
+    resident (`loading` False, nothing loaded or saved), so two profiles always compare."""
+    c = doc.get("code")
+    if c:
+        loads = c.get("load_steps", [])
+        return {
+            "loading": True,
+            **{k: int(v) for k, v in c["totals"].items()},
+            "busiest_tile": dict(c["busiest_tile"]),
+            "peak_tile_all_resident": int(c["peak_tile"]["all_resident"]["bytes"]),
+            "peak_tile_with_loading": int(c["peak_tile"]["with_loading"]["bytes"]),
+            "peak_tile_saved": int(c["peak_tile"]["saved"]),
+            "functions": len(c.get("functions", [])),
+            "load_steps": len(loads),
+            "load_executions": sum(int(x.get("executions", 0)) for x in loads),
+            "load_cycles": sum(int(x.get("executed_cycles", 0)) for x in loads),
+            "load_bytes": sum(int(x.get("bytes", 0)) * int(x.get("executions", 0)) for x in loads),
+            "live_peak": int((c.get("live_peak") or {}).get("bytes", 0)),
+        }
+    vc = memory_by_category(doc).get("vertex_code")
+    if vc is None or vc.size == 0:
+        vc = np.zeros(max(int(doc["target"]["num_tiles"]), 1), np.int64)
+    t = int(np.argmax(vc))
+    top = int(vc[t])
+    return {
+        "loading": False, "resident": int(vc.sum()), "loaded_peak": 0, "with_loading": int(vc.sum()),
+        "all_resident": int(vc.sum()), "saved": 0,
+        "busiest_tile": {"tile": t, "resident": top, "loaded_peak": 0, "with_loading": top, "all_resident": top,
+                         "saved": 0},
+        "peak_tile_all_resident": top, "peak_tile_with_loading": top, "peak_tile_saved": 0, "functions": 0,
+        "load_steps": 0, "load_executions": 0, "load_cycles": 0, "load_bytes": 0, "live_peak": 0,
+    }
+
+
 def op_key(step: dict) -> str:
     """What a step is charged to: its popxl op, else the first part of its name."""
     if step.get("op"):
@@ -24,8 +77,7 @@ def summary(doc: dict) -> dict:
     total = tile_total(doc)
     cats = mem["totals"]
     cycles_total = int(ex.get("total_cycles", 0))
-    by_class = {c: int(ex.get("cycles_by_class", {}).get(c, 0)) for c in CLASSES
-                if c in ex.get("cycles_by_class", {})}
+    by_class = cycles_by_class(doc)
     live = doc.get("liveness") or {}
     peak = live.get("peak") or {}
     wall = doc.get("wall") or {}
@@ -58,6 +110,7 @@ def summary(doc: dict) -> dict:
             "not_always_live_peak": int(peak.get("bytes", 0)),
             "not_always_live_peak_step": peak.get("name"),
         },
+        "code": code_memory(doc),
         "steps": len(doc["steps"]),
         "wall": {k: wall.get(k) for k in ("compile_seconds", "lowering_seconds", "run_seconds",
                                           "simulated_cycles_per_second")},
@@ -167,6 +220,14 @@ def compare(a: dict, b: dict) -> dict:
                                                if c not in sa["memory"]["by_category"]]
     for c in cats:
         rows[f"memory.{c}"] = pair(sa["memory"]["by_category"].get(c, 0), sb["memory"]["by_category"].get(c, 0))
+    ca, cb = sa["code"], sb["code"]
+    if ca["loading"] or cb["loading"]:
+        rows["code.resident"] = pair(ca["resident"], cb["resident"])
+        rows["code.loaded_peak"] = pair(ca["loaded_peak"], cb["loaded_peak"])
+        rows["code.with_loading"] = pair(ca["with_loading"], cb["with_loading"])
+        rows["code.peak_tile"] = pair(ca["peak_tile_with_loading"], cb["peak_tile_with_loading"])
+        rows["code.saved"] = pair(ca["saved"], cb["saved"])
+        rows["code.load_cycles"] = pair(ca["load_cycles"], cb["load_cycles"])
     for k in ("compile_seconds", "run_seconds"):
         rows[f"wall.{k}"] = pair(sa["wall"].get(k), sb["wall"].get(k))
     oa = {r["op"]: r["cycles"] for r in ops(a)}

@@ -123,7 +123,8 @@ class TileMemory:
         self.total = Bytes(total)
         self.used = total
         self.free = capacity - total
-        self.alwaysLiveBytes = self.always_live_bytes = total - cats.get("temporaries", 0)
+        # temporaries and code loaded from streaming memory are not always live
+        self.alwaysLiveBytes = self.always_live_bytes = total - cats.get("temporaries", 0) - cats.get("code_loaded", 0)
         self.notAlwaysLiveBytes = self.not_always_live_bytes = int(live_peak)
 
     def __repr__(self):
@@ -355,6 +356,11 @@ class Report:
     def ops(self) -> list[dict]:
         """Executed cycles per popxl op, costliest first."""
         return analysis.ops(self.doc)
+
+    def code_memory(self) -> dict:
+        """Vertex code resident vs loaded from streaming memory (bytes, the saving, the loads'
+        cycles); the raw per-tile arrays are in `doc["code"]` (None without code loading)."""
+        return analysis.code_memory(self.doc)
 
     def __repr__(self):
         return f"<Report {os.path.basename(self.path or '?')} on {self.target.name}: " \
