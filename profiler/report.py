@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -10,10 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from . import analysis
-from ._format import tile_total
+from ._format import CLASS_LABELS, STREAMING_KINDS, tile_total, unrle
 
 CLASS_STYLE = {"compute": "green", "exchange": "magenta", "sync": "yellow", "host": "cyan",
-               "remote": "blue", "code_load": "red", "control": "white"}
+               "streaming": "blue", "control": "white"}
+KIND_LABELS = {"remote_load": "remote loads", "remote_store": "remote stores", "code_load": "code loads"}
+SPARK = "▁▂▃▄▅▆▇█"
+HIGHER_IS_BETTER = ("code.saved",)  # compare rows where growth is an improvement
 
 
 def fmt_bytes(n) -> str:
@@ -92,8 +96,16 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
     et.add_row("total", f"{total:,}", "100.0", Text(f"{fmt_seconds(s['cycles']['seconds_at_clock'])} at "
                                                     f"{t['clock_hz'] / 1e9:.2f} GHz", style="bold"))
     summed = sum(s["cycles"]["by_class"].values()) or 1
+    by_kind = s["cycles"]["by_kind"]
     for cl, c in sorted(s["cycles"]["by_class"].items(), key=lambda x: -x[1]):
-        et.add_row(f"  {cl}", f"{c:,}", f"{100 * c / summed:.1f}", _bar(c / summed, style=CLASS_STYLE.get(cl, "white")))
+        et.add_row(f"  {CLASS_LABELS.get(cl, cl)}", f"{c:,}", f"{100 * c / summed:.1f}",
+                   _bar(c / summed, style=CLASS_STYLE.get(cl, "white")))
+        if cl == "streaming":  # what streaming memory time went to
+            for k in STREAMING_KINDS:
+                if k in by_kind:
+                    v = int(by_kind[k])
+                    et.add_row(Text(f"    {KIND_LABELS[k]}", style="dim"), Text(f"{v:,}", style="dim"),
+                               Text(f"{100 * v / summed:.1f}", style="dim"), _bar(v / summed, style="dim blue"))
     con.print(et)
     w = s["wall"]
     cps = w.get("simulated_cycles_per_second")
@@ -134,6 +146,8 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
         lines.append(f"  [bold red]{m['tiles_over_capacity']} tiles are over capacity[/]")
     for ln in lines:
         con.print(ln, style=None, highlight=False)
+    if doc.get("code"):
+        render_code(doc, con, total_cycles=summed)
 
     wt = Table(title="Worst tiles", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     wt.add_column("tile", justify="right")
@@ -186,11 +200,15 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
         ot.add_column("type")
         ot.add_column("cycles", justify="right")
         ot.add_column("%", justify="right")
-        for cl in ("compute", "exchange", "sync", "host"):
+        op_rows = analysis.ops(doc)
+        classes = ["compute", "exchange", "sync", "host"]
+        if any(r["by_class"].get("streaming") for r in op_rows):
+            classes.append("streaming")
+        for cl in classes:
             ot.add_column(cl, justify="right", style=CLASS_STYLE[cl])
-        for r in analysis.ops(doc)[:top]:
+        for r in op_rows[:top]:
             ot.add_row(r["op"], r["type"], f"{r['cycles']:,}", f"{100 * r['cycles'] / summed:.1f}",
-                       *[f"{r['by_class'].get(cl, 0):,}" for cl in ("compute", "exchange", "sync", "host")])
+                       *[f"{r['by_class'].get(cl, 0):,}" for cl in classes])
         con.print()
         con.print(ot)
 
@@ -209,6 +227,113 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
             con.print(tt)
 
 
+def _pct(part, whole) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def sparkline(values, width: int = 60) -> str:
+    """Values over program positions as one line of block characters (the most in each bucket)."""
+    v = np.asarray(values, np.int64)
+    if v.size == 0:
+        return ""
+    edges = np.linspace(0, v.size, min(width, v.size) + 1).astype(np.int64)
+    top = np.maximum.reduceat(v, edges[:-1])
+    hi = max(int(v.max()), 1)
+    return "".join(" " if x <= 0 else SPARK[min(len(SPARK) - 1, int(x * len(SPARK) / (hi + 1)))] for x in top)
+
+
+def render_code(doc: dict, con: Console, total_cycles: int | None = None) -> None:
+    """The "Code memory" section: vertex code always live vs loaded from streaming memory, per tile,
+    the saving against keeping all code resident, and the code-load steps."""
+    c = doc["code"]
+    tot, b = c["totals"], c["busiest_tile"]
+    pk = c["peak_tile"]
+    resident, loaded = unrle(c["resident"]), unrle(c["loaded_peak"])
+    everything = unrle(c["all_resident"])
+    con.print()
+    ct = Table(title="Code memory (vertex code resident vs loaded from streaming memory)", title_justify="left",
+               box=box.SIMPLE_HEAD, show_edge=False)
+    ct.add_column("", style="bold")
+    ct.add_column("all tiles", justify="right")
+    ct.add_column(f"busiest tile ({b['tile']})", justify="right")
+    ct.add_column("max tile", justify="right")
+    ct.add_column("", no_wrap=True)
+    top = max(int(b["all_resident"]), int(b["with_loading"]), 1)
+    rows = [("always live (resident)", tot["resident"], b["resident"], int(resident.max(initial=0)), "blue"),
+            ("loaded (peak live)", tot["loaded_peak"], b["loaded_peak"], int(loaded.max(initial=0)), "red"),
+            ("with code loading", tot["with_loading"], b["with_loading"], pk["with_loading"]["bytes"], "magenta"),
+            ("all code resident", tot["all_resident"], b["all_resident"], pk["all_resident"]["bytes"], "white")]
+    for label, t_, bt, mx, style in rows:
+        ct.add_row(label, fmt_bytes(t_), fmt_bytes(bt), fmt_bytes(mx), _bar(bt / top, 24, style))
+    ct.add_row(Text("saved", style="bold green"),
+               Text(f"{fmt_bytes(tot['saved'])} ({_pct(tot['saved'], tot['all_resident'])})", style="green"),
+               Text(f"{fmt_bytes(b['saved'])} ({_pct(b['saved'], b['all_resident'])})", style="green"),
+               Text(fmt_bytes(pk["saved"]), style="green"), "")
+    con.print(ct)
+    saved = pk["saved"]
+    verdict = (f"[green]{fmt_bytes(saved)} less ({_pct(saved, pk['all_resident']['bytes'])})[/]" if saved > 0 else
+               f"[yellow]{fmt_bytes(-saved)} more[/]" if saved < 0 else "[yellow]no lower[/]")
+    con.print(f"  peak code on the busiest tile: {fmt_bytes(pk['all_resident']['bytes'])} all resident "
+              f"(tile {pk['all_resident']['tile']}) -> {fmt_bytes(pk['with_loading']['bytes'])} with loading "
+              f"(tile {pk['with_loading']['tile']}): {verdict}", highlight=False)
+    fewer = int(np.count_nonzero(everything > resident + loaded))
+    con.print(f"  less code than all-resident on {fewer:,} of {everything.size:,} tiles · loaded code is not "
+              f"always live (the liveness counts it)", style="dim", highlight=False)
+    live, live_b = c.get("live") or [], c.get("live_busiest") or []
+    if live:
+        lp = c.get("live_peak") or {}
+        con.print(Text(f"  loaded code live over the program positions 0–{len(live) - 1} (the most in each column):",
+                       style="dim"))
+        con.print(Text("  all tiles    ", style="dim") + Text(sparkline(live), style="red")
+                  + Text(f"  peak {fmt_bytes(lp.get('bytes', max(live)))}"
+                         + (f" at position {lp['position']}" if "position" in lp else ""), style="dim"))
+        if live_b:
+            con.print(Text(f"  tile {b['tile']:<7,}", style="dim") + Text(sparkline(live_b), style="red")
+                      + Text(f"  peak {fmt_bytes(max(live_b))}", style="dim"))
+    if not c.get("exact", True):
+        con.print("  [yellow]code liveness positions could not be matched: loaded code counted live everywhere[/]")
+
+    if c.get("functions"):
+        ft = Table(title="Functions whose code is in streaming memory", title_justify="left", box=box.SIMPLE_HEAD,
+                   show_edge=False)
+        ft.add_column("function", overflow="fold", max_width=40)
+        ft.add_column("code", justify="right")
+        ft.add_column("max tile", justify="right")
+        ft.add_column("tiles", justify="right")
+        ft.add_column("live (program positions)", overflow="fold", max_width=48)
+        for f in c["functions"]:
+            iv = f.get("intervals", [])
+            shown = ", ".join(f"{a}–{z}" for a, z in iv[:6]) + (f", … ({len(iv)} in all)" if len(iv) > 6 else "")
+            ft.add_row(f["name"], fmt_bytes(f["bytes"]), fmt_bytes(f["max_tile"]), f"{f['tiles']:,}", shown or "never")
+        con.print()
+        con.print(ft)
+
+    loads = c.get("load_steps", [])
+    if loads:
+        lt = Table(title="Code loads", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+        lt.add_column("step", justify="right")
+        lt.add_column("name", overflow="fold", max_width=36)
+        lt.add_column("bytes", justify="right")
+        lt.add_column("max tile", justify="right")
+        lt.add_column("cycles", justify="right")
+        lt.add_column("sync + transfer", justify="right", style="dim")
+        lt.add_column("runs", justify="right")
+        lt.add_column("executed cycles", justify="right")
+        lt.add_column("%", justify="right")
+        for x in loads:
+            lt.add_row(str(x["step"]), x["name"], fmt_bytes(x["bytes"]), fmt_bytes(x["max_tile_bytes"]),
+                       f"{x['cycles']:,}", f"{x['sync_cycles']:,} + {x['transfer_cycles']:,}", f"{x['executions']:,}",
+                       f"{x['executed_cycles']:,}",
+                       f"{100 * x['executed_cycles'] / total_cycles:.1f}" if total_cycles else "-")
+        lc = c.get("load_cycles") or {}
+        ex_c = int(lc.get("executed_cycles", 0))
+        lt.add_row(Text("total", style="bold"), "", fmt_bytes(sum(x["bytes"] * x["executions"] for x in loads)), "", "",
+                   "", f"{int(lc.get('executions', 0)):,}", Text(f"{ex_c:,}", style="bold"),
+                   f"{100 * ex_c / total_cycles:.1f}" if total_cycles else "-")
+        con.print()
+        con.print(lt)
+
+
 def render_compare(cmp: dict, console: Console | None = None, top: int = 15) -> None:
     con = console or make_console()
     con.print(Panel(Text(f"a: {cmp['a']}\nb: {cmp['b']}"), title="IPU profile comparison", title_align="left",
@@ -222,11 +347,13 @@ def render_compare(cmp: dict, console: Console | None = None, top: int = 15) -> 
     tt.add_column("change", justify="right")
     tt.add_column("%", justify="right")
     for k, r in cmp["totals"].items():
-        is_bytes = k.startswith("memory") or k in ("max_tile_bytes", "always_live", "not_always_live_peak")
+        is_bytes = (k.startswith("memory") or k in ("max_tile_bytes", "always_live", "not_always_live_peak")
+                    or (k.startswith("code.") and k != "code.load_cycles"))
         is_s = k.startswith("wall.")
         f = fmt_bytes if is_bytes else (fmt_seconds if is_s else (lambda v: "-" if v is None else f"{v:,}"))
         d = r["delta"]
-        style = "" if not d else ("red" if d > 0 else "green")
+        worse = d is not None and (d < 0 if k in HIGHER_IS_BETTER else d > 0)
+        style = "" if not d else ("red" if worse else "green")
         if is_s:
             style = "dim"
         ds = "-" if d is None else (("+" if d > 0 else "") + (f(d) if d else "0"))
