@@ -1,8 +1,11 @@
 """One self-contained HTML page of a profile: pictures drawn by inline JavaScript, no network.
 
-Pictures: tile memory heat map (by category, always live, busy cycles), liveness over program
-steps, execution trace per tile (the BSP view: busy and waiting per tile in every step; zoom with
-the wheel, drag to pan), cycles by op, memory by category and a histogram of memory over tiles.
+Pictures: tile memory heat map (by category, always live, busy cycles, code saved by loading),
+liveness over program steps, execution trace per tile (the BSP view: busy and waiting per tile in
+every step, code loads in their own colour; zoom with the wheel, drag to pan), code memory when
+code is loaded from streaming memory (resident vs loaded per tile, loaded code over program
+positions, the saving, the loads), cycles by op, memory by category and a histogram of memory over
+tiles.
 The page records script errors in #js-errors and sets data-rendered="ok" on #status once every
 picture is drawn (the headless-browser test reads both).
 """
@@ -41,6 +44,7 @@ def _payload(doc: dict, max_trace: int = MAX_TRACE_ENTRIES) -> dict:
         "busy": ex.get("tile_busy_cycles") or {},
         "liveness": {"values": live.get("not_always_live", []), "steps": live.get("step_of_position"),
                      "peak": live.get("peak", {}), "always": mem["always_live"]["total"]},
+        "code": _code_payload(doc),
         "steps": steps,
         "tcTable": doc["tile_cycles_table"],
         "trace": {"ids": ids[:keep].tolist(), "starts": starts[:keep].tolist(), "length": n,
@@ -50,6 +54,18 @@ def _payload(doc: dict, max_trace: int = MAX_TRACE_ENTRIES) -> dict:
         "hist": analysis.histogram(tot, int(doc["target"]["bytes_per_tile"]), 16),
         "worst": analysis.worst_tiles(doc, 10),
     }
+
+
+def _code_payload(doc: dict) -> dict | None:
+    """The document's `code` section for the page (per-function tile arrays left out), plus the
+    figures of analysis.code_memory."""
+    c = doc.get("code")
+    if not c:
+        return None
+    out = {k: v for k, v in c.items() if k != "functions"}
+    out["functions"] = [{k: v for k, v in f.items() if k != "tile_bytes"} for f in c.get("functions", [])]
+    out["summary"] = analysis.code_memory(doc)
+    return out
 
 
 def render_html(doc: dict, title: str | None = None) -> str:
@@ -110,8 +126,28 @@ window.addEventListener('error', function (e) {
 <section>
   <h2>Liveness over program steps</h2>
   <div id="liveness"></div>
-  <div class="dim">Not-always-live bytes (temporaries, summed over tiles) at each program position, in program
-  order (called graphs expanded, loop bodies once). Always-live memory is constant on top of it.</div>
+  <div class="dim">Not-always-live bytes (temporaries and code loaded from streaming memory, summed over
+  tiles) at each program position, in program order (called graphs expanded, loop bodies once). Always-live
+  memory is constant on top of it.</div>
+</section>
+<section id="code-section" style="display:none">
+  <h2>Code memory</h2>
+  <div id="code-cards" class="cards"></div>
+  <h3>Vertex code per tile: always live vs loaded</h3>
+  <div class="toolbar"><span id="code-tiles-legend" class="legend"></span></div>
+  <div id="code-tiles"></div>
+  <div class="dim">Per tile: resident vertex code (always live) and the most loaded code live at once; the grey
+  outline is the code the tile would hold with every function's code resident. With many tiles each column is
+  the tile with most code of its group.</div>
+  <h3>Loaded code over program positions</h3>
+  <div class="toolbar"><label>show <select id="code-live-which"><option value="all">summed over tiles</option>
+    <option value="busiest">busiest tile</option></select></label>
+    <span id="code-live-legend" class="legend"></span></div>
+  <div id="code-live"></div>
+  <h3>Functions with code in streaming memory</h3>
+  <table id="code-functions"></table>
+  <h3>Code loads</h3>
+  <table id="code-loads"></table>
 </section>
 <section>
   <h2>Execution trace per tile (BSP)</h2>
@@ -152,6 +188,7 @@ _CSS = """
 body { font: 14px/1.4 system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 0 24px 40px; color: #222; background: #fafafa; }
 h1 { font-size: 20px; margin: 18px 0 4px; }
 h2 { font-size: 16px; margin: 26px 0 8px; }
+h3 { font-size: 14px; margin: 18px 0 6px; }
 section { background: #fff; border: 1px solid #e3e3e3; border-radius: 8px; padding: 4px 16px 14px; margin-top: 16px; }
 section.two { display: grid; grid-template-columns: 1fr 1fr; gap: 24px; }
 .dim { color: #777; font-size: 12px; }
@@ -178,10 +215,19 @@ _JS = r"""
 var D = JSON.parse(document.getElementById('profile-data').textContent);
 var T = D.target, S = D.summary, NT = T.num_tiles;
 var CLASS_COLORS = {compute: '#43a047', exchange: '#8e24aa', sync: '#f9a825', host: '#00acc1',
-                    remote: '#1e88e5', code_load: '#e53935', control: '#757575'};
+                    streaming: '#1e88e5', control: '#757575'};
+var CLASS_LABELS = {streaming: 'streaming memory'};
 var KIND_CLASS = {compute: 'compute', exchange: 'exchange', sync: 'sync', host_to_device: 'host',
-                  device_to_host: 'host', remote_load: 'remote', remote_store: 'remote', code_load: 'code_load',
+                  device_to_host: 'host', remote_load: 'streaming', remote_store: 'streaming', code_load: 'streaming',
                   branch: 'control'};
+// the execution trace colours code loads apart from the other streaming-memory transfers
+var TRACE_COLORS = {compute: '#43a047', exchange: '#8e24aa', sync: '#f9a825', host: '#00acc1',
+                    'remote load/store': '#1e88e5', 'code load': '#e53935', control: '#757575'};
+function traceKey(kind) {
+  if (kind === 'code_load') return 'code load';
+  if (kind === 'remote_load' || kind === 'remote_store') return 'remote load/store';
+  return KIND_CLASS[kind] || 'control';
+}
 var counters = {};
 var SVGNS = 'http://www.w3.org/2000/svg';
 
@@ -275,6 +321,15 @@ function heatmap() {
   D.categories.forEach(function (c) { metrics[c] = tileCats[c]; });
   var isBytes = {};
   Object.keys(metrics).forEach(function (k) { isBytes[k] = true; });
+  if (D.code) {
+    var cRes = unrle(D.code.resident), cLoad = unrle(D.code.loaded_peak), cAll = unrle(D.code.all_resident);
+    var cWith = new Float64Array(NT), cSaved = new Float64Array(NT);
+    for (var q = 0; q < NT; q++) { cWith[q] = cRes[q] + cLoad[q]; cSaved[q] = cAll[q] - cWith[q]; }
+    metrics['code: resident + loaded peak'] = cWith;
+    metrics['code: all resident'] = cAll;
+    metrics['code: saved by loading'] = cSaved;
+    ['code: resident + loaded peak', 'code: all resident', 'code: saved by loading'].forEach(function (k) { isBytes[k] = true; });
+  }
   if (D.busy.compute) { metrics['compute busy cycles'] = unrle(D.busy.compute); }
   if (D.busy.transfer) { metrics['exchange/host busy cycles'] = unrle(D.busy.transfer); }
   var sel = document.getElementById('heat-metric'), scaleSel = document.getElementById('heat-scale');
@@ -382,12 +437,14 @@ function bsp() {
   var PW = W - ml - 10, PH = H - mt - mb - laneH - 4, top = mt + laneH + 4;
   var note = document.getElementById('bsp-note');
   var lg = document.getElementById('bsp-legend');
-  Object.keys(CLASS_COLORS).forEach(function (c) {
-    var s = el('span'); var i = el('i'); i.style.background = CLASS_COLORS[c]; s.appendChild(i);
+  Object.keys(TRACE_COLORS).forEach(function (c) {
+    var s = el('span'); var i = el('i'); i.style.background = TRACE_COLORS[c]; s.appendChild(i);
     s.appendChild(document.createTextNode(c)); lg.appendChild(s);
   });
   var s2 = el('span'); var i2 = el('i'); i2.style.background = '#e6e6e6'; s2.appendChild(i2);
   s2.appendChild(document.createTextNode('waiting for the slowest tile')); lg.appendChild(s2);
+  var s3 = el('span'); var i3 = el('i'); i3.style.background = 'rgb(' + mix(hexRgb(TRACE_COLORS['code load']), [255, 255, 255], 0.7).join(',') + ')';
+  s3.appendChild(i3); s3.appendChild(document.createTextNode('pale: waiting for streaming memory (gateway link)')); lg.appendChild(s3);
   if (n === 0) {
     ctx.fillStyle = '#777'; ctx.font = '14px sans-serif';
     ctx.fillText('no execution trace in this profile', W / 2 - 110, H / 2);
@@ -405,7 +462,7 @@ function bsp() {
     grouped[idx] = g; return g;
   }
   var clsRgb = {};
-  Object.keys(CLASS_COLORS).forEach(function (c) { clsRgb[c] = hexRgb(CLASS_COLORS[c]); });
+  Object.keys(TRACE_COLORS).forEach(function (c) { clsRgb[c] = hexRgb(TRACE_COLORS[c]); });
   var idle = [230, 230, 230], white = [255, 255, 255];
   var view = [t0, t1];
   // prefix maximum of end cycles: find the entries that cover a cycle even when branches overlap
@@ -426,11 +483,13 @@ function bsp() {
     for (y = 0; y < PH; y++) rowOf[y] = Math.min(rows - 1, Math.floor(y * rows / PH));
     var drawn = 0;
     for (x = 0; x < PW; x++) {
-      var c = a + (x + 0.5) * span / PW, e = stepAt(c), col, busy = null, local = 0, cls = null;
+      var c = a + (x + 0.5) * span / PW, e = stepAt(c), col, busy = null, local = 0, cls = null, wait = idle;
       if (e >= 0) {
-        var st = D.steps[ids[e]]; cls = KIND_CLASS[st[1]] || 'control'; col = clsRgb[cls] || [120, 120, 120];
+        var st = D.steps[ids[e]]; cls = traceKey(st[1]); col = clsRgb[cls] || [120, 120, 120];
         local = c - starts[e];
         if (st[5] !== null && st[5] !== undefined) busy = groupedTc(st[5]);
+        // a streaming transfer bound by the gateway link: the tiles wait for the link, not for a tile
+        if (KIND_CLASS[st[1]] === 'streaming') wait = mix(col, white, 0.7);
         drawn++;
       }
       for (y = 0; y < laneH; y++) {
@@ -441,7 +500,7 @@ function bsp() {
         var q = ((y + laneH + 4) * PW + x) * 4, cc2;
         if (e < 0) cc2 = white;
         else if (busy === null) cc2 = (cls === 'sync' || cls === 'control') ? col : mix(col, white, 0.35);
-        else cc2 = local < busy[rowOf[y]] ? col : idle;
+        else cc2 = local < busy[rowOf[y]] ? col : wait;
         data[q] = cc2[0]; data[q + 1] = cc2[1]; data[q + 2] = cc2[2]; data[q + 3] = 255;
       }
     }
@@ -499,6 +558,171 @@ function bsp() {
   draw();
 }
 
+// ---------------------------------------------------------------- code memory
+function legendItem(box, color, text, dashed) {
+  var s = el('span'), i = el('i');
+  if (dashed) { i.style.cssText = 'background:none;border:1px dashed ' + color + ';'; } else { i.style.background = color; }
+  s.appendChild(i); s.appendChild(document.createTextNode(text)); box.appendChild(s);
+}
+function pct(a, b) { return b ? (100 * a / b).toFixed(1) + '%' : '-'; }
+function codeMemory() {
+  var C = D.code;
+  if (!C) { counters.codeTileColumns = 0; return; }
+  document.getElementById('code-section').style.display = '';
+  var sm = C.summary, pk = C.peak_tile, b = C.busiest_tile, lc = C.load_cycles || {};
+  var totalCycles = 0; Object.keys(S.cycles.by_class).forEach(function (k) { totalCycles += S.cycles.by_class[k]; });
+  var cards = [
+    ['busiest tile, all code resident', fmtBytes(pk.all_resident.bytes) + ' (tile ' + pk.all_resident.tile + ')'],
+    ['busiest tile, with code loading', fmtBytes(pk.with_loading.bytes) + ' (tile ' + pk.with_loading.tile + ')'],
+    ['saved on the busiest tile', fmtBytes(pk.saved) + ' (' + pct(pk.saved, pk.all_resident.bytes) + ')'],
+    ['saved over all tiles', fmtBytes(C.totals.saved) + ' (' + pct(C.totals.saved, C.totals.all_resident) + ')'],
+    ['always live / loaded peak', fmtBytes(C.totals.resident) + ' / ' + fmtBytes(C.totals.loaded_peak)],
+    ['code-load cycles', fmtInt(lc.executed_cycles || 0) + ' (' + pct(lc.executed_cycles || 0, totalCycles) + ', ' +
+      fmtInt(lc.executions || 0) + ' loads)']
+  ];
+  var box = document.getElementById('code-cards');
+  cards.forEach(function (kv) {
+    var d = el('div', {'class': 'card'});
+    d.appendChild(el('div', {'class': 'v'}, kv[1])); d.appendChild(el('div', {'class': 'k'}, kv[0]));
+    box.appendChild(d);
+  });
+  codeTiles(C); codeLive(C); codeTables(C, totalCycles);
+}
+function codeTiles(C) {
+  var res = unrle(C.resident), load = unrle(C.loaded_peak), all = unrle(C.all_resident);
+  var lg = document.getElementById('code-tiles-legend');
+  legendItem(lg, '#5c6bc0', 'always live (resident)'); legendItem(lg, '#e53935', 'loaded (peak live)');
+  legendItem(lg, '#555', 'all code resident', true);
+  var W = 1100, H = 220, ml = 70, mr = 10, mt = 10, mb = 30, PW = W - ml - mr, PH = H - mt - mb;
+  var cols = Math.min(NT, 550), per = Math.ceil(NT / cols); cols = Math.ceil(NT / per);
+  var pick = new Int32Array(cols), hiAll = new Float64Array(cols), hi = 1, c, t;
+  for (c = 0; c < cols; c++) {
+    var best = c * per, bv = -1;
+    for (t = c * per; t < Math.min(NT, c * per + per); t++) {
+      if (res[t] + load[t] > bv) { bv = res[t] + load[t]; best = t; }
+      if (all[t] > hiAll[c]) hiAll[c] = all[t];
+    }
+    pick[c] = best;
+    if (hiAll[c] > hi) hi = hiAll[c]; if (bv > hi) hi = bv;
+  }
+  var s = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, id: 'code-tiles-svg'});
+  document.getElementById('code-tiles').appendChild(s);
+  function Y(v) { return mt + (1 - v / hi) * PH; }
+  for (var i = 0; i <= 4; i++) {
+    var y = Y(hi * i / 4);
+    s.appendChild(svg('line', {x1: ml, x2: W - mr, y1: y, y2: y, stroke: '#eee'}));
+    s.appendChild(svg('text', {x: ml - 6, y: y + 4, 'text-anchor': 'end'}, fmtBytes(hi * i / 4)));
+  }
+  var bw = PW / cols, outline = '';
+  for (c = 0; c < cols; c++) {
+    t = pick[c];
+    var x = ml + c * bw, yr = Y(res[t]), yl = Y(res[t] + load[t]);
+    if (res[t] > 0) s.appendChild(svg('rect', {x: x, y: yr, width: Math.max(bw - (bw > 3 ? 1 : 0), 0.6), height: mt + PH - yr, fill: '#5c6bc0'}));
+    if (load[t] > 0) s.appendChild(svg('rect', {x: x, y: yl, width: Math.max(bw - (bw > 3 ? 1 : 0), 0.6), height: yr - yl, fill: '#e53935'}));
+    outline += (c ? 'L' : 'M') + x + ',' + Y(hiAll[c]) + 'L' + (x + bw) + ',' + Y(hiAll[c]);
+  }
+  s.appendChild(svg('path', {d: outline, fill: 'none', stroke: '#555', 'stroke-dasharray': '4,3', 'stroke-width': 1}));
+  s.appendChild(svg('text', {x: ml + PW / 2, y: H - 6, 'text-anchor': 'middle'},
+    'tiles 0 \u2013 ' + (NT - 1) + (per > 1 ? ' (' + per + ' tiles per column)' : '')));
+  var hit = svg('rect', {x: ml, y: mt, width: PW, height: PH, fill: 'transparent'});
+  s.appendChild(hit);
+  hit.addEventListener('mousemove', function (ev) {
+    var r = s.getBoundingClientRect(), px = (ev.clientX - r.left) * W / r.width;
+    var cc = Math.max(0, Math.min(cols - 1, Math.floor((px - ml) / bw))), tt = pick[cc];
+    showTip(ev, 'tile ' + tt + (per > 1 ? ' (most code of tiles ' + cc * per + '\u2013' + Math.min(NT - 1, cc * per + per - 1) + ')' : '') +
+      '\nresident ' + fmtBytes(res[tt]) + '\nloaded peak ' + fmtBytes(load[tt]) +
+      '\nwith loading ' + fmtBytes(res[tt] + load[tt]) + '\nall resident ' + fmtBytes(all[tt]) +
+      '\nsaved ' + fmtBytes(all[tt] - res[tt] - load[tt]));
+  });
+  hit.addEventListener('mouseleave', hideTip);
+  counters.codeTileColumns = cols;
+}
+function codeLive(C) {
+  var sel = document.getElementById('code-live-which'), lg = document.getElementById('code-live-legend');
+  legendItem(lg, '#e53935', 'loaded code live'); legendItem(lg, '#555', 'every loaded function resident', true);
+  legendItem(lg, '#b71c1c', 'code load');
+  var loadPos = [], steps = D.liveness.steps || [];
+  for (var p = 0; p < steps.length; p++) {
+    var sid = steps[p];
+    if (sid !== null && sid !== undefined && D.steps[sid] && D.steps[sid][1] === 'code_load') loadPos.push(p);
+  }
+  var res = unrle(C.resident), all = unrle(C.all_resident), b = C.busiest_tile.tile, loadedAll = 0;
+  for (var t = 0; t < NT; t++) loadedAll += all[t] - res[t];
+  function draw(which) {
+    var box = document.getElementById('code-live'); box.innerHTML = '';
+    var vals = which === 'busiest' ? C.live_busiest : C.live, n = vals.length;
+    var level = which === 'busiest' ? all[b] - res[b] : loadedAll;
+    var W = 1100, H = 220, ml = 80, mr = 20, mt = 14, mb = 34, i;
+    var s = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, id: 'code-live-svg'});
+    box.appendChild(s);
+    var hi = Math.max(level, 1);
+    for (i = 0; i < n; i++) if (vals[i] > hi) hi = vals[i];
+    function X(q) { return ml + (n > 1 ? q / (n - 1) : 0.5) * (W - ml - mr); }
+    function Y(v) { return mt + (1 - v / hi) * (H - mt - mb); }
+    for (i = 0; i <= 4; i++) {
+      var y = Y(hi * i / 4);
+      s.appendChild(svg('line', {x1: ml, x2: W - mr, y1: y, y2: y, stroke: '#eee'}));
+      s.appendChild(svg('text', {x: ml - 6, y: y + 4, 'text-anchor': 'end'}, fmtBytes(hi * i / 4)));
+    }
+    s.appendChild(svg('text', {x: (ml + W - mr) / 2, y: H - 6, 'text-anchor': 'middle'},
+      'program position (0 \u2013 ' + Math.max(0, n - 1) + ')' + (which === 'busiest' ? ', tile ' + b : ', summed over tiles')));
+    loadPos.forEach(function (q) {
+      if (q < n) s.appendChild(svg('line', {x1: X(q), x2: X(q), y1: mt, y2: H - mb, stroke: '#b71c1c', 'stroke-width': 1, opacity: 0.5}));
+    });
+    if (n) {
+      var d = 'M' + X(0) + ',' + Y(0);
+      for (i = 0; i < n; i++) d += 'L' + X(i) + ',' + Y(vals[i]) + (n > 1 && i < n - 1 ? 'L' + X(i + 1) + ',' + Y(vals[i]) : '');
+      d += 'L' + X(n - 1) + ',' + Y(0) + 'Z';
+      s.appendChild(svg('path', {d: d, fill: 'rgba(229,57,53,.25)', stroke: '#e53935', 'stroke-width': 1.2}));
+    }
+    var ly = Y(level);
+    s.appendChild(svg('line', {x1: ml, x2: W - mr, y1: ly, y2: ly, stroke: '#555', 'stroke-dasharray': '5,4'}));
+    s.appendChild(svg('text', {x: W - mr - 4, y: ly - 4, 'text-anchor': 'end'}, 'all resident ' + fmtBytes(level)));
+    var hit = svg('rect', {x: ml, y: mt, width: W - ml - mr, height: H - mt - mb, fill: 'transparent'});
+    s.appendChild(hit);
+    hit.addEventListener('mousemove', function (ev) {
+      var r = s.getBoundingClientRect(), x = (ev.clientX - r.left) * W / r.width;
+      var q = n > 1 ? Math.round((x - ml) / (W - ml - mr) * (n - 1)) : 0;
+      q = Math.max(0, Math.min(n - 1, q));
+      var sid = steps[q], st = sid !== null && sid !== undefined ? D.steps[sid] : null;
+      showTip(ev, 'position ' + q + (st ? '\nstep ' + st[0] + ' ' + st[1] + ' ' + st[2] : '') +
+        '\nloaded code live ' + fmtBytes(vals[q]) + ' of ' + fmtBytes(level));
+    });
+    hit.addEventListener('mouseleave', hideTip);
+    counters.codeLivePoints = n;
+  }
+  sel.addEventListener('change', function () { draw(sel.value); });
+  draw('all');
+  counters.codeLoadMarks = loadPos.length;
+}
+function fillTable(t, head, rows, left) {
+  var tr = el('tr');
+  head.forEach(function (h, i) { tr.appendChild(el('th', {'class': left.indexOf(i) >= 0 ? 'l' : ''}, h)); });
+  t.appendChild(tr);
+  rows.forEach(function (r) {
+    var row = el('tr');
+    r.forEach(function (v, i) { row.appendChild(el('td', {'class': left.indexOf(i) >= 0 ? 'l' : ''}, v)); });
+    t.appendChild(row);
+  });
+}
+function codeTables(C, totalCycles) {
+  fillTable(document.getElementById('code-functions'), ['function', 'code', 'max tile', 'tiles', 'live (program positions)'],
+    (C.functions || []).map(function (f) {
+      var iv = f.intervals.slice(0, 8).map(function (x) { return x[0] + '\u2013' + x[1]; }).join(', ');
+      if (f.intervals.length > 8) iv += ', \u2026 (' + f.intervals.length + ' in all)';
+      return [f.name, fmtBytes(f.bytes), fmtBytes(f.max_tile), fmtInt(f.tiles), iv || 'never'];
+    }), [0, 4]);
+  var loads = C.load_steps || [];
+  var rows = loads.map(function (x) {
+    return [String(x.step), x.name, fmtBytes(x.bytes), fmtBytes(x.max_tile_bytes), fmtInt(x.cycles),
+      fmtInt(x.sync_cycles) + ' + ' + fmtInt(x.transfer_cycles), fmtInt(x.executions), fmtInt(x.executed_cycles),
+      pct(x.executed_cycles, totalCycles)];
+  });
+  fillTable(document.getElementById('code-loads'), ['step', 'name', 'bytes', 'max tile', 'cycles', 'sync + transfer',
+    'runs', 'executed cycles', '%'], rows, [1]);
+  counters.codeLoadRows = rows.length;
+}
+
 // ---------------------------------------------------------------- ops
 function opsChart() {
   var sel = document.getElementById('ops-by');
@@ -514,7 +738,7 @@ function drawOps(by) {
   box.appendChild(s);
   var hi = ops[0].cycles || 1, total = 0;
   Object.keys(S.cycles.by_class).forEach(function (k) { total += S.cycles.by_class[k]; });
-  var classes = ['compute', 'exchange', 'sync', 'host', 'remote', 'code_load', 'control'];
+  var classes = ['compute', 'exchange', 'sync', 'host', 'streaming', 'control'];
   var bars = 0;
   ops.forEach(function (o, i) {
     var y = 6 + i * rowH, x = ml;
@@ -531,9 +755,10 @@ function drawOps(by) {
     s.appendChild(svg('text', {x: x + 6, y: y + 13}, fmtInt(o.cycles) + ' (' + (100 * o.cycles / (total || 1)).toFixed(1) + '%)'));
   });
   var ly = H - 10, lx = ml;
-  classes.slice(0, 4).forEach(function (c) {
+  classes.filter(function (c, i) { return i < 4 || S.cycles.by_class[c]; }).forEach(function (c) {
     s.appendChild(svg('rect', {x: lx, y: ly - 9, width: 10, height: 10, fill: CLASS_COLORS[c]}));
-    s.appendChild(svg('text', {x: lx + 14, y: ly}, c)); lx += 90;
+    var label = CLASS_LABELS[c] || c;
+    s.appendChild(svg('text', {x: lx + 14, y: ly}, label)); lx += 30 + 7 * label.length;
   });
   counters.opBars = bars;
 }
@@ -611,6 +836,7 @@ safely('header', header);
 safely('heatmap', heatmap);
 safely('liveness', liveness);
 safely('bsp', bsp);
+safely('code', codeMemory);
 safely('ops', opsChart);
 safely('categories', categories);
 safely('histogram', histogram);
