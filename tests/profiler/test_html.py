@@ -1,4 +1,5 @@
 """The HTML page is self-contained and draws its pictures in a real headless browser, error free."""
+import json
 import os
 import re
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 import ipu
 from ipu.profile import build_profile
 from profiler.html import render_html
-from profiler_helpers import chromium_binary, known_program
+from profiler_helpers import chromium_binary, code_load_program, known_program
 
 CHROMIUM = chromium_binary()
 
@@ -55,10 +56,14 @@ def _run_chromium(html_path, tmp):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does it)")
-@pytest.mark.parametrize("which", ["small", "gc200"])
+@pytest.mark.parametrize("which", ["small", "gc200", "code_loading"])
 def test_page_loads_in_headless_chromium_without_script_errors(tmp_path, which):
     if which == "small":
         exe, e, _ = known_program()
+        e.run()
+        doc = build_profile(exe, e)
+    elif which == "code_loading":
+        exe, e = code_load_program()
         e.run()
         doc = build_profile(exe, e)
     else:
@@ -83,3 +88,22 @@ def test_page_loads_in_headless_chromium_without_script_errors(tmp_path, which):
     assert int(attrs["bsp-columns"]) > 100
     assert int(attrs["op-bars"]) > 0
     assert int(attrs["histogram-bars"]) > 0
+    if doc["code"]:  # the Code memory panel drew every tile, every position and every load
+        assert int(attrs["code-tile-columns"]) == nt
+        assert int(attrs["code-live-points"]) == doc["liveness"]["positions"]
+        assert int(attrs["code-load-rows"]) == len(doc["code"]["load_steps"])
+        assert int(attrs["code-load-marks"]) == len(doc["code"]["load_steps"])
+        assert 'id="code-section" style=""' in dom or 'id="code-section">' in dom
+    else:
+        assert attrs.get("code-tile-columns") == "0"
+
+
+def test_page_shows_code_loading():
+    exe, e = code_load_program()
+    e.run()
+    page = render_html(build_profile(exe, e))
+    assert "Code memory" in page and "code load" in page and "code: saved by loading" in page
+    data = re.search(r'<script id="profile-data" type="application/json">(.*?)</script>', page, re.S).group(1)
+    code = json.loads(data)["code"]
+    assert code["load_steps"] and code["summary"]["peak_tile_saved"] > 0
+    assert all("tile_bytes" not in f for f in code["functions"])
