@@ -45,7 +45,7 @@ min / max 4 cycles per vector (popops binaryOpPerfInfo).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -274,12 +274,12 @@ class Payload:
     dst_numel: int
     src_runs: tuple  # (memory offsets, host byte offsets, byte counts)
     dst_runs: tuple  # (host byte offsets, memory offsets, byte counts)
-    extra: dict = field(default_factory=dict)
 
 
 def _reduce(op: str, data: np.ndarray) -> np.ndarray:
-    """Reduce (n, numel) over the group axis in rank order (ring-order independent result for exact
-    types; floats accumulate in float32, half rounded once at the end)."""
+    """Reduce (n, numel) over the group axis, adding in rank order. Integer results are exact
+    whatever the order (they wrap as int32 does); float16 accumulates in float32 and is rounded
+    once (the ring adds in its own order, so float sums may differ from hardware in the last bits)."""
     dt = data.dtype
     acc = data.astype(np.float32) if dt == np.float16 else data
     if op in ("add", "mean"):
@@ -330,19 +330,25 @@ def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
         data = np.zeros((n, width), dt)
         for j, r in enumerate(group):
             copy_runs(memory[r], data[j].view(np.uint8), s_mem, s_host, s_n)
-        if payload.kind == "all_reduce":
-            res = data[:, :m_src].copy() if payload.op == "local" else \
-                np.broadcast_to(_reduce(payload.op, data[:, :m_src]), (n, m_src))
-        elif payload.kind == "all_gather":
-            res = np.broadcast_to(data[:, :m_src].reshape(-1), (n, n * m_src))
-        elif payload.kind == "reduce_scatter":
-            full = data if payload.op == "local" else _reduce(payload.op, data)[None].repeat(n, 0)
-            res = np.stack([full[j, j * m_dst:(j + 1) * m_dst] for j in range(n)])
-        else:  # slice
-            res = np.stack([data[j, j * m_dst:(j + 1) * m_dst] for j in range(n)])
-        res = np.ascontiguousarray(res, dt)
+        kind, op = payload.kind, payload.op
+        if kind == "all_gather":
+            same = np.ascontiguousarray(data[:, :m_src]).reshape(-1)  # every replica gets all of it
+        elif kind == "all_reduce" and op != "local":
+            same = np.ascontiguousarray(_reduce(op, data[:, :m_src]), dt)
+        else:
+            same = None
+            full = data if (op == "local" or kind == "all_reduce") else _reduce(op, data)
         for j, r in enumerate(group):
-            copy_runs(res[j].view(np.uint8), memory[r], d_host, d_mem, d_n)
+            if same is not None:
+                row = same
+            elif kind == "all_reduce":  # 'local': each keeps its own
+                row = data[j, :m_src]
+            elif full.ndim == 1:  # reduce_scatter: the rank's chunk of the reduced tensor
+                row = full[j * m_dst:(j + 1) * m_dst]
+            else:  # slice (or a 'local' reduce_scatter): the rank's chunk of its own data
+                row = full[j, j * m_dst:(j + 1) * m_dst]
+            row = np.ascontiguousarray(row, dt)
+            copy_runs(row.view(np.uint8), memory[r], d_host, d_mem, d_n)
 
 
 # ------------------------------------------------------------------------------------------------
