@@ -14,7 +14,8 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-__all__ = ["ipus_per_replica", "device_values", "host_value", "accepts_host_shape", "expected_host_shapes"]
+__all__ = ["ipus_per_replica", "device_values", "host_value", "accepts_host_shape", "expected_host_shapes",
+           "retrieved"]
 
 
 def ipus_per_replica(ir) -> int:
@@ -118,3 +119,17 @@ def host_value(var, read: Callable[[int], np.ndarray], replicas: int) -> np.ndar
     if rg.num_groups > 1:
         return np.stack([value_of_group(g) for g in range(rg.num_groups)])
     return value_of_group(0)
+
+
+def retrieved(var, data: np.ndarray, replicas: int) -> np.ndarray:
+    """A copy of host data of `var` in the form get_tensor_data returns: one value per replica for
+    an all_replicas variable whose groups have several replicas (data given per group is spread
+    over the replicas of each group), else as it is."""
+    data = np.array(data, copy=True)
+    rg = var.replica_grouping
+    shape = tuple(var.shape)
+    if var.retrieval_mode != "all_replicas" or replicas <= 1 or rg.group_size <= 1 or data.shape == (replicas, *shape):
+        return data
+    if rg.num_groups > 1 and data.shape == (rg.num_groups, *shape):
+        return np.stack([data[g] for g in rg.assignment[:replicas]])
+    return np.stack([data.reshape(shape)] * replicas)

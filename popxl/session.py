@@ -204,7 +204,8 @@ class Session:
         self._check_ir(tensor)
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
-        return np.array(self._host_weights[tensor], copy=True)
+        # all_replicas: one value per replica, whether the host copy came from the device or not
+        return _replication.retrieved(tensor, self._host_weights[tensor], self.replication_factor)
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
         return {t: self.get_tensor_data(t) for t in tensors}

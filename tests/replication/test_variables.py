@@ -27,6 +27,12 @@ def test_grouped_variable_round_trip(R, spec, mode):
         assert v.shape == (2, 3) and v.shape_on_host == data.shape and v.shape_on_replica == (2, 3)
         ops.add_(v, popxl.constant(1.0))  # every replica adds one to its copy
     with popxl.Session(ir, "ipu_model") as s:
+        before = s.get_tensor_data(v)  # before any run: the host copy, in the retrieval mode's form
+        if mode == "all_replicas" and rg.group_size > 1:
+            assert before.shape == (R, 2, 3)
+            np.testing.assert_array_equal(before[R - 1], data[rg.assignment[R - 1]] if G > 1 else data)
+        else:
+            assert before.shape == data.shape
         s.run()
         per = _replica_values(s, v)
         for r in range(R):  # replica r got its group's data
