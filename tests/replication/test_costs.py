@@ -137,3 +137,29 @@ def test_cross_replica_validation():
         ipu.CrossReplica("broadcast", a, a, [[0]])
     assert ipu.replica_groups(8, 2, 2) == [[0, 2], [1, 3], [4, 6], [5, 7]]
     assert ipu.groups_from_assignment([0, 1, 0, 1]) == [[0, 2], [1, 3]]
+
+
+def test_profile_shows_the_collective_steps(tmp_path, monkeypatch):
+    """A profile of a replicated run lists the all-reduce's ring steps (sync, IPU-Link exchange,
+    reduce) under the popxl op, with their cycles."""
+    import json
+
+    import popxl
+    import popxl.ops as ops
+
+    monkeypatch.setenv("IPU_SIM_PROFILE", str(tmp_path))
+    ir = popxl.Ir(replication=4)
+    with ir.main_graph:
+        v = popxl.variable(np.ones(64, np.float32), name="v")
+        ops.collectives.replicated_all_reduce_(v)
+    with popxl.Session(ir, "ipu_model") as s:
+        s.run()
+    doc = json.loads((tmp_path / "profile.json").read_text())
+    steps = [st for st in doc["steps"] if st.get("op_type") == "replicated_all_reduce"]
+    kinds = [st["kind"] for st in steps]
+    assert kinds.count("exchange") == 6 and kinds.count("sync") == 6 and kinds.count("compute") == 3
+    assert all(st["cycles"] > 0 and st["executions"] == 1 for st in steps)
+    assert any("reduce_scatter 1/3" in st["name"] for st in steps)
+    assert any("all_gather 3/3" in st["name"] for st in steps)
+    assert sum(st["cycles"] for st in steps) == sum(x.cycles for x in s.executable.steps
+                                                    if x.name.startswith("replicated_all_reduce/"))

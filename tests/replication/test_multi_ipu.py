@@ -134,3 +134,48 @@ def test_replicas_of_a_two_ipu_program():
     np.testing.assert_allclose(out[ys], np.broadcast_to((x * 2 + 1).sum(0), (R, 4)))
     # the collective's syncs span both replicas' IPUs: 2 x 2 = 4
     assert any("sync (4 IPUs)" in st.name for st in s.executable.steps)
+
+
+@pytest.mark.parametrize("variant", ["all_reduce", "all_reduce_identical_inputs", "all_reduce_identical_grad_inputs"])
+def test_all_reduce_across_ipus_gradients(variant):
+    """identical_inputs: identity forward, all-reduced gradient; identical_grad_inputs: all-reduce
+    forward, identity gradient; plain: all-reduce both ways."""
+    c = [np.array([1.0, 2.0], np.float32), np.array([10.0, 20.0], np.float32)]
+    ir = popxl.Ir()
+    with ir.main_graph:
+        def f(a, b):
+            with popxl.ipu(0):
+                a1 = a * 1.0
+            with popxl.ipu(1):
+                b1 = b * 1.0
+            y0, y1 = getattr(ops.collectives, variant)([a1, b1])
+            with popxl.ipu(0):
+                l0 = ops.sum(y0 * popxl.constant(c[0]))
+            with popxl.ipu(1):
+                l1 = ops.sum(y1 * popxl.constant(c[1])).copy_to_ipu(0)
+            with popxl.ipu(0):
+                return l0 + l1
+        spec = popxl.TensorSpec((2,), popxl.float32)
+        g = ir.create_graph(f, spec, spec)
+        info = transforms.autodiff(g)
+        with popxl.ipu(0):
+            av = popxl.variable(np.zeros(2, np.float32), name="a") + 0.0
+        with popxl.ipu(1):
+            bv = popxl.variable(np.zeros(2, np.float32), name="b") + 0.0
+        call = ops.call_with_info(g, av, bv)
+        with popxl.ipu(0):
+            seed = popxl.constant(1.0)
+        ga, gb = ops.call(info.graph, seed, inputs_dict=info.inputs_dict(call))
+        outs = []
+        for t, n, i in ((ga, "ga", 0), (gb, "gb", 1)):
+            st = popxl.d2h_stream(t.shape, t.dtype, n)
+            with popxl.ipu(i):
+                ops.host_store(st, t)
+            outs.append(st)
+    out, _ = _run(ir)
+    if variant == "all_reduce_identical_grad_inputs":
+        want = c  # identity gradient: each input gets its own output's gradient
+    else:
+        want = [c[0] + c[1]] * 2
+    np.testing.assert_allclose(out[outs[0]], want[0])
+    np.testing.assert_allclose(out[outs[1]], want[1])
