@@ -35,7 +35,9 @@ a compute phase in which every tile adds the chunk it received into its own data
 Link bandwidth: 128 Gbit/s per IPU-Link x 0.85 efficiency (poplibs test util; `Target`). GCL's
 "bi-directional ring pair" method (GCL user guide) sends half of every chunk clockwise and half
 anticlockwise round the ring, each over its own link, so a replica moves a chunk at the bandwidth
-of RING_LINKS = 2 links (a derivation from the method's description, not a measurement).
+of RING_LINKS = 2 links (a derivation from the method's description, not a measurement). With
+several IPUs per replica every IPU holding part of the tensor drives its own ring, so the IPU with
+the largest part of each chunk sets the time.
 
 Reduction compute: poplibs' BinaryOp1D estimate (popopsCycleEstimators.cpp), the same model the
 BinaryOp codelet uses: 11 + 6 x (29 + 2 + loops) tile cycles for float / half add-like operators,
@@ -224,7 +226,11 @@ def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_ti
         share = -(-np.asarray(src_tile_bytes, np.int64) // n)
         red_share = -(-(np.asarray(src_tile_bytes, np.int64) // max(1, itemsize)) // n)  # elements
     chunk = -(-full // n)
-    link = int(math.ceil(chunk / ring_bytes_per_cycle(target)))
+    # a replica of several IPUs drives the rings of every IPU holding part of the tensor: the IPU
+    # with the largest part sets the pace (one IPU per replica: the whole chunk)
+    ipu_share = np.bincount(np.arange(len(share)) // target.tiles_per_ipu, weights=share,
+                            minlength=target.ipus) if target.ipus > 1 else np.array([chunk])
+    link = int(math.ceil(min(chunk, int(ipu_share.max(initial=0))) / ring_bytes_per_cycle(target)))
     sync = cross_replica_sync_cycles(target, n)
     tile_x = np.where(share > 0, ovh + -(-share // bpc), 0).astype(np.int64)
     x_cycles = max(ovh + link, int(tile_x.max(initial=0)))

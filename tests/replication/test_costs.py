@@ -163,3 +163,24 @@ def test_profile_shows_the_collective_steps(tmp_path, monkeypatch):
     assert any("all_gather 3/3" in st["name"] for st in steps)
     assert sum(st["cycles"] for st in steps) == sum(x.cycles for x in s.executable.steps
                                                     if x.name.startswith("replicated_all_reduce/"))
+
+
+def test_two_ipus_per_replica_drive_two_rings():
+    """A tensor spread over both IPUs of a replica moves over both IPUs' links: half the link time
+    of the same tensor on one IPU; the syncs span replicas x IPUs."""
+    T = ipu.small_target(64).with_ipus(2)
+    numel = 1 << 16
+    out = {}
+    for spread in (False, True):
+        g = ipu.Graph(T)
+        src = g.add_variable("src", (numel,), "float32")
+        dst = g.add_variable("dst", (numel,), "float32")
+        tiles = range(T.num_tiles) if spread else range(T.tiles_per_ipu)
+        g.map_linearly(src, tiles=tiles)
+        g.map_linearly(dst, tiles=tiles)
+        exe = ipu.compile(g, ipu.CrossReplica("all_reduce", src, dst, ipu.replica_groups(4)))
+        out[spread] = [s for s in exe.steps if s.kind == "exchange"][0]
+        assert [s.name for s in exe.steps if s.kind == "sync"][0].endswith("sync (8 IPUs)")
+    chunk = numel * 4 // 4
+    assert out[False].cycles == T.exchange_overhead_cycles + math.ceil(chunk / col.ring_bytes_per_cycle(T))
+    assert out[True].cycles == T.exchange_overhead_cycles + math.ceil(chunk / 2 / col.ring_bytes_per_cycle(T))
