@@ -24,11 +24,24 @@ from popxl.tensorlocation import ReplicatedTensorSharding, TensorLocation, Tenso
 __all__ = ["shard_settings", "replica_sharded_buffer", "replica_sharded_variable", "shard_numel"]
 
 
-def shard_settings(ir, replica_grouping: Optional[ReplicaGrouping], shard_over: Optional[int]):
-    """(grouping, shard_over) with the defaults filled in and checked."""
+def shard_settings(ir, replica_grouping: Optional[ReplicaGrouping], shard_over: Optional[int],
+                   shard_grouping: Optional[ReplicaGrouping] = None):
+    """(grouping, shard_over) with the defaults filled in and checked. ``shard_grouping`` (SDK 3.0's
+    form: the replicas that share one copy, consecutive members of a variable group) gives
+    shard_over as its group size."""
     rg = ir.replica_grouping() if replica_grouping is None else replica_grouping
     if not isinstance(rg, ReplicaGrouping):
         raise TypeError(f"replica_grouping must be a popxl.ReplicaGrouping, not {type(rg).__name__}.")
+    if shard_grouping is not None:
+        if shard_over is not None:
+            raise ValueError("Give shard_over or shard_grouping, not both.")
+        sg = shard_grouping
+        inside = sg.is_const and rg.is_const and sg.group_size <= rg.group_size and \
+            (sg.group_size == 1 or sg.stride == rg.stride) and rg.group_size % sg.group_size == 0
+        if not inside:
+            raise ValueError(f"The shard grouping {sg} must take consecutive members of the groups of the "
+                             f"replica grouping {rg} (same stride, a group size that divides it).")
+        shard_over = sg.group_size
     so = rg.group_size if shard_over is None else shard_over
     if isinstance(so, bool) or int(so) != so or so < 1:
         raise ValueError(f"shard_over must be a positive integer, not {shard_over!r}.")
@@ -44,7 +57,7 @@ def shard_numel(nelms: int, shard_over: int) -> int:
 
 def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
                            replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
-                           entries: int = 1):
+                           entries: int = 1, shard_grouping: Optional[ReplicaGrouping] = None):
     """A remote buffer whose entries hold one replica's shard of a variable of ``shape``.
 
     ``shape`` is the variable's host shape: with several groups it starts with the group axis.
@@ -54,7 +67,7 @@ def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
     from popxl.remote_buffer import remote_buffer
 
     ir = gcg().ir
-    rg, so = shard_settings(ir, replica_grouping, shard_over)
+    rg, so = shard_settings(ir, replica_grouping, shard_over, shard_grouping)
     shape = tuple(int(s) for s in shape)
     if rg.num_groups > 1:
         if not shape or shape[0] != rg.num_groups:
@@ -73,13 +86,14 @@ def replica_sharded_variable(data, dtype: Optional[dtypes.dtype] = None, name: O
                              downcast: bool = True, replica_grouping: Optional[ReplicaGrouping] = None,
                              shard_over: Optional[int] = None,
                              retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
-                             log2_scale: int = None, nan_on_overflow: bool = None):
+                             log2_scale: int = None, nan_on_overflow: bool = None,
+                             shard_grouping: Optional[ReplicaGrouping] = None):
     """(variable, shard): a variable sharded over replicas, and the tensor of this replica's shard."""
     from popxl.ops._op_builder import single
     from popxl.tensor import variable
 
     g = gcg()
-    rg, so = shard_settings(g.ir, replica_grouping, shard_over)
+    rg, so = shard_settings(g.ir, replica_grouping, shard_over, shard_grouping)
     var = variable(data, dtype, name, downcast, rg, retrieval_mode, log2_scale, nan_on_overflow)
     var._location = TensorLocation(TensorStorage.OffChip, ReplicatedTensorSharding.On)
     var._shard_over = so

@@ -180,6 +180,20 @@ class ReplicaGrouping:
         """The position of `replica` among the members of its group."""
         return self._groups()[self._assignment[replica]].index(replica)
 
+    def _to_variable_settings(self, retrieval_mode: Optional[str] = None) -> "VariableSettings":
+        """The grouping in PopART's VariableSettings form (stride, group size, retrieval mode).
+
+        Raises:
+            NotImplementedError: for a grouping without a constant stride.
+            ValueError: for an unknown retrieval mode.
+        """
+        if not self._const:
+            raise NotImplementedError("This ReplicaGrouping has a non-constant stride and has no VariableSettings "
+                                      "representation.")
+        if retrieval_mode not in (None, "one_per_group", "all_replicas"):
+            raise ValueError(f"Invalid retrieval_mode: {retrieval_mode}")
+        return VariableSettings(self, retrieval_mode or "one_per_group")
+
     def transpose(self) -> "ReplicaGrouping":
         """The grouping whose group i holds the i-th member of every group of this one.
 
@@ -211,3 +225,46 @@ class ReplicaGrouping:
                     f"group_size={self._group_size}, num_groups={self.num_groups})")
         return (f"ReplicaGrouping(num_replicas={self._rf}, assignment={self._assignment}, "
                 f"group_size={self._group_size}, num_groups={self.num_groups})")
+
+
+class VariableSettings:
+    """PopART's description of a grouped variable (what ``ReplicaGrouping._to_variable_settings``
+    returns): stride, group size and retrieval mode, and the groups for a replication factor."""
+
+    def __init__(self, grouping: ReplicaGrouping, retrieval_mode: str = "one_per_group"):
+        self._rg = grouping
+        self._mode = retrieval_mode
+
+    def getStride(self) -> int:
+        return self._rg.stride
+
+    def getGroupSize(self) -> int:
+        return self._rg.group_size
+
+    def isUsingCommGroup(self) -> bool:
+        return False
+
+    def getRetrievalMode(self) -> str:
+        return self._mode
+
+    def getGroupCount(self, replicationFactor: int) -> int:
+        return replicationFactor // self._rg.group_size
+
+    def numReplicasReturningVariable(self, replicationFactor: int) -> int:
+        return replicationFactor if self._mode == "all_replicas" else self.getGroupCount(replicationFactor)
+
+    def groups(self, replicationFactor: int) -> List[List[int]]:
+        """The replicas of every group, in order."""
+        size = self._rg.group_size
+        stride = self._rg.stride
+        out = []
+        for b in range(0, replicationFactor, stride * size):
+            for s in range(stride):
+                out.append([b + s + k * stride for k in range(size)])
+        return out
+
+    def verify(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"VariableSettings(stride={self.getStride()}, group_size={self.getGroupSize()}, mode={self._mode})"

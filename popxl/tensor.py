@@ -632,20 +632,21 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
 
 def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
                            replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
-                           entries: int = 1):
+                           entries: int = 1, *, shard_grouping: Optional[ReplicaGrouping] = None):
     """A remote buffer for a replica-sharded variable of host shape ``shape`` (the group axis first
     when there are several groups): its entries hold one replica's flat shard,
     ``ceil(nelms / shard_over)`` elements, and its meta shape is one group's value shape.
     ``shard_over`` (default: the group size) replicas of a group share one copy of the value."""
     from popxl._rts import replica_sharded_buffer as _impl
-    return _impl(shape, dtype, replica_grouping, shard_over, entries)
+    return _impl(shape, dtype, replica_grouping, shard_over, entries, shard_grouping)
 
 
 def replica_sharded_variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None,
                              name: Optional[str] = None, downcast: bool = True,
                              replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
                              retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
-                             log2_scale: int = None, nan_on_overflow: bool = None) -> Tuple[Variable, Tensor]:
+                             log2_scale: int = None, nan_on_overflow: bool = None, *,
+                             shard_grouping: Optional[ReplicaGrouping] = None) -> Tuple[Variable, Tensor]:
     """A variable split in equal shards across replicas (replicated tensor sharding), and its shard.
 
     Returns ``(variable, shard)``: the variable holds the whole value (``Session.get_tensor_data``
@@ -658,7 +659,7 @@ def replica_sharded_variable(data: HostScalarTensor, dtype: Optional[dtypes.dtyp
     """
     from popxl._rts import replica_sharded_variable as _impl
     return _impl(data, dtype, name, downcast, replica_grouping, shard_over, retrieval_mode, log2_scale,
-                 nan_on_overflow)
+                 nan_on_overflow, shard_grouping)
 
 
 def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None, by_ref: bool = False,
