@@ -23,7 +23,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
