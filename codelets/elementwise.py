@@ -459,7 +459,9 @@ def _same_float_arith(op, a, b, o, n):  # pragma: no cover - replaced by the Num
 @overload(_same_float_arith, inline="always")
 def _same_float_arith_ov(op, a, b, o, n):
     """The hot case inlined into the kernel: float32 operands and result of one size, + - * /.
-    Plain loops over slices here vectorise; returns False for everything else."""
+    Plain loops over slices here vectorise; returns False for everything else. (These four loops
+    repeat _binary_float's on purpose: calling that non-inlined function from here measured 35%
+    slower on the 4M-element add benchmark.)"""
     f32 = types.float32
     if a.dtype == f32 and b.dtype == f32 and o.dtype == f32:
         def impl(op, a, b, o, n):
