@@ -131,6 +131,10 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
     grp_tile = g_tile[g_start].astype(np.int64)
     grp_row = g_row[g_start]
     single_stage = np.bincount(grp_row, minlength=rows).max() == 1
+    if not single_stage and order.size < MIN_GROUP * g_start.size:
+        # the (tile, row) groups are tiny (e.g. a column sum of a row-major tensor): partial sums
+        # would cost a vertex and an exchanged partial per element, so send the elements themselves
+        return _reduce_rows_on_output_tiles(ctx, x, src_index, rows, k, out, REDUCE_OPS[op], suffix)
     if x.is_identity and np.array_equal(src_index[order], np.arange(order.size)):
         staged = x.variable  # each group already is a run of consecutive elements on its tile
     else:
@@ -166,6 +170,28 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
     c2 = np.diff(np.append(s2, r2.size))
     _reduce_vertices(ctx, f"{suffix}/final", out_tiles[r2[s2]].astype(np.int64), gathered, s2, c2, out, r2[s2],
                      REDUCE_OPS[_SECOND_STAGE[op]])
+    return out
+
+
+# below this many elements per (tile, row) group on average, reductions skip the on-tile stage
+MIN_GROUP = 4
+
+
+def _reduce_rows_on_output_tiles(ctx, x, src_index, rows, k, out, op_code, suffix):
+    """One stage: the k elements of every output row are exchanged to that output's tile (rows
+    laid out [rows, k]) and one Reduce vertex per run of rows on a tile reduces them (ROWS
+    layout, k elements per output)."""
+    ctx.tiles.map(ctx.g, out)
+    gathered = ctx.g.add_variable(ctx.name(f"{suffix}/rows"), (rows * k,), x.dtype, ipu.TEMPORARY,
+                                  debug=ctx.name())
+    gathered.tile_of[:] = np.repeat(out.tile_of, k)
+    ctx.copy(ipu.Tensor(x.variable, src_index, (rows * k,)), gathered, f"{suffix}/gather")
+    starts, stops, tiles = out.pieces()
+    cs = ctx.compute_set(suffix)
+    ctx.g.add_vertices(cs, "Reduce", tiles.astype(np.int64),
+                       {"in": (gathered, starts * k, (stops - starts) * k), "out": (out, starts, stops - starts)},
+                       ip={"op": op_code, "inner": k, "layout": 0})
+    ctx.emit(ipu.Execute(cs, name=cs.name))
     return out
 
 
