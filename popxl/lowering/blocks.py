@@ -155,8 +155,9 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
     partials.tile_of[:] = grp_tile
     _reduce_vertices(ctx, f"{suffix}/partial", grp_tile, staged, s_starts, g_count, partials,
                      np.arange(grp_row.size), REDUCE_OPS[op])
-    # stage 2: partials of each row gathered on the row's output tile
-    ctx.tiles.map(ctx.g, out)
+    # stage 2: partials of each row gathered on the row's output tile (outputs spread so that
+    # every tile receives at least MIN_BYTES_PER_TILE of partials)
+    _spread_outputs(ctx, out, grp_row.size / rows * part_et.itemsize)
     order2 = np.argsort(grp_row, kind="stable")
     r2 = grp_row[order2]
     out_tiles = out.tile_of
@@ -177,19 +178,28 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
 MIN_GROUP = 4
 
 
+def _spread_outputs(ctx, out, bytes_in_per_output: float) -> None:
+    """Map a reduction's outputs linearly so that each tile used receives at least
+    MIN_BYTES_PER_TILE of the data reduced into them (not of the outputs themselves)."""
+    from .mapping import MIN_BYTES_PER_TILE
+
+    per_tile = max(1, int(np.ceil(MIN_BYTES_PER_TILE / max(bytes_in_per_output, 1e-9))))
+    ctx.g.map_linearly(out, min_elements_per_tile=per_tile)
+
+
 def _reduce_rows_on_output_tiles(ctx, x, src_index, rows, k, out, op_code, suffix):
     """One stage: the k elements of every output row are exchanged to that output's tile (rows
     laid out [rows, k]) and one Reduce vertex per run of rows on a tile reduces them (ROWS
     layout, k elements per output)."""
-    ctx.tiles.map(ctx.g, out)
+    _spread_outputs(ctx, out, k * x.dtype.itemsize)
     gathered = ctx.g.add_variable(ctx.name(f"{suffix}/rows"), (rows * k,), x.dtype, ipu.TEMPORARY,
                                   debug=ctx.name())
     gathered.tile_of[:] = np.repeat(out.tile_of, k)
     ctx.copy(ipu.Tensor(x.variable, src_index, (rows * k,)), gathered, f"{suffix}/gather")
-    starts, stops, tiles = out.pieces()
+    tiles, starts, counts = ctx.pieces(out, split_for_workers=True)  # a vertex per worker
     cs = ctx.compute_set(suffix)
-    ctx.g.add_vertices(cs, "Reduce", tiles.astype(np.int64),
-                       {"in": (gathered, starts * k, (stops - starts) * k), "out": (out, starts, stops - starts)},
+    ctx.g.add_vertices(cs, "Reduce", tiles,
+                       {"in": (gathered, starts * k, counts * k), "out": (out, starts, counts)},
                        ip={"op": op_code, "inner": k, "layout": 0})
     ctx.emit(ipu.Execute(cs, name=cs.name))
     return out
