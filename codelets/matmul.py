@@ -18,7 +18,7 @@ boundaries) at about 1 ns per element instead of 5-10.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import overload
 
 import ipu
@@ -179,16 +179,13 @@ def _ov_dot_into(view, start, a, b, accumulate):
     return impl
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _matmul_block_kernel(views, off, cnt, fp, ip):
-    """All MatMulBlock vertices of a compute set: out (=|+=) a @ b per vertex, float32 arithmetic.
-
-    Vertices write disjoint blocks of tile memory, so the host runs them on all its cores (the
-    arithmetic of each is the same whatever the order: results and cycles stay deterministic)."""
+    """All MatMulBlock vertices of a compute set: out (=|+=) a @ b per vertex, float32 arithmetic."""
     av = views[0]
     bv = views[1]
     ov = views[2]
-    for v in prange(off.shape[0]):
+    for v in range(off.shape[0]):
         m = ip[v, 0]
         k = ip[v, 1]
         n = ip[v, 2]
@@ -198,43 +195,6 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
         a = _block_f32(av, off[v, 0], m * k).reshape(m, k)
         b = _block_f32(bv, off[v, 1], k * n).reshape(k, n)
         _dot_into(ov, off[v, 2], a, b, acc)
-
-
-def _scipy_blas_threads():
-    """(set, get) of the thread count of SciPy's own OpenBLAS (the BLAS Numba's np.dot calls; NumPy
-    has a separate one), or None when it cannot be found."""
-    import ctypes
-    import glob
-    import os
-
-    import scipy
-
-    libdir = os.path.join(os.path.dirname(os.path.dirname(scipy.__file__)), "scipy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "libscipy_openblas*.so*"))):
-        try:
-            lib = ctypes.CDLL(path)
-            return lib.scipy_openblas_set_num_threads, lib.scipy_openblas_get_num_threads
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-_BLAS_THREADS = _scipy_blas_threads()
-
-
-def _run_blocks(views, off, cnt, fp, ip):
-    """Run the MatMulBlock vertices on all host cores, each block's BLAS call on one thread (many
-    small products in parallel beat BLAS threading inside each). SciPy's thread count is restored
-    afterwards, so nothing else in the process is affected."""
-    if _BLAS_THREADS is None:
-        return _matmul_block_kernel(views, off, cnt, fp, ip)
-    set_threads, get_threads = _BLAS_THREADS
-    previous = get_threads()
-    set_threads(1)
-    try:
-        return _matmul_block_kernel(views, off, cnt, fp, ip)
-    finally:
-        set_threads(previous)
 
 
 @njit(cache=True)
@@ -416,7 +376,7 @@ class MatMulBlock(Codelet):
     allowed_types = (_FLOATS, _FLOATS, _FLOATS)
 
     def kernel(self):
-        return _run_blocks
+        return _matmul_block_kernel
 
     def check(self, types, cnt, fp, ip):
         if types[0] != types[1]:
