@@ -137,7 +137,7 @@ def test_plan_uses_the_tiles_and_splits_when_it_pays():
 
 
 def _estimate_of(target, m, k, n, parts):
-    from codelets.plans.matmul import _estimate
+    from codelets.plans.matmul_plan import _estimate
     pg, pm, pn, pk = parts
     chunks = (1, -(-m // pm), -(-n // pn), -(-k // pk))
     total, _, _, _ = _estimate(target, ipu.FLOAT32, ipu.FLOAT32, 1, m, k, n,

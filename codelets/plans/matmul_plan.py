@@ -1,0 +1,353 @@
+"""The matmul planner: choose how C = A @ B is split over the tiles (see matmul.py for the program
+it leads to).
+
+A product of canonical shape [G, M, K] x [G, K, N] (NumPy batch broadcasting; a shared operand
+folds the batch into M or N) is cut into a grid of G x M x N x K chunks, one cell per tile.
+`plan_matmul` chooses the split minimising the estimated cycles
+
+    exchange(A blocks) + exchange(B blocks) + AMP compute + exchange(partials) + reduction
+
+among the splits whose temporaries fit in tile memory (serial passes when none does).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import ipu
+from ipu import OutOfMemoryError
+from ipu import costs as ipu_costs
+
+from ..matmul import amp_geometry, matmul_block_cycles, reduce_partials_cycles
+
+_ALIGN = 8
+# Code and fixed exchange/control bytes the plan adds on a tile besides its data (MatMulBlock and
+# MatMulReducePartials code, vertex state, the exchange phases' entry/exit code): a margin kept
+# free when checking that a split fits.
+_CODE_MARGIN = 1536 + 512 + 256
+_EXCHANGE_BYTES_PER_RUN = 8
+
+
+# ------------------------------------------------------------------------------------------------
+# problems and plans
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A matmul in canonical form: G independent [M, K] x [K, N] products.
+
+    batch_shape: the broadcast batch dimensions of the user's operands; fold: how they became G,
+    M or N ('none': G = prod(batch_shape); 'm': B is shared, the batch is stacked into M; 'n': A
+    is shared, the batch is stacked into N)."""
+
+    batch_shape: tuple
+    fold: str
+    G: int
+    M: int
+    K: int
+    N: int
+    m: int  # the user's per-batch M and N
+    n: int
+
+    @property
+    def out_shape(self) -> tuple:
+        return tuple(self.batch_shape) + (self.m, self.n)
+
+
+def canonical_problem(a_shape, b_shape) -> Problem:
+    """The canonical [G, M, K] x [G, K, N] problem of a NumPy-style matmul of operands of these
+    shapes (rank >= 2; batch dimensions broadcast)."""
+    a_shape = tuple(int(d) for d in a_shape)
+    b_shape = tuple(int(d) for d in b_shape)
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise ValueError(f"build_matmul needs operands of rank >= 2, got shapes {a_shape} and {b_shape}; "
+                         f"reshape vectors to [1, K] / [K, 1] first")
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2:
+        raise ValueError(f"matmul: a is {a_shape} and b is {b_shape}: contraction sizes {k} and {k2} differ")
+    try:
+        bs = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of {a_shape} and {b_shape} do not broadcast") from None
+    bt = int(np.prod(bs, dtype=np.int64))
+    a_shared = int(np.prod(a_shape[:-2], dtype=np.int64)) == 1
+    b_shared = int(np.prod(b_shape[:-2], dtype=np.int64)) == 1
+    if bt <= 1:
+        return Problem(bs, "none", 1, m, k, n, m, n)
+    if b_shared:
+        return Problem(bs, "m", 1, bt * m, k, n, m, n)
+    if a_shared:
+        return Problem(bs, "n", 1, m, k, bt * n, m, n)
+    return Problem(bs, "none", bt, m, k, n, m, n)
+
+
+def _canon_a(idx, p: Problem):
+    bt = max(1, int(np.prod(p.batch_shape, dtype=np.int64)))
+    x = np.broadcast_to(idx, p.batch_shape + (p.m, p.K)).reshape(bt, p.m, p.K)
+    if p.fold == "m":
+        return x.reshape(1, bt * p.m, p.K)
+    if p.fold == "n":
+        return x[:1]
+    return x
+
+
+def _canon_b(idx, p: Problem):
+    bt = max(1, int(np.prod(p.batch_shape, dtype=np.int64)))
+    x = np.broadcast_to(idx, p.batch_shape + (p.K, p.n)).reshape(bt, p.K, p.n)
+    if p.fold == "m":
+        return x[:1]
+    if p.fold == "n":
+        return x.transpose(1, 0, 2).reshape(1, p.K, bt * p.n)
+    return x
+
+
+def _canon_c(idx, p: Problem):
+    bt = max(1, int(np.prod(p.batch_shape, dtype=np.int64)))
+    x = np.asarray(idx).reshape(bt, p.m, p.n)
+    if p.fold == "m":
+        return x.reshape(1, bt * p.m, p.n)
+    if p.fold == "n":
+        return x.transpose(1, 0, 2).reshape(1, p.m, bt * p.n)
+    return x
+
+
+@dataclass
+class MatMulPlan:
+    """A split of the canonical problem over tiles: a grid of parts = (batch, m, n, k) cells of at
+    most chunks = (batch, m, n, k) elements; `tiles[ig, im, in, ik]` is the tile of each cell."""
+
+    target: ipu.Target
+    dtype: ipu.ElementType  # operands
+    out_dtype: ipu.ElementType
+    G: int
+    M: int
+    K: int
+    N: int
+    parts: tuple
+    chunks: tuple
+    tiles: np.ndarray
+    estimate: dict = field(default_factory=dict)  # estimated cycles by phase, and 'total'
+    bytes_per_tile: int = 0  # estimated peak bytes on the busiest tile (plan temporaries + reserved)
+    problem: Problem | None = None
+    # serial splitting, when no single pass fits in tile memory: the product is done in `serial`
+    # passes over slices of `serial_axis` ('g', 'm' or 'n') of at most `serial_chunk` elements, each
+    # pass planned by `sub` (the last, smaller slice is planned again when built)
+    code_bytes: int = 0  # estimated exchange and control code per tile (not freed between passes)
+    serial: int = 1
+    serial_axis: str = ""
+    serial_chunk: int = 0
+    sub: "MatMulPlan | None" = None
+
+    @property
+    def num_tiles_used(self) -> int:
+        if self.sub is not None:
+            return self.sub.num_tiles_used
+        return int(np.prod(self.parts))
+
+    @property
+    def num_partials(self) -> int:
+        return self.parts[3] if self.K > 0 else 0
+
+    def __repr__(self) -> str:
+        if self.sub is not None:
+            return (f"<MatMulPlan [{self.G}x{self.M}x{self.K}] x [{self.K}x{self.N}] {self.dtype.name}: "
+                    f"{self.serial} serial passes over {self.serial_axis} chunks of {self.serial_chunk}, "
+                    f"each {self.sub.parts} over {self.sub.num_tiles_used} tiles, "
+                    f"~{self.estimate.get('total', 0):,} cycles>")
+        return (f"<MatMulPlan [{self.G}x{self.M}x{self.K}] x [{self.K}x{self.N}] {self.dtype.name}: "
+                f"parts (g, m, n, k) = {self.parts}, chunks {self.chunks}, {self.num_tiles_used} tiles, "
+                f"~{self.estimate.get('total', 0):,} cycles>")
+
+
+# ------------------------------------------------------------------------------------------------
+# the cost of a split (vectorised over candidate splits)
+
+
+def _ceil(a, b):
+    return -(-np.asarray(a, np.int64) // b)
+
+
+def _align(x):
+    return _ceil(x, _ALIGN) * _ALIGN
+
+
+def _phase(target, send_bytes, recv_bytes):
+    """One Copy: a sync, then the busiest tile's max(sent, received) / 4 plus the phase overhead
+    (ipu_costs.exchange_tile_cycles, ipu_costs.sync_cycles)."""
+    bpc = target.exchange_bytes_per_cycle
+    return (ipu_costs.sync_cycles(target) + target.exchange_overhead_cycles
+            + _ceil(np.maximum(send_bytes, recv_bytes), bpc))
+
+
+def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, ck):
+    """Estimated cycles (by phase) and peak bytes per tile of candidate splits (arrays)."""
+    T = target.num_tiles
+    isz = dtype.itemsize
+    osz = out_dtype.itemsize
+    is_half = dtype == ipu.FLOAT16
+    out_float = out_dtype == ipu.FLOAT32
+    # operands and outputs are assumed spread evenly over all tiles (the caller's mapping is not
+    # known here): each source tile sends its share once (multicast), each cell receives its block
+    a_share = _ceil(G * M * K, T) * isz
+    b_share = _ceil(G * K * N, T) * isz
+    out_pt = int(_ceil(G * M * N, T))
+    a_blk = cg * cm * ck * isz
+    b_blk = cg * ck * cn * isz
+    p_blk = cg * cm * cn * 4
+    zero = np.zeros_like(a_blk)
+    if K == 0:
+        ex_a = ex_b = compute = ex_p = zero
+        red = zero + int(reduce_partials_cycles(out_pt, 0, out_float, target.worker_contexts))
+        red_bytes = zero + _align(out_pt * osz)
+    else:
+        ex_a = _phase(target, a_share, a_blk)
+        ex_b = _phase(target, b_share, b_blk)
+        compute = cg * matmul_block_cycles(cm, ck, cn, not is_half, True, target)
+        ex_p = _phase(target, p_blk, pk * out_pt * 4)
+        needs_reduce = (pk > 1) | (not out_float)
+        red = np.where(needs_reduce,
+                       reduce_partials_cycles(np.full_like(pk, out_pt), pk, out_float, target.worker_contexts), 0)
+        # the reduction's input [pk, outputs] and (when out's elements are scattered) a result
+        red_bytes = np.where(needs_reduce, _align(pk * out_pt * 4) + _align(out_pt * osz), 0)
+    total = ex_a + ex_b + compute + ex_p + red
+    # exchange code: a run per block row received and about as many sent, for both operands; a
+    # partial row sent per block row, and pk runs per output row piece received
+    runs = (2 * cg * cm + 2 * cg * ck + cg * cm + pk * (_ceil(out_pt, np.maximum(cn, 1)) + 2)) * 5 // 4
+    data = np.maximum(_align(a_blk) + _align(b_blk) + _align(p_blk), _align(p_blk) + red_bytes)
+    code = runs * _EXCHANGE_BYTES_PER_RUN + 4 * 16  # exchange code: per run, and per phase
+    mem = data + code + _CODE_MARGIN + target.stack_bytes_per_tile
+    phases = {"exchange_a": ex_a, "exchange_b": ex_b, "compute": compute, "exchange_partials": ex_p,
+              "reduce": red}
+    return total, phases, mem, code
+
+
+def _splits(D: int, grain: int, max_parts: int):
+    """Distinct ways to cut D elements into chunks of whole grains: (parts, chunk) arrays."""
+    if D <= 0:
+        return np.array([1], np.int64), np.array([0], np.int64)
+    units = -(-D // grain)
+    p = np.arange(1, min(units, max_parts) + 1, dtype=np.int64)
+    c = np.minimum(-(-units // p) * grain, D)
+    c = np.unique(c)
+    return -(-D // c), c
+
+
+def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 1, out_dtype=None,
+                reserved_bytes: int = 0, max_tiles: int | None = None, serial_ok: bool = True) -> MatMulPlan:
+    """Choose how to spread `batch` products [m, k] x [k, n] of `dtype` (float32 or float16) over the
+    tiles of `target`, with float32 partials and an `out_dtype` result (float32 by default for
+    float32 operands, float16 for float16 ones).
+
+    reserved_bytes: bytes already taken on every tile (always-live data), kept free.
+    When no split fits in one pass, the product is split serially (see MatMulPlan.serial); with
+    serial_ok=False, or when even that does not fit, raises OutOfMemoryError."""
+    dtype = ipu.element_type(dtype)
+    if dtype not in (ipu.FLOAT32, ipu.FLOAT16):
+        raise TypeError(f"plan_matmul: operands must be float32 or float16, not {dtype.name}")
+    out_dtype = ipu.element_type(out_dtype) if out_dtype is not None else dtype
+    if dtype == ipu.FLOAT32 and out_dtype != ipu.FLOAT32:
+        raise TypeError("plan_matmul: float32 operands give a float32 result")
+    G, M, K, N = (int(batch), int(m), int(k), int(n))
+    if min(G, M, K, N) < 0:
+        raise ValueError(f"plan_matmul: negative size in batch={G}, m={M}, k={K}, n={N}")
+    T = int(max_tiles or target.num_tiles)
+    T = max(1, min(T, target.num_tiles))
+    geo = amp_geometry(dtype == ipu.FLOAT16, target)
+
+    if G * M * N == 0:
+        return MatMulPlan(target, dtype, out_dtype, G, M, K, N, (1, 1, 1, 1), (G, M, N, K),
+                          np.zeros((1, 1, 1, 1), np.int64), {"total": 0}, int(reserved_bytes))
+
+    gp, gc = _splits(G, 1, T)
+    mp, mc = _splits(M, 1, T)
+    np_, nc = _splits(N, geo["out_chans"], T)
+    kp, kc = _splits(K, geo["in_chans"], T)
+    # the grid of candidates, pruned to at most T cells as it is built
+    i, j = np.meshgrid(np.arange(gp.size), np.arange(mp.size), indexing="ij")
+    i, j = i.ravel(), j.ravel()
+    ok = gp[i] * mp[j] <= T
+    cand = [i[ok], j[ok]]
+    for parts in (np_, kp):
+        base = np.prod([arr[idx] for arr, idx in zip((gp, mp, np_, kp), cand)], axis=0)
+        a, b = np.meshgrid(np.arange(base.size), np.arange(parts.size), indexing="ij")
+        a, b = a.ravel(), b.ravel()
+        ok = base[a] * parts[b] <= T
+        cand = [c[a[ok]] for c in cand] + [b[ok]]
+    ig, im, in_, ik = cand
+    P = (gp[ig], mp[im], np_[in_], kp[ik])
+    C = (gc[ig], mc[im], nc[in_], kc[ik])
+    total, phases, mem, code = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C)
+    mem = mem + int(reserved_bytes)
+    fits = mem <= target.bytes_per_tile
+    if not fits.any():
+        serial = _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok)
+        if serial is not None:
+            return serial
+        best = int(np.argmin(mem))
+        raise OutOfMemoryError(
+            f"matmul [{G}x{M}x{K}] x [{K}x{N}] {dtype.name} does not fit on {target.name}: the smallest "
+            f"split needs ~{int(mem[best]):,} bytes on a tile ({int(reserved_bytes):,} already reserved) of "
+            f"{target.bytes_per_tile:,}. Use a target with more tiles or IPUs, or a smaller product.",
+            [],
+        )
+    cells = P[0] * P[1] * P[2] * P[3]
+    # minimise cycles; then fewer tiles; then less memory
+    key = np.where(fits, total, np.iinfo(np.int64).max)
+    order = np.lexsort((mem, cells, key))
+    best = int(order[0])
+    parts = tuple(int(x[best]) for x in P)
+    chunks = tuple(int(x[best]) for x in C)
+    used = int(np.prod(parts))
+    # spread the cells evenly over the tiles (and so over the IPUs of a multi-IPU target)
+    tiles = (np.arange(used, dtype=np.int64) * T // used).reshape(parts)
+    est = {k_: int(v[best]) for k_, v in phases.items()}
+    est["total"] = int(total[best])
+    return MatMulPlan(target, dtype, out_dtype, G, M, K, N, parts, chunks, tiles, est, int(mem[best]),
+                      code_bytes=int(code[best]))
+
+
+def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok):
+    """Split G, M or N into the fewest serial passes whose plan fits (trying each axis, keeping the
+    cheapest estimate), or None."""
+    if not serial_ok:
+        return None
+    best = None
+    for axis, size in (("g", G), ("m", M), ("n", N)):
+        tried = set()
+        count = 2
+        while count <= size:
+            chunk = -(-size // count)
+            count = count + 1 if count < 64 else count * 2
+            if chunk in tried:
+                continue
+            tried.add(chunk)
+            dims = {"g": G, "m": M, "n": N, axis: chunk}
+            try:
+                sub = plan_matmul(dims["m"], K, dims["n"], dtype, target, batch=dims["g"], out_dtype=out_dtype,
+                                  reserved_bytes=reserved_bytes, max_tiles=max_tiles, serial_ok=False)
+            except OutOfMemoryError:
+                continue
+            passes = -(-size // chunk)
+            # code is not freed between passes: every pass's exchange code stays on the tiles
+            mem = sub.bytes_per_tile + (passes - 1) * (sub.code_bytes + 64)
+            if mem > target.bytes_per_tile:
+                continue
+            est = {k_: v * passes for k_, v in sub.estimate.items()}
+            if best is None or est["total"] < best.estimate["total"]:
+                best = MatMulPlan(target, dtype, out_dtype, G, M, K, N, sub.parts, sub.chunks, sub.tiles, est,
+                                  mem, code_bytes=passes * sub.code_bytes, serial=passes, serial_axis=axis,
+                                  serial_chunk=chunk, sub=sub)
+            break
+    return best
+
+
+def plan_for_shapes(a_shape, b_shape, dtype, target: ipu.Target, out_dtype=None, reserved_bytes: int = 0,
+                    max_tiles: int | None = None) -> MatMulPlan:
+    """plan_matmul for a NumPy-style matmul of operands of these shapes (batch dims broadcast)."""
+    p = canonical_problem(a_shape, b_shape)
+    plan = plan_matmul(p.M, p.K, p.N, dtype, target, batch=p.G, out_dtype=out_dtype,
+                       reserved_bytes=reserved_bytes, max_tiles=max_tiles)
+    plan.problem = p
+    return plan
