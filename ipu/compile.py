@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from . import codeload, costs, remote
 from .codelet import IN, INOUT, OUT
@@ -44,32 +45,35 @@ class Layout:
     addr: np.ndarray  # byte offset of each piece in the flat memory of a replica
 
     def element_addresses(self, idx: np.ndarray):
-        """(byte addresses, tiles) of flat element indices.
+        """(byte addresses, tiles) of flat element indices (one compiled pass: consecutive indices
+        mostly stay in the same piece, so the piece is searched for only when it changes)."""
+        idx = np.ascontiguousarray(np.asarray(idx, np.int64).reshape(-1))
+        out_addr = np.empty(idx.size, np.int64)
+        out_tile = np.empty(idx.size, np.int64)
+        if idx.size:
+            _lookup_addresses(idx, self.starts, self.stops, self.addr, self.tiles.astype(np.int64),
+                              self.variable.dtype.itemsize, out_addr, out_tile)
+        return out_addr, out_tile
 
-        Index arrays mostly hold runs of consecutive elements: the pieces are looked up once per
-        run (a run inside one piece has consecutive addresses), per element only where a run
-        crosses pieces."""
-        idx = np.asarray(idx, np.int64).reshape(-1)
-        isz = self.variable.dtype.itemsize
-        n = idx.size
-        if n == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        brk = np.flatnonzero(np.diff(idx) != 1) + 1
-        rs = np.concatenate(([0], brk))
-        re = np.concatenate((brk, [n]))
-        p0 = np.searchsorted(self.starts, idx[rs], side="right") - 1
-        p1 = np.searchsorted(self.starts, idx[re - 1], side="right") - 1
-        run_id = np.repeat(np.arange(rs.size), re - rs)
-        base = self.addr[p0] + (idx[rs] - self.starts[p0]) * isz - rs * isz
-        addr = base[run_id] + np.arange(n, dtype=np.int64) * isz
-        tiles = self.tiles[p0][run_id]
-        cross = p0 != p1
-        if cross.any():  # runs that cross pieces: look their elements up one by one
-            e = np.flatnonzero(cross[run_id])
-            p = np.searchsorted(self.starts, idx[e], side="right") - 1
-            addr[e] = self.addr[p] + (idx[e] - self.starts[p]) * isz
-            tiles[e] = self.tiles[p]
-        return addr, tiles
+
+@njit(cache=True)
+def _lookup_addresses(idx, starts, stops, addr, tiles, isz, out_addr, out_tile):
+    p = 0
+    n = starts.shape[0]
+    for i in range(idx.shape[0]):
+        e = idx[i]
+        if e < starts[p] or e >= stops[p]:
+            lo = 0
+            hi = n - 1
+            while lo < hi:  # the last piece starting at or before e
+                mid = (lo + hi + 1) >> 1
+                if starts[mid] <= e:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            p = lo
+        out_addr[i] = addr[p] + (e - starts[p]) * isz
+        out_tile[i] = tiles[p]
 
 
 @dataclass
@@ -485,7 +489,7 @@ class _Compiler:
         # exchange code: one instruction per run a tile receives, and per distinct run it sends
         # (a run multicast to several tiles is sent once)
         n = self.target.num_tiles
-        _, first = np.unique(np.stack([src_off, nbytes], 1), axis=0, return_index=True)
+        first = costs.distinct_runs(src_off, nbytes)
         runs_per_tile = np.bincount(src_tile[first], minlength=n) + np.bincount(dst_tile, minlength=n)
         self.exchange_bytes += runs_per_tile * EXCHANGE_BYTES_PER_RUN + (runs_per_tile > 0) * EXCHANGE_BYTES_PER_PHASE
         staged = src.variable is dst.variable
@@ -523,15 +527,37 @@ class _Compiler:
 
 
 def _runs(sa, da, st, dt, isz):
-    """Group an element-wise copy into runs that are contiguous at both ends on fixed tiles."""
-    n = sa.size
-    brk = np.ones(n, bool)
-    if n > 1:
-        brk[1:] = (sa[1:] != sa[:-1] + isz) | (da[1:] != da[:-1] + isz) | (st[1:] != st[:-1]) | (dt[1:] != dt[:-1])
-    starts = np.flatnonzero(brk)
-    lengths = np.diff(np.append(starts, n))
-    return (sa[starts].astype(np.int64), da[starts].astype(np.int64), (lengths * isz).astype(np.int64),
-            st[starts].astype(np.int64), dt[starts].astype(np.int64))
+    """Group an element-wise copy into runs that are contiguous at both ends on fixed tiles:
+    (source offsets, destination offsets, bytes, source tiles, destination tiles)."""
+    args = [np.ascontiguousarray(np.asarray(a, np.int64)) for a in (sa, da, st, dt)]
+    return _runs_kernel(*args, isz)
+
+
+@njit(cache=True)
+def _runs_kernel(sa, da, st, dt, isz):
+    n = sa.shape[0]
+    count = 0
+    for i in range(n):
+        if i == 0 or sa[i] != sa[i - 1] + isz or da[i] != da[i - 1] + isz or st[i] != st[i - 1] \
+                or dt[i] != dt[i - 1]:
+            count += 1
+    so = np.empty(count, np.int64)
+    do = np.empty(count, np.int64)
+    nb = np.empty(count, np.int64)
+    ts = np.empty(count, np.int64)
+    td = np.empty(count, np.int64)
+    r = -1
+    for i in range(n):
+        if i == 0 or sa[i] != sa[i - 1] + isz or da[i] != da[i - 1] + isz or st[i] != st[i - 1] \
+                or dt[i] != dt[i - 1]:
+            r += 1
+            so[r] = sa[i]
+            do[r] = da[i]
+            nb[r] = 0
+            ts[r] = st[i]
+            td[r] = dt[i]
+        nb[r] += isz
+    return so, do, nb, ts, td
 
 
 def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural name

@@ -50,6 +50,21 @@ def compute_set_tile_cycles(tiles, cycles, supervisor, target: Target) -> np.nda
                      np.asarray(supervisor, np.bool_), target.num_tiles, target.worker_contexts)
 
 
+def distinct_runs(src_off, nbytes) -> np.ndarray:
+    """Indices of the first occurrence of every distinct (source offset, size) run: a run that
+    several tiles receive is sent once (the exchange multicasts)."""
+    src_off = np.asarray(src_off, np.int64)
+    nbytes = np.asarray(nbytes, np.int64)
+    if src_off.size == 0:
+        return np.zeros(0, np.int64)
+    span = int(nbytes.max()) + 1
+    if int(src_off.max()) < (2 ** 62) // span:  # one int64 key per run: a 1-D unique is a plain sort
+        _, first = np.unique(src_off * span + nbytes, return_index=True)
+    else:
+        _, first = np.unique(np.stack([src_off, nbytes], 1), axis=0, return_index=True)
+    return first
+
+
 def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target) -> tuple[np.ndarray, int]:
     """Per-tile cycles of one exchange phase, and the extra cycles of crossing IPUs.
 
@@ -69,8 +84,7 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target) ->
     local = ~remote
     # multicast: a source run goes out once however many tiles receive it
     if remote.any():
-        key = np.stack([src_off[remote], nbytes[remote]], 1)
-        _, first = np.unique(key, axis=0, return_index=True)
+        first = distinct_runs(src_off[remote], nbytes[remote])
         s_tiles = src_tile[remote][first]
         s_bytes = nbytes[remote][first]
         sent = np.bincount(s_tiles, weights=s_bytes, minlength=n)
