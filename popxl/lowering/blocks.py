@@ -13,7 +13,10 @@ def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=N
     """out = codelet(inputs...) element by element, over `shape` (inputs broadcast to it).
 
     The output is laid out like the first whole-variable input of that shape (so that input needs
-    no exchange), else by the mapping policy; other inputs are copied into that layout.
+    no exchange), else by the mapping policy; other inputs are copied into that layout. An input
+    broadcast along the trailing axes (a scalar, or one value per row as in softmax's x - max)
+    is not materialised when its field takes one element per vertex: the vertices are cut where
+    its value changes and each gets its element (poplibs' BroadcastScalar / VectorInner vertices).
     """
     shape = tuple(shape)
     if out is None:
@@ -22,10 +25,16 @@ def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=N
     if out.numel:
         c = ipu.get_codelet(codelet)
         tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
+        runs = {name: _trailing_run(v, shape) for name, v in zip(field_names, inputs)
+                if (codelet, name) in SCALAR_BROADCAST_FIELDS and v.numel < out.numel}
+        scalars = {name for name, v in zip(field_names, inputs) if v.numel == 1}
+        runs = {name: r for name, r in runs.items() if r >= MIN_BROADCAST_RUN or name in scalars}
+        if runs:
+            tiles, starts, counts = _cut(out, starts, counts, runs.values())
         fields = {}
         for name, v in zip(field_names, inputs):
-            if v.numel == 1 and out.numel > 1 and (codelet, name) in SCALAR_BROADCAST_FIELDS:
-                fields[name] = scalar_per_tile(ctx, v, tiles)
+            if name in runs:
+                fields[name] = _segment_scalars(ctx, v, shape, runs[name], tiles, starts)
             else:
                 fields[name] = (ctx.like(v if v.shape == shape else v.broadcast(shape), out), starts, counts)
         fields[out_field] = (out, starts, counts)
@@ -37,16 +46,79 @@ def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=N
 
 # vertex fields that take a single element and apply it to every output element
 SCALAR_BROADCAST_FIELDS = {("BinaryOp", "a"), ("BinaryOp", "b")}
+# a broadcast input is handed to vertices one element each when its value holds for at least
+# this many consecutive output elements (below it, the per-vertex overhead costs more than
+# copying it into the output's layout)
+MIN_BROADCAST_RUN = 32
 
 
-def scalar_per_tile(ctx, v: ipu.Tensor, tiles: np.ndarray):
-    """One copy of the scalar `v` on every tile in `tiles` (a broadcast exchange of one element,
-    as poplibs does before a BroadcastScalar vertex); returns the field triple for the vertices."""
-    used, where = np.unique(tiles, return_inverse=True)
-    sc = ctx.g.add_variable(ctx.name("scalar"), (used.size,), v.dtype, ipu.TEMPORARY, debug=ctx.name())
-    sc.tile_of[:] = used
-    ctx.copy(v.reshape(1).broadcast((used.size,)), sc, "broadcast_scalar")
-    return sc, where.astype(np.int64), np.ones(tiles.size, np.int64)
+def _trailing_run(v: ipu.Tensor, shape) -> int:
+    """How many consecutive output elements share one element of `v` broadcast to `shape`: the
+    product of the trailing output axes along which v has size 1 (1 when it varies along the last
+    axis). A scalar covers the whole output."""
+    if v.numel == 1:
+        return int(np.prod(shape, dtype=np.int64))
+    vshape = (1,) * (len(shape) - v.rank) + tuple(v.shape)
+    run = 1
+    for dv, do in zip(reversed(vshape), reversed(shape)):
+        if dv != 1 or do == 1:
+            if dv != 1:
+                break
+            continue
+        run *= do
+    return run
+
+
+def _cut(out, starts, counts, run_lengths):
+    """The vertices' pieces cut at every multiple of each run length (piece starts kept)."""
+    ends = starts + counts
+    cuts = [starts]
+    for r in run_lengths:
+        r = int(r)
+        if r >= out.numel:
+            continue
+        k = np.arange(r, out.numel, r, dtype=np.int64)
+        cuts.append(k)
+    b = np.unique(np.concatenate(cuts))
+    # keep only cuts inside a piece (pieces can leave gaps when split for workers)
+    piece = np.searchsorted(starts, b, side="right") - 1
+    inside = (piece >= 0) & (b < ends[np.clip(piece, 0, None)])
+    b = b[inside]
+    piece = piece[inside]
+    nxt = np.append(b[1:], np.iinfo(np.int64).max)
+    new_counts = np.minimum(nxt, ends[piece]) - b
+    return out.tile_of[b].astype(np.int64), b, new_counts
+
+
+def _segment_scalars(ctx, v, shape, run, tiles, starts):
+    """One element of the broadcast input per vertex, on the vertex's tile: the field triple."""
+    lead = tuple(shape)[: len(shape) - _trailing_axes(v, shape, run)]
+    src = np.broadcast_to(v.index().reshape(_lead_shape(v, shape, lead)), lead).reshape(-1) \
+        if v.numel > 1 else np.zeros(1, np.int64) + v.flat_index()[0]
+    per_vertex = src[np.minimum(starts // run, src.size - 1)]
+    sc = ctx.g.add_variable(ctx.name("broadcast"), (starts.size,), v.dtype, ipu.TEMPORARY, debug=ctx.name())
+    sc.tile_of[:] = tiles
+    ctx.copy(ipu.Tensor(v.variable, per_vertex, (starts.size,)), sc, "broadcast_scalar")
+    return sc, np.arange(starts.size, dtype=np.int64), np.ones(starts.size, np.int64)
+
+
+def _trailing_axes(v, shape, run) -> int:
+    """How many trailing output axes make up `run`."""
+    if v.numel == 1:
+        return len(shape)
+    n, acc = 0, 1
+    for d in reversed(shape):
+        if acc == run:
+            break
+        acc *= d
+        n += 1
+    return n
+
+
+def _lead_shape(v, shape, lead):
+    """v's index array reshaped to broadcast against the leading (non-run) output axes."""
+    vshape = (1,) * (len(shape) - v.rank) + tuple(v.shape)
+    return vshape[: len(lead)]
 
 
 def unary(ctx, name: str, x: ipu.Tensor, et=None, suffix="") -> ipu.Variable:

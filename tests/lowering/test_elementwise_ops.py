@@ -135,3 +135,14 @@ def test_increment_mod():
     a = np.array([0, 1, 5, 9], np.int32)
     out, _ = run_popxl(lambda x: ops.increment_mod(x, 3, 10), [a])
     np.testing.assert_array_equal(out, (a + 3) % 10)
+
+
+def test_row_broadcast_is_not_materialised():
+    # x - max(x, axis=1, keepdims): the row value goes to each vertex once, not once per element
+    x = RNG.normal(size=(37, 100)).astype(np.float32)
+    out, sess = run_popxl(lambda t: (t - ops.max(t, axis=1, keepdims=True), ops.softmax(t, axis=1)), [x])
+    np.testing.assert_allclose(out[0], x - x.max(1, keepdims=True), rtol=1e-6)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(out[1], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    copies = [s for s in sess.executable.steps if s.kind == "exchange" and "broadcast" in s.name]
+    assert copies and max(s.bytes_moved for s in copies) <= 4 * 2 * 37 * 8  # ~ one float per vertex
