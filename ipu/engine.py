@@ -28,7 +28,7 @@ def _copy_runs(src, dst, src_off, dst_off, nbytes):
         a = src_off[i]
         b = dst_off[i]
         n = nbytes[i]
-        if n <= 4:
+        if n <= 16:
             for k in range(n):
                 dst[b + k] = src[a + k]
         else:
