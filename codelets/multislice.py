@@ -365,10 +365,9 @@ class MultiUpdate(Codelet):
 
 
 @njit(cache=True)
-def _dynamic_slice(views, off, cnt, fp, ip):
-    base = views[0]
-    offv = views[1]
-    out = views[2]
+def _dynamic_rows(base, offv, other, off, cnt, ip, into_base):
+    """Move s rows of `region` elements between base (rows starting at the run-time offset,
+    wrapping) and `other` (contiguous): base -> other for a slice, other -> base for an update."""
     for v in range(off.shape[0]):
         region = ip[v, 0]
         rows = ip[v, 1]
@@ -380,34 +379,25 @@ def _dynamic_slice(views, off, cnt, fp, ip):
             o = 0
         s = cnt[v, 2] // region
         b0 = off[v, 0]
-        d0 = off[v, 2]
+        x0 = off[v, 2]
         for j in range(s):
             r = (o + first + j) % rows
-            for e in range(region):
-                copy_elem(out, d0 + j * region + e, base, b0 + r * region + e)
+            if into_base:
+                for e in range(region):
+                    copy_elem(base, b0 + r * region + e, other, x0 + j * region + e)
+            else:
+                for e in range(region):
+                    copy_elem(other, x0 + j * region + e, base, b0 + r * region + e)
+
+
+@njit(cache=True)
+def _dynamic_slice(views, off, cnt, fp, ip):
+    _dynamic_rows(views[0], views[1], views[2], off, cnt, ip, False)
 
 
 @njit(cache=True)
 def _dynamic_update(views, off, cnt, fp, ip):
-    base = views[0]
-    offv = views[1]
-    upd = views[2]
-    for v in range(off.shape[0]):
-        region = ip[v, 0]
-        rows = ip[v, 1]
-        first = ip[v, 2]
-        if region == 0 or rows == 0:
-            continue
-        o = np.int64(load(offv, off[v, 1]))
-        if o < 0 or o >= rows:
-            o = 0
-        s = cnt[v, 2] // region
-        b0 = off[v, 0]
-        u0 = off[v, 2]
-        for j in range(s):
-            r = (o + first + j) % rows
-            for e in range(region):
-                copy_elem(base, b0 + r * region + e, upd, u0 + j * region + e)
+    _dynamic_rows(views[0], views[1], views[2], off, cnt, ip, True)
 
 
 def dynamic_slice_cycles(s, region, t) -> np.ndarray:
