@@ -194,7 +194,7 @@ def _key_masks(execs, n):
 
 
 class _Walker:
-    """Walks programs in the order (and with the positions) of compile._Timeline, keeping for
+    """Walks programs in the order (and with the positions) of timeline.Timeline, keeping for
     every loaded function its open live interval [start, end] (end < start: nothing live yet)."""
 
     def __init__(self, loaded_ids):
@@ -267,7 +267,7 @@ class _Walker:
             for fn in p.functions:
                 self.load(id(fn), self.pos)
             self.pos += 1
-        else:  # every other node is a leaf with one position (as in compile._Timeline)
+        else:  # every other node is a leaf with one position (as in timeline.Timeline)
             self.pos += 1
 
     def finish(self):

@@ -1,0 +1,96 @@
+"""The program timeline: positions of the leaves in execution order (calls expanded), the first
+and last use of every variable, and the loops, which extend the life of what they carry."""
+from __future__ import annotations
+
+from . import collectives, remote
+from .codelet import IN, INOUT, OUT
+from .errors import CompileError
+from .program import Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence, Switch, Sync
+from .tensor import Variable
+
+
+class Timeline:
+    def __init__(self):
+        self.pos = 0
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        self.first_is_read: dict[int, bool] = {}
+        self.loops: list[tuple[int, int]] = []
+        self.vars: dict[int, Variable] = {}
+        self.calls_active: set[int] = set()
+
+    def use(self, var: Variable, read: bool, write: bool):
+        vid = var.id
+        self.vars[vid] = var
+        if vid not in self.first:
+            self.first[vid] = self.pos
+            self.first_is_read[vid] = read and not write
+        self.last[vid] = self.pos
+
+    def walk(self, p: Program):
+        if isinstance(p, Sequence):
+            for q in p.programs:
+                self.walk(q)
+            return
+        if isinstance(p, Repeat):
+            a = self.pos
+            self.walk(p.body)
+            self.loops.append((a, max(a, self.pos - 1)))
+            return
+        if isinstance(p, If):
+            self.use(p.condition.variable, True, False)
+            self.pos += 1
+            self.walk(p.then_)
+            if p.else_ is not None:
+                self.walk(p.else_)
+            return
+        if isinstance(p, Switch):
+            self.use(p.control.variable, True, False)
+            self.pos += 1
+            for q in p.cases.values():
+                self.walk(q)
+            if p.default is not None:
+                self.walk(p.default)
+            return
+        if isinstance(p, Call):
+            key = id(p.function)
+            if key in self.calls_active:
+                raise CompileError(f"function {p.function.name!r} calls itself; recursion is not supported")
+            self.calls_active.add(key)
+            self.walk(p.function.program)
+            self.calls_active.discard(key)
+            return
+        if isinstance(p, Execute):
+            for chunk in p.compute_set.chunks:
+                for f, v in zip(chunk.codelet.fields, chunk.field_vars):
+                    self.use(v, f.direction in (IN, INOUT), f.direction in (OUT, INOUT))
+        elif isinstance(p, Copy):
+            self.use(p.src.variable, True, False)
+            self.use(p.dst.variable, False, True)
+        elif isinstance(p, HostToDevice):
+            self.use(p.dst.variable, False, True)
+        elif isinstance(p, DeviceToHost):
+            self.use(p.src.variable, True, False)
+        elif isinstance(p, Sync):
+            pass
+        elif isinstance(p, collectives.CrossReplica):  # between replicas (ipu/collectives.py)
+            self.use(p.src.variable, True, False)
+            self.use(p.dst.variable, False, True)
+        elif isinstance(p, remote.TRANSFER_NODES):  # streaming memory and code loads (ipu/remote.py)
+            for v, r, w in remote.transfer_uses(p):
+                self.use(v, r, w)
+        else:
+            raise CompileError(f"unknown program node {type(p).__name__}")
+        self.pos += 1
+
+    def intervals(self):
+        first = dict(self.first)
+        last = dict(self.last)
+        for a, b in sorted(self.loops, key=lambda r: r[1] - r[0]):
+            for vid in first:
+                f, l = first[vid], last[vid]
+                crosses = (f < a <= l) or (f <= b < l)
+                carried = a <= f and l <= b and self.first_is_read[vid]
+                if crosses or carried:
+                    first[vid], last[vid] = min(f, a), max(l, b)
+        return first, last
