@@ -71,6 +71,8 @@ class Ir:
             raise ValueError(f"replication must be a positive integer or 'popdist', not {replication!r}.")
         else:
             self.replication_factor = replication
+        from popxl._session_options import PbIr
+        self._pb_ir = PbIr(self)  # scripts set session options through ir._pb_ir.getSessionOptions()
         self._main_graph = Graph._create(self, "")
         self._graphs[""] = self._main_graph
 

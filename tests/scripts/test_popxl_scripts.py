@@ -146,3 +146,21 @@ def test_popxl_module_paths_import_as_in_the_sdk():
     assert callable(process_args) and callable(reshape_handle_negative_axis)
     assert gelu is ops.gelu
     assert callable(ops.sum)  # the module paths do not shadow the functions
+
+
+def test_session_options_through_the_internal_ir(monkeypatch):
+    monkeypatch.setenv("POPART_CACHE_DIR", "PATH_TO_CACHE")
+    ir = popxl.Ir()
+    opts = ir._pb_ir.getSessionOptions()
+    assert opts.enableEngineCaching and opts.cachePath == "PATH_TO_CACHE"
+    opts.partialsTypeMatMuls = "half"
+    opts.engineOptions["opt.internalExchangeOptimisationTarget"] = "memory"
+    opts.numIOTiles = 32
+    assert ir._pb_ir.getSessionOptions().numIOTiles == 32
+    with ir.main_graph:
+        x = popxl.variable(np.ones(2, np.float32))
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32, name="y"), x + 1.0)
+    with popxl.Session(ir, "ipu_model") as s:
+        assert list(s.run().values())[0].tolist() == [2, 2]
+    with pytest.raises(AttributeError, match="getSessionOptions"):
+        ir._pb_ir.setDataFlow(None)
