@@ -47,11 +47,26 @@ def session_event(session, event: str) -> None:
     """Called by popxl.Session: event "run" after every run, "exit" when the session detaches."""
     opts = options()
     if opts is None:
+        engine_options = _session_engine_options(session)
+        if engine_options:
+            opts = options({"POPLAR_ENGINE_OPTIONS": json.dumps(engine_options)})
+    if opts is None:
         return
     try:
         _event(session, event, opts)
     except Exception as e:  # a profile must never break the user's program
         print(f"ipu-profile: could not write the profile: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def _session_engine_options(session) -> dict:
+    """autoReport.* engine options a script set on the Ir's session options
+    (`ir._pb_ir.getSessionOptions().engineOptions`), as Poplar also takes them; the
+    POPLAR_ENGINE_OPTIONS environment variable wins over them, as it does in Poplar."""
+    try:
+        eo = session.ir._pb_ir.getSessionOptions().engineOptions
+    except AttributeError:
+        return {}
+    return {k: v for k, v in dict(eo).items() if str(k).startswith("autoReport.")}
 
 
 def _state(session, opts) -> _State:

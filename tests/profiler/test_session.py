@@ -135,3 +135,25 @@ def test_profiling_is_off_by_default(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _run_script(tmp_path, runs=1)
     assert not [f for f in os.listdir(tmp_path) if f.startswith("profile")]
+
+
+def test_auto_report_from_the_irs_session_options(tmp_path, monkeypatch):
+    import numpy as np
+    import popxl
+    import popxl.ops as ops
+
+    monkeypatch.delenv("POPLAR_ENGINE_OPTIONS", raising=False)
+    monkeypatch.delenv("IPU_SIM_PROFILE", raising=False)
+    monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
+    ir = popxl.Ir()
+    opts = ir._pb_ir.getSessionOptions()
+    opts.engineOptions["autoReport.all"] = "true"
+    opts.engineOptions["autoReport.directory"] = str(tmp_path)
+    with ir.main_graph:
+        x = popxl.variable(np.ones(3, np.float32))
+        ops.host_store(popxl.d2h_stream((3,), popxl.float32, name="y"), x * 2.0)
+    with popxl.Session(ir, "ipu_model") as s:
+        s.run()
+    import profiler.autoreport as ar
+    ar._flush_all()
+    assert any(p.name.startswith("profile") and p.suffix == ".json" for p in tmp_path.iterdir())
