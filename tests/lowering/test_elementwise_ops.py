@@ -146,3 +146,27 @@ def test_row_broadcast_is_not_materialised():
     np.testing.assert_allclose(out[1], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
     copies = [s for s in sess.executable.steps if s.kind == "exchange" and "broadcast" in s.name]
     assert copies and max(s.bytes_moved for s in copies) <= 4 * 2 * 37 * 8  # ~ one float per vertex
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_broadcast_fuzz(seed):
+    """Random shapes with size-1 trailing (and missing leading) axes on either side, so both the
+    copied-broadcast and the one-element-per-vertex paths are taken."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 4))
+    shape = tuple(int(rng.choice([1, 2, 3, 7, 33, 40, 97])) for _ in range(rank))
+    bshape = list(shape)
+    for i in range(rank - int(rng.integers(0, rank + 1)), rank):
+        bshape[i] = 1
+    if rng.random() < 0.3 and len(bshape) > 1:
+        bshape = bshape[1:]
+    name = str(rng.choice(sorted(BINARY)))
+    dtype = [np.float32, np.float16][seed % 2]
+    a = rng.uniform(0.5, 2, shape).astype(dtype)
+    b = rng.uniform(0.5, 2, tuple(bshape)).astype(dtype)
+    fn, ref = BINARY[name]
+    swap = bool(seed % 3 == 0)
+    out, _ = run_popxl((lambda x, y: fn(y, x)) if swap else fn, [a, b])
+    x32, y32 = a.astype(np.float32), b.astype(np.float32)
+    want = (ref(y32, x32) if swap else ref(x32, y32)).astype(dtype)
+    np.testing.assert_allclose(out.astype(np.float32), want.astype(np.float32), **_tol(dtype))
