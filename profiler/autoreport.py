@@ -2,8 +2,8 @@
 
 `session_event(session, event)` is the only entry point; it returns at once when profiling is off
 (two environment look-ups). When on, it records where each run starts in the engine's step log,
-and writes DIR/profile.json (DIR/profile-1.json, ... for later sessions of the process) when the
-session exits, at interpreter exit for sessions never exited, and every `REWRITE_SECONDS` during
+and writes DIR/profile.json (DIR/profile-1.json, ... for later sessions of the process writing to
+DIR) when the session exits, at interpreter exit for sessions never exited, and every `REWRITE_SECONDS` during
 long runs. The first MAX_RUN_RECORDS runs are described one by one (execution.runs); the
 execution trace and the totals cover every run. The session is read by duck typing (`executable`, `engine`, wall times, `ir`): this
 package never imports popxl.
@@ -24,7 +24,7 @@ REWRITE_SECONDS = 30.0
 MAX_RUN_RECORDS = 1000  # runs described one by one in the document; the trace covers all
 
 _states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_session_count = 0
+_sessions_per_dir: dict = {}  # profile directory -> sessions of this process that wrote there
 _cleaned_dirs: set = set()
 _atexit_registered = False
 
@@ -70,11 +70,14 @@ def _session_engine_options(session) -> dict:
 
 
 def _state(session, opts) -> _State:
-    global _session_count, _atexit_registered
+    global _atexit_registered
     st = _states.get(session)
     if st is None:
-        st = _State(opts, _session_count)
-        _session_count += 1
+        # the first session of the process writing to a directory writes profile.json there, the
+        # next ones profile-1.json, profile-2.json, ...
+        key = os.path.abspath(opts.directory)
+        st = _State(opts, _sessions_per_dir.get(key, 0))
+        _sessions_per_dir[key] = st.index + 1
         _states[session] = st
         if not _atexit_registered:
             atexit.register(_flush_all)
