@@ -203,7 +203,6 @@ def test_mapping_for_output_keeps_reduction_with_partials():
     np.testing.assert_array_equal(o.tile_of, tiles)
 
 
-@pytest.mark.slow
 def test_gc200_1024_cubed_float32_near_peak():
     """The headline: a 1024^3 float32 product on a full GC200 (a, b, out mapped linearly over all
     1472 tiles) equals NumPy, and its simulated cycles (exchanges and syncs included) are within
