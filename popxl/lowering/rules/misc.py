@@ -1,4 +1,4 @@
-"""print_tensor, init and histogram.
+"""print_tensor, init, histogram and io_tile_copy.
 
 print_tensor is what Poplar's PrintTensor program is: a device-to-host transfer into a stream
 whose host callback prints (ipu.HostStream.callback). The engine calls it right after the
@@ -15,6 +15,7 @@ import ipu
 from .. import blocks
 from ..columns import split
 from ..registry import lowering_rule
+from .shape import materialise
 
 
 class TensorPrinter:
@@ -142,3 +143,9 @@ def histogram(ctx, op):
     cs = ctx.compute_set("histogram/combine")
     ctx.g.add_vertices(cs, "HistogramCombine", [tile], {"partials": (gathered, 0, nv * nb), "out": (out, 0, nb)})
     ctx.emit(ipu.Execute(cs, name=cs.name))
+
+
+@lowering_rule("io_tile_copy")
+def io_tile_copy(ctx, op):
+    # The simulated target has no IO tiles (every tile computes): the copy stays where the data lives.
+    materialise(ctx, op.outputs[0], ctx.value(op.inputs[0]), "io_tile_copy")

@@ -1,5 +1,5 @@
-"""interpolate (ONNX Resize, nearest and linear) and io_tile_copy: static index gathers, so
-the exchange does the work; linear blends two gathered neighbours per scaled axis."""
+"""interpolate (ONNX Resize, nearest and linear): static index gathers, so the exchange does
+the work; linear blends two gathered neighbours per scaled axis."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,9 +72,3 @@ def interpolate(ctx, op):
                        B.binary(ctx, "mul", a_hi, w_hi, shape=a_hi.shape, suffix=f"hi{a}"), suffix=f"blend{a}")
     materialise(ctx, t_out, cur, "resize")
 
-
-@lowering_rule("io_tile_copy")
-def io_tile_copy(ctx, op):
-    # IO tiles arrive with streaming memory (issue 6); until then every tile computes, and the
-    # copy is a plain on-tile copy.
-    materialise(ctx, op.outputs[0], ctx.value(op.inputs[0]), "io_tile_copy")
