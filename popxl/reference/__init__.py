@@ -1,4 +1,4 @@
-"""A NumPy interpreter of popxl graphs, for checking gradient graphs independently of the lowering.
+"""popxl.reference: a NumPy interpreter of popxl graphs, independent of the lowering.
 
 ``evaluate(graph, inputs, upcast=False)`` runs ``graph`` on NumPy arrays (one per graph input) and
 returns the dict {tensor: array} of every tensor it computed. With ``upcast`` float32/float16 are
@@ -311,4 +311,4 @@ def _run(op, ins, upcast):
         for gi, oi in a[f"{key}_input_map"].items():
             vals[gi] = ins[oi]
         return run_graph(g, vals, upcast)
-    raise NotImplementedError(f"ir_eval: op type {t!r}")
+    raise NotImplementedError(f"popxl.reference: op type {t!r}")
