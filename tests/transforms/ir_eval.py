@@ -209,7 +209,14 @@ def _run(op, ins, upcast):
         out = ins[0].copy()
         np.put_along_axis(out, ins[1].astype(np.int64), ins[2], a["axis"])
         return [out]
-    if t == "scatter_reduce":
+    if t == "interpolate":
+        from popxl.ops._interpolation import reference
+        return [reference(ins[0], op.outputs[0].shape, a)]
+    if t == "grouped_gather":
+        ax = a["axis"]
+        return [np.stack([np.take(ins[0][g], ins[1][g].astype(np.int64), axis=ax - 1)
+                          for g in range(a["group_size"])])]
+    if t in ("scatter_reduce", "grouped_scatter_reduce"):
         data, idx = ins[0], ins[1].astype(np.int64)
         ax = a["axis"]
         shape = list(data.shape)
