@@ -190,3 +190,11 @@ def _interpolate(ctx, op, grads):
         res = ops.matmul(moved, const(m, g.dtype, f"interpolate_grad_{a}"))  # dx[.., i] = sum_j g[.., j] m[j, i]
         g = ops.transpose(res, invert_perm(perm)) if a != g.rank - 1 else res
     return [g]
+
+
+@grad_rule("roi_align")
+def _roi_align(ctx, op, grads):
+    """The image gets RoiAlignGrad of the output gradient; the regions and batch indices get none
+    (as in PopART, whose RoiAlign gradient is for the image only)."""
+    from popxl.ops.conv import _roi_align_grad
+    return [_roi_align_grad(grads[0], ctx.input(1), ctx.input(2), op.inputs[0].shape, op.attrs), None, None]
