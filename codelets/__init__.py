@@ -21,3 +21,4 @@ from . import indexing  # noqa: F401
 from . import rowwise  # noqa: F401
 from . import rng  # noqa: F401
 from . import histogram  # noqa: F401
+from . import roi_align  # noqa: F401
