@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Mapping, Union
 import numpy as np
 
 import ipu
-from profiler.autoreport import session_event as _profile_event
+from ._profiling import session_event as _profile_event
 
 from . import _replication
 from .lowering import lower
