@@ -10,7 +10,9 @@ Importing this package is cheap: the reports, HTML and CLI load on first use.
 """
 from __future__ import annotations
 
-__all__ = ["open_report", "openReport", "load_profile"]
+from .schema import ProfileError  # what reading a file that is not a readable profile raises
+
+__all__ = ["open_report", "openReport", "load_profile", "ProfileError"]
 
 
 def open_report(path):
