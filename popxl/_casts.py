@@ -38,3 +38,26 @@ def checked_downcast(arr: np.ndarray, dtype, what: str) -> np.ndarray:
                 f"{_first(bad, arr)} would become inf; {dtype} holds at most {float(np.finfo(dtype).max):.6g}.")
         return out
     return arr.astype(dtype)
+
+
+def integer_dims(shape, what: str) -> tuple:
+    """`shape` as a tuple of ints; a dimension that is not an integer (2.5, "3") is refused rather
+    than truncated. An int alone is a 1-D shape."""
+    import operator
+
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        dims = list(shape)
+    except TypeError:
+        raise TypeError(f"{what}: the shape must be a sequence of integers, got {shape!r}") from None
+    out = []
+    for d in dims:
+        if isinstance(d, bool):
+            raise TypeError(f"{what}: shape {tuple(dims)} has the boolean {d} as a dimension; dimensions are integers")
+        try:
+            out.append(operator.index(d))
+        except TypeError:
+            raise TypeError(f"{what}: shape {tuple(dims)} has {d!r} ({type(d).__name__}) as a dimension; "
+                            f"dimensions must be integers (a float is not truncated)") from None
+    return tuple(out)

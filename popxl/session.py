@@ -300,6 +300,9 @@ class Session:
         for s in inputs:
             if not isinstance(s, HostToDeviceStream):
                 raise ValueError(f"inputs must be keyed by popxl.HostToDeviceStream, got {type(s).__name__}")
+            if s.ir is not self._ir:
+                raise ValueError(f"input stream {s.tensor_id!r} belongs to another popxl.Ir than this session's; "
+                                 f"key the inputs by this Ir's streams {[x.tensor_id for x in expected]}")
             if s not in expected:
                 raise ValueError(
                     f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
@@ -357,6 +360,8 @@ class Session:
         for s, o in outputs.items():
             if not isinstance(s, DeviceToHostStream):
                 raise ValueError(f"outputs must be keyed by popxl.DeviceToHostStream, got {type(s).__name__}")
+            if s.ir is not self._ir:
+                raise ValueError(f"output stream {s.tensor_id!r} belongs to another popxl.Ir than this session's")
             if s not in self._lowered.d2h:
                 raise ValueError(
                     f"output stream {s.tensor_id!r} is not written by this program (no host_store writes it); "
