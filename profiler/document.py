@@ -243,11 +243,18 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     step_cycles = np.fromiter((s.cycles for s in steps), np.int64, nsteps)
 
     # executed entries
+    # the trace holds the first entries only when the engine's trace limit was reached; the
+    # per-step counts cover every run
     if engine is not None:
         ids, starts = engine.log.arrays()
+        executed = len(engine.log)
+        counts = np.zeros(nsteps, np.int64)
+        c = np.asarray(engine.log.counts, np.int64)[:nsteps]
+        counts[:c.size] = c
     else:
         ids = starts = np.zeros(0, np.int64)
-    counts = np.bincount(ids, minlength=nsteps) if ids.size else np.zeros(nsteps, np.int64)
+        executed = 0
+        counts = np.zeros(nsteps, np.int64)
 
     # per-tile cycles, deduplicated (steps of one compute set share one array)
     table: list = []
@@ -315,9 +322,9 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     if engine is not None:
         by_kind: dict[str, int] = {}
         by_class: dict[str, int] = {}
-        executed = counts * step_cycles
+        executed_cycles = counts * step_cycles
         for s in steps:
-            c = int(executed[s.id])
+            c = int(executed_cycles[s.id])
             if c or counts[s.id]:
                 by_kind[s.kind] = by_kind.get(s.kind, 0) + c
                 cl = KIND_CLASS.get(s.kind, s.kind)
@@ -332,7 +339,7 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             mat = np.stack(table_arrays)
             busy = {"compute": rle(w[:, 0] @ mat), "transfer": rle(w[:, 1] @ mat)}
         if runs is None:
-            runs = [{"program": 0, "first_entry": 0, "entries": int(ids.size),
+            runs = [{"program": 0, "first_entry": 0, "entries": int(executed),
                      "start_cycle": int(starts[0]) if ids.size else 0,
                      "cycles": total_cycles - (int(starts[0]) if ids.size else 0)}]
         keep = int(ids.size)
@@ -346,17 +353,17 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             "engine_runs": int(engine.runs),
             "replicas": int(engine.replicas),
             "runs": runs,
-            "steps_executed": int(ids.size),
+            "steps_executed": int(executed),
             "cycles_by_kind": by_kind,
             "cycles_by_class": by_class,
             "tile_busy_cycles": busy,
         }
         if execution:
             exe_doc["trace"] = encode_trace(ids[:keep], starts[:keep], step_cycles)
-            exe_doc["trace_truncated"] = keep < ids.size
+            exe_doc["trace_truncated"] = keep < executed
         else:
             exe_doc["trace"] = None
-            exe_doc["trace_truncated"] = bool(ids.size)
+            exe_doc["trace_truncated"] = bool(executed)
 
     run_s = info.get("run_seconds")
     wall = {k: info.pop(k) for k in ("compile_seconds", "lowering_seconds", "run_seconds") if k in info}
