@@ -69,15 +69,17 @@ def _multi_slice(views, off, cnt, fp, ip):
 def multi_slice_cycles(m, region, t) -> np.ndarray:
     """Worker cycles of one MultiSlice vertex gathering m rows of `region` elements.
 
-    Source: poplibs popopsCycleEstimators.cpp, multiSlicer (MultiSlice / MultiUpdate):
-    16 cycles of call overhead + per offset 19 cycles (load offset, compare, branch, multiply
-    to an address, outer loop) + 3 cycles per 64-bit vector copied (load, store, loop):
-    16 + m x (19 + 3 x ceil(region / vectorWidth)), vectorWidth = 4 for half, else 2.
+    Source: poplibs lib/popops/PerformanceEstimation.cpp @ 03953b1c, getMultiSliceCycleEstimate
+    (every offset in range, indices unsorted) for one worker: 30 cycles of prologue and epilogue
+    + per offset 19 cycles of overhead + cyclesPerVector per vector of the slice, vectors of 2
+    elements at 2 cycles for 16- and 32-bit types (poplibs copies half as 32-bit pairs), 4 at
+    3 cycles for 8-bit ones: 30 + m x (19 + cpv x ceil(region / vw)). poplibs' MultiSlice is a
+    MultiVertex and multiplies this by the 6 workers; here a worker vertex is one such worker.
     """
     m = np.asarray(m, np.int64)
     region = np.asarray(region, np.int64)
-    vw = _vector_width(t)
-    return 16 + m * (19 + 3 * (-(-region // vw)))
+    vw, cpv = (4, 3) if t.itemsize == 1 else (2, 2)
+    return 30 + m * (19 + cpv * (-(-region // vw)))
 
 
 @ipu.register

@@ -67,9 +67,10 @@ def test_multi_slice_row_base_selects_a_window_of_rows():
 
 
 def test_multi_slice_cost_model_matches_poplibs_formula():
-    # poplibs multiSlicer: 16 + offsets x (19 + 3 x ceil(region / vector width))
-    assert multi_slice_cycles(10, 8, ipu.FLOAT32) == 16 + 10 * (19 + 3 * 4)
-    assert multi_slice_cycles(10, 8, ipu.FLOAT16) == 16 + 10 * (19 + 3 * 2)
+    # poplibs getMultiSliceCycleEstimate per worker: 30 + m x (19 + cpv x ceil(region / vw))
+    assert multi_slice_cycles(10, 8, ipu.FLOAT32) == 30 + 10 * (19 + 2 * 4)
+    assert multi_slice_cycles(10, 8, ipu.FLOAT16) == 30 + 10 * (19 + 2 * 4)
+    assert multi_slice_cycles(10, 8, ipu.UINT8) == 30 + 10 * (19 + 3 * 2)
 
 
 def _independent_update(base, offsets, updates, op, per_column, init, track):
