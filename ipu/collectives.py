@@ -47,7 +47,7 @@ min / max 4 cycles per vector (popops binaryOpPerfInfo).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -280,6 +280,9 @@ class Payload:
     dst_numel: int
     src_runs: tuple  # (memory offsets, host byte offsets, byte counts)
     dst_runs: tuple  # (host byte offsets, memory offsets, byte counts)
+    tag: int = 0  # the step carrying it: instances check they are at the same collective
+    step_ids: tuple = ()  # every step of the collective (syncs, link exchanges, reductions)
+    _spans: dict = field(default_factory=dict, repr=False)  # communicator -> members of spanning groups
 
 
 def _reduce(op: str, data: np.ndarray) -> np.ndarray:
@@ -309,33 +312,89 @@ def _reduce(op: str, data: np.ndarray) -> np.ndarray:
     return np.asarray(out).astype(dt, copy=False)
 
 
-def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
+class Communicator:
+    """The replicas an engine holds among all replicas of a run, and how it reaches the others.
+
+    The default (one process, every replica local) never communicates. A multi-instance run
+    (PopDist, `popdist._backend.InstanceCommunicator`) holds replicas
+    replica_offset .. replica_offset + local_replicas - 1 of total_replicas, and its `exchange`
+    gives every instance the rows of the replicas it asks for (MPI, in rank order)."""
+
+    replica_offset = 0
+    local_replicas: int
+    total_replicas: int
+
+    def __init__(self, replicas: int):
+        self.local_replicas = self.total_replicas = int(replicas)
+
+    def instance_of(self, replica: int):
+        return 0
+
+    def exchange(self, tag: int, wanted, rows: dict, row_bytes: int) -> dict:  # pragma: no cover - never spans
+        raise IpuError("internal: a single-process engine has no other instance to exchange with")
+
+
+def _spanning(payload: Payload, comm) -> tuple:
+    """Members of the groups whose replicas live in several instances (cached per communicator)."""
+    key = id(comm)
+    cached = payload._spans.get(key)
+    if cached is None:
+        cached = tuple(r for g in payload.groups if len({comm.instance_of(r) for r in g}) > 1 for r in g)
+        payload._spans[key] = cached
+    return cached
+
+
+def run(payload: Payload, memory: np.ndarray, reps, copy_runs, comm: Communicator | None = None) -> None:
     """Carry out a collective on the replicas `reps` (those running this step in lock step).
 
-    memory: the engine's (replicas, bytes) array. copy_runs(src, dst, src_off, dst_off, nbytes)
-    copies byte runs (the engine's compiled copier)."""
-    present = set(int(r) for r in reps)
-    if sum(len(g) for g in payload.groups) != memory.shape[0]:
+    memory: the engine's (local replicas, bytes) array; row i is global replica
+    comm.replica_offset + i. copy_runs(src, dst, src_off, dst_off, nbytes) copies byte runs (the
+    engine's compiled copier). A group whose replicas live in several instances gets the other
+    instances' source data through comm.exchange; every instance then reduces the same rows in
+    the same rank order, so the result is bitwise what one instance holding all replicas computes."""
+    if comm is None:
+        comm = Communicator(memory.shape[0])
+    off = comm.replica_offset
+    local = range(off, off + memory.shape[0])
+    present = set(off + int(r) for r in reps)
+    covered = sum(len(g) for g in payload.groups)
+    if covered != comm.total_replicas or memory.shape[0] != comm.local_replicas:
         raise IpuError(
-            f"collective {payload.kind}: its replica groups cover {sum(len(g) for g in payload.groups)} replicas "
-            f"but the engine runs {memory.shape[0]}; compile for the replication the engine uses")
+            f"collective {payload.kind}: its replica groups cover {covered} replicas but the engine runs "
+            f"{memory.shape[0]} of {comm.total_replicas}; compile for the replication the engine uses")
     dt = payload.dtype
     m_src, m_dst = payload.src_numel, payload.dst_numel
     s_mem, s_host, s_n = payload.src_runs
     d_host, d_mem, d_n = payload.dst_runs
-    for group in payload.groups:
-        inside = [r in present for r in group]
-        if not any(inside):
-            continue
-        if not all(inside):
+    row_bytes = m_src * np.dtype(dt).itemsize
+
+    def read_src(r):
+        row = np.zeros(m_src, dt)
+        copy_runs(memory[r - off], row.view(np.uint8), s_mem, s_host, s_n)
+        return row
+
+    for group in payload.groups:  # replicas of a group split by a branch: the hardware would hang
+        mine = [r for r in group if r in local]
+        if mine and any(r in present for r in mine) and not all(r in present for r in mine):
             raise IpuError(
-                f"collective {payload.kind}: replicas {[r for r in group if r not in present]} of group "
+                f"collective {payload.kind}: replicas {[r for r in mine if r not in present]} of group "
                 f"{list(group)} took another branch; on an IPU the collective would never complete")
+    remote = {}
+    wanted = _spanning(payload, comm)
+    if wanted:
+        rows = {r: read_src(r).view(np.uint8) for r in wanted if r in local}
+        remote = comm.exchange(payload.tag, wanted, rows, row_bytes)
+    for group in payload.groups:
+        if not any(r in present for r in group):
+            continue
         n = len(group)
         width = max(m_src, m_dst * n if payload.kind in ("reduce_scatter", "slice") else m_src)
         data = np.zeros((n, width), dt)
         for j, r in enumerate(group):
-            copy_runs(memory[r], data[j].view(np.uint8), s_mem, s_host, s_n)
+            if r in local:
+                copy_runs(memory[r - off], data[j].view(np.uint8), s_mem, s_host, s_n)
+            else:
+                data[j, :m_src] = remote[r].view(dt)
         kind, op = payload.kind, payload.op
         if kind == "all_gather":
             same = np.ascontiguousarray(data[:, :m_src]).reshape(-1)  # every replica gets all of it
@@ -345,6 +404,8 @@ def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
             same = None
             full = data if (op == "local" or kind == "all_reduce") else _reduce(op, data)
         for j, r in enumerate(group):
+            if r not in local:
+                continue
             if same is not None:
                 row = same
             elif kind == "all_reduce":  # 'local': each keeps its own
@@ -354,7 +415,7 @@ def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
             else:  # slice (or a 'local' reduce_scatter): the rank's chunk of its own data
                 row = full[j, j * m_dst:(j + 1) * m_dst]
             row = np.ascontiguousarray(row, dt)
-            copy_runs(row.view(np.uint8), memory[r], d_host, d_mem, d_n)
+            copy_runs(row.view(np.uint8), memory[r - off], d_host, d_mem, d_n)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -410,5 +471,7 @@ def compile_node(compiler, p: CrossReplica):
                             bytes_moved=int(s.bytes_moved), debug=p.name)
         if last:
             st.collective = payload
+            payload.tag = st.id
         nodes.append(("step", st.id))
+    payload.step_ids = tuple(n[1] for n in nodes)
     return ("seq", nodes)

@@ -83,12 +83,15 @@ class StepLog:
 class Engine:
     """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
 
-    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True):
+    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True, communicator=None):
+        """communicator: which of a run's replicas this engine holds and how collectives reach the
+        others (`collectives.Communicator`; default: all `replicas` are here)."""
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
         self.target = executable.target
         self.replicas = int(replicas)
+        self.communicator = communicator
         self.log_steps = log_steps
         nbytes = max(executable.total_bytes, 8)
         self.memory = np.zeros((self.replicas, nbytes), np.uint8)
@@ -246,7 +249,7 @@ class Engine:
             self.log.add(step.id, clock)
         k = step.kind
         if getattr(step, "collective", None) is not None:  # a collective between replicas (ipu/collectives.py)
-            _collectives.run(step.collective, self.memory, reps, _copy_runs)
+            _collectives.run(step.collective, self.memory, reps, _copy_runs, self.communicator)
             return clock + step.cycles
         if getattr(step, "parts", None) is not None:  # merged transfers, one phase (ipu/remote.py)
             log, self.log_steps = self.log_steps, False
