@@ -21,6 +21,7 @@ import numpy as np
 
 from . import costs
 from .memory import CATEGORIES
+from .streams import HostTransfer
 
 SCHEMA = "ipu-sim-profile"
 VERSION = 1  # the major version: readers refuse another one
@@ -332,11 +333,10 @@ def _code(exe, counts, tl_steps) -> dict | None:
     loads = []
     for sid in cl.load_steps:
         s = steps[sid]
-        info = getattr(s, "remote", None)
-        tb = getattr(info, "tile_bytes", None)
-        tb = np.zeros(resident.size, np.int64) if tb is None else np.asarray(tb, np.int64)
+        info = s.payload  # remote.CodeLoadInfo
+        tb = np.zeros(resident.size, np.int64) if info.tile_bytes is None else np.asarray(info.tile_bytes, np.int64)
         runs = int(counts[sid]) if sid < len(counts) else 0
-        loads.append({"step": int(sid), "name": s.name, "functions": [str(x) for x in getattr(info, "functions", ())],
+        loads.append({"step": int(sid), "name": s.name, "functions": [str(x) for x in info.functions],
                       "bytes": int(s.bytes_moved or 0), "max_tile_bytes": int(tb.max(initial=0)),
                       "tiles": int(np.count_nonzero(tb)), "cycles": int(s.cycles), "sync_cycles": sync,
                       "transfer_cycles": max(int(s.cycles) - sync, 0), "executions": runs,
@@ -427,8 +427,8 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             row["bytes_moved"] = int(s.bytes_moved)
         if s.debug:
             row["debug"] = s.debug
-        if s.stream is not None:
-            row["stream"] = getattr(s.stream, "name", str(s.stream))
+        if isinstance(s.payload, HostTransfer):
+            row["stream"] = s.payload.stream.name
         op_name = step_ops.get(s.name)
         hit = (op_name, ops.get(op_name, {})) if op_name else (_attribute(s.debug, ops) or _attribute(s.name, ops))
         if hit:

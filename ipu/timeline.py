@@ -2,11 +2,12 @@
 and last use of every variable, and the loops, which extend the life of what they carry."""
 from __future__ import annotations
 
-from . import collectives, remote
-from .codelet import IN, INOUT, OUT
 from .errors import CompileError
-from .program import Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence, Switch, Sync
+from .kinds import kind_of
+from .program import Call, If, Program, Repeat, Sequence, Switch
 from .tensor import Variable
+
+__all__ = ["Timeline"]
 
 
 class Timeline:
@@ -60,27 +61,8 @@ class Timeline:
             self.walk(p.function.program)
             self.calls_active.discard(key)
             return
-        if isinstance(p, Execute):
-            for chunk in p.compute_set.chunks:
-                for f, v in zip(chunk.codelet.fields, chunk.field_vars):
-                    self.use(v, f.direction in (IN, INOUT), f.direction in (OUT, INOUT))
-        elif isinstance(p, Copy):
-            self.use(p.src.variable, True, False)
-            self.use(p.dst.variable, False, True)
-        elif isinstance(p, HostToDevice):
-            self.use(p.dst.variable, False, True)
-        elif isinstance(p, DeviceToHost):
-            self.use(p.src.variable, True, False)
-        elif isinstance(p, Sync):
-            pass
-        elif isinstance(p, collectives.CrossReplica):  # between replicas (ipu/collectives.py)
-            self.use(p.src.variable, True, False)
-            self.use(p.dst.variable, False, True)
-        elif isinstance(p, remote.TRANSFER_NODES):  # streaming memory and code loads (ipu/remote.py)
-            for v, r, w in remote.transfer_uses(p):
-                self.use(v, r, w)
-        else:
-            raise CompileError(f"unknown program node {type(p).__name__}")
+        for v, read, write in kind_of(p).uses(p):  # a leaf: what its kind touches (ipu/kinds.py)
+            self.use(v, read, write)
         self.pos += 1
 
     def intervals(self):

@@ -21,6 +21,7 @@ from . import _replication
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Variable
+from .utils import to_numpy
 
 _DEVICE_TARGETS = {
     # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
@@ -307,7 +308,7 @@ class Session:
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
-            arr = np.asarray(data)
+            arr = to_numpy(data, downcast=False, copy=False)  # NumPy arrays, sequences, torch tensors
             want = lead + tuple(s.shape)
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):

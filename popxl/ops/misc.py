@@ -90,7 +90,7 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gr
     if float_format not in ("auto", "fixed", "scientific", "none"):
         raise ValueError(f"print_tensor: float_format must be 'auto', 'fixed', 'scientific' or 'none', "
                          f"not {float_format!r}.")
-    attrs = {"title": title if title is not None else t.name, "print_self": bool(print_self),
+    attrs = {"title": title if title is not None else f"print{t.name}",  # PopXL's default title "print_self": bool(print_self),
              "print_gradient": bool(print_gradient), "summarise_threshold": int(summarise_threshold),
              "edge_items": int(edge_items), "max_line_width": int(max_line_width), "digits": int(digits),
              "float_format": float_format, "separator": separator, "open_bracket": open_bracket,
