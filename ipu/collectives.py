@@ -39,6 +39,19 @@ of RING_LINKS = 2 links (a derivation from the method's description, not a measu
 several IPUs per replica every IPU holding part of the tensor drives its own ring, so the IPU with
 the largest part of each chunk sets the time.
 
+Groups that span IPU-POD64 racks (GW-Links): the replicas of a run are numbered as their IPUs sit
+in the system, replica r on IPUs r x k .. (r + 1) x k - 1 (k IPUs per replica), 64 IPUs per
+IPU-POD64 logical rack. Racks are joined by GW-Links through the IPU-Gateway of each IPU-M2000:
+two GW-Link ports ('east' and 'west') of 100 Gbit/s per IPU-M2000 of 4 IPUs (Graphcore,
+"Switched GW-Links in large scale Pod systems" and the IPU-POD128 datasheet: IPU-POD64 racks
+joined by GW-Link cables). A ring edge between replicas of different racks goes through the
+sender's gateway: its clockwise half-chunk over the east port, the anticlockwise half over the
+west port, at 100 Gbit/s x 0.85 (the IPU-Link efficiency, assumed for GW-Links too). All the rings
+crossing at one IPU-M2000 share its ports, so a hop takes the slower of the IPU-Link time and the
+busiest GW-Link port's bytes over its bandwidth. Which instance (host process) holds a replica
+does not change the cost: the same collective costs the same on one IPU-POD whether one or many
+PopDist instances drive it.
+
 Reduction compute: poplibs' BinaryOp1D estimate (popopsCycleEstimators.cpp), the same model the
 BinaryOp codelet uses: 11 + 6 x (29 + 2 + loops) tile cycles for float / half add-like operators,
 one cycle per 64-bit vector (2 float, 4 half) per worker; integers run one element per 7 cycles;
@@ -63,13 +76,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["CollectiveStep", "CrossReplica", "KINDS", "OPS", "Payload", "RING_LINKS", "cross_replica_sync_cycles",
            "groups_from_assignment", "link_bytes", "model_cycles", "plan", "reduce_tile_cycles", "replica_groups",
-           "ring_bytes_per_cycle", "run", "Communicator"]
+           "ring_bytes_per_cycle", "run", "Communicator", "gw_link_bytes_per_cycle", "gw_port_load", "spans_racks",
+           "IPUS_PER_RACK", "IPUS_PER_M2000", "GW_LINK_GBPS"]
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "slice")
 OPS = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
 
 # Links a replica drives at once in a ring step: GCL's bi-directional ring pair (see above).
 RING_LINKS = 2
+# IPU-POD systems (see the module docstring for the sources)
+IPUS_PER_RACK = 64  # an IPU-POD64 logical rack
+IPUS_PER_M2000 = 4
+GW_LINK_GBPS = 100.0  # one GW-Link port; two ports (east, west) per IPU-M2000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -162,6 +180,47 @@ def ring_bytes_per_cycle(target: "Target") -> float:
     return RING_LINKS * target.ipu_link_bytes_per_cycle()
 
 
+def gw_link_bytes_per_cycle(target: "Target") -> float:
+    """Bytes per cycle over one GW-Link port: 100 Gbit/s x the link efficiency / clock."""
+    return GW_LINK_GBPS * 1e9 / 8 * target.ipu_link_efficiency / target.clock_hz
+
+
+def rack_of_ipu(ipu: int) -> int:
+    return int(ipu) // IPUS_PER_RACK
+
+
+def gw_port_load(groups, ipus_per_replica: int, ipu_bytes) -> float:
+    """Bytes the busiest GW-Link port carries in one ring hop: every ring edge between replicas in
+    different IPU-POD64 racks sends half its chunk through the east port of the sender's IPU-M2000
+    and half (the anticlockwise ring) through the west port of the receiver's. ipu_bytes[i]: the
+    chunk bytes on IPU i of a replica. 0 when no group leaves its rack."""
+    k = max(1, int(ipus_per_replica))
+    east: dict[int, float] = {}
+    west: dict[int, float] = {}
+    for g in groups or ():
+        n = len(g)
+        if n < 2:
+            continue
+        for j in range(n):
+            a, b = int(g[j]), int(g[(j + 1) % n])
+            if n == 2 and j == 1:
+                break  # a ring of two has one edge (both directions)
+            for i in range(k):
+                ia, ib = a * k + i, b * k + i
+                if rack_of_ipu(ia) == rack_of_ipu(ib):
+                    continue
+                half = float(ipu_bytes[i]) / 2
+                ma, mb = ia // IPUS_PER_M2000, ib // IPUS_PER_M2000
+                east[ma] = east.get(ma, 0.0) + half
+                west[mb] = west.get(mb, 0.0) + half
+    return max([0.0, *east.values(), *west.values()])
+
+
+def spans_racks(groups, ipus_per_replica: int) -> bool:
+    k = max(1, int(ipus_per_replica))
+    return any(len({rack_of_ipu(int(r) * k) for r in g}) > 1 for g in groups or ())
+
+
 def link_bytes(kind: str, group_size: int, full_bytes: int) -> int:
     """Bytes each replica sends over its links: 2 (n-1)/n x B for all_reduce, (n-1)/n x B for
     reduce_scatter and all_gather (B the whole, unsharded tensor), 0 for slice."""
@@ -206,10 +265,12 @@ class CollectiveStep:
 
 def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_tile_bytes: np.ndarray,
          src_bytes: int, dst_bytes: int, itemsize: int, is_float: bool, target: "Target",
-         name: str = "") -> list:
+         name: str = "", groups=None) -> list:
     """The steps of a collective and their cycles (see the module docstring).
 
-    src_tile_bytes / dst_tile_bytes: bytes of src / dst on every tile of a replica.
+    src_tile_bytes / dst_tile_bytes: bytes of src / dst on every tile of a replica. groups: the
+    global replicas of every group, in ring order (for the GW-Links of groups that leave their
+    IPU-POD64 rack; None: every group within one rack).
     """
     n = int(group_size)
     base = name or kind
@@ -237,6 +298,12 @@ def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_ti
     ipu_share = np.bincount(np.arange(len(share)) // target.tiles_per_ipu, weights=share,
                             minlength=target.ipus) if target.ipus > 1 else np.array([chunk])
     link = int(math.ceil(min(chunk, int(ipu_share.max(initial=0))) / ring_bytes_per_cycle(target)))
+    via = "IPU-Links"
+    if groups is not None and spans_racks(groups, target.ipus):
+        per_ipu = ipu_share if target.ipus > 1 else np.array([chunk])
+        gw = int(math.ceil(gw_port_load(groups, target.ipus, per_ipu) / gw_link_bytes_per_cycle(target)))
+        link = max(link, gw)
+        via = "IPU-Links + GW-Links"
     sync = cross_replica_sync_cycles(target, n)
     tile_x = np.where(share > 0, ovh + -(-share // bpc), 0).astype(np.int64)
     x_cycles = max(ovh + link, int(tile_x.max(initial=0)))
@@ -248,7 +315,7 @@ def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_ti
 
     def hop(phase, i, reduce):
         steps.append(CollectiveStep("sync", f"{base}/{phase} {i}/{n - 1} sync ({n * target.ipus} IPUs)", sync))
-        steps.append(CollectiveStep("exchange", f"{base}/{phase} {i}/{n - 1} (ring, IPU-Links)", x_cycles,
+        steps.append(CollectiveStep("exchange", f"{base}/{phase} {i}/{n - 1} (ring, {via})", x_cycles,
                                     tile_x, chunk))
         if reduce and r_cycles:
             steps.append(CollectiveStep("compute", f"{base}/{phase} {i}/{n - 1} reduce ({op})", r_cycles, tile_r))
@@ -466,7 +533,7 @@ def _compile(compiler, p: CrossReplica):
         dst_tile_bytes = np.zeros(T, np.int64)
     base = p.name or f"{p.kind} ({p.op})"
     steps = plan(p.kind, p.op, n, src_tile_bytes, dst_tile_bytes, ms * isz, md * isz, isz, et.is_float,
-                 compiler.target, base)
+                 compiler.target, base, groups=p.groups)
     payload = Payload(p.kind, p.op, p.groups, et.numpy, ms, md, (s_mem, s_host, s_n), (d_host, d_mem, d_n))
     nodes = []
     for i, s in enumerate(steps):
