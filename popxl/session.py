@@ -114,6 +114,31 @@ class Session:
         self.total_cycles = 0
         self._write_weights()
 
+    # -- PopDist ----------------------------------------------------------------------------------
+    def collective_cycles(self) -> int:
+        """Cycles this session's runs spent in collectives between replicas (their syncs, link
+        exchanges and reductions)."""
+        ids = getattr(self, "_collective_step_ids", None)
+        if ids is None:
+            ids = sorted({i for st in self.executable.steps if isinstance(st.payload, ipu.collectives.Payload)
+                          for i in st.payload.step_ids})
+            self._collective_step_ids = ids = np.asarray(ids, np.int64)
+        if not ids.size:
+            return 0
+        executed, _ = self.engine.log.arrays()
+        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
+        return int(cycles[executed[np.isin(executed, ids)]].sum())
+
+    def instance_info(self):
+        """This PopDist instance of a multi-instance run, for its profile (None in one process):
+        index, replicas, cycles in collectives and the time spent in MPI."""
+        if self._comm is None:
+            return None
+        s = self._ir._popdist
+        return {"index": s.instance_index, "instances": s.num_instances, "replica_offset": self._replica_offset,
+                "local_replicas": self.engine.replicas, "total_replicas": self._ir.replication_factor,
+                "collective_cycles": self.collective_cycles(), **self._comm.stats()}
+
     # -- properties -----------------------------------------------------------------------------
     @property
     def ir(self):
