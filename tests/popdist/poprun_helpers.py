@@ -8,10 +8,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def poprun(args, timeout=120, env=None, cwd=ROOT):
-    """subprocess.CompletedProcess of `poprun ARGS` (text output)."""
+def poprun(args, timeout=120, env=None, cwd=ROOT, target="small:4"):
+    """subprocess.CompletedProcess of `poprun ARGS` (text output); target: IPU_SIM_TARGET of the
+    instances (None: the environment's, the simulated GC200 when unset)."""
     e = dict(os.environ if env is None else env)
-    e.setdefault("IPU_SIM_TARGET", "small:4")
+    if target is not None:
+        e["IPU_SIM_TARGET"] = target
     e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     return subprocess.run([sys.executable, "-m", "popdist.poprun", *args], capture_output=True, text=True,
                           timeout=timeout, env=e, cwd=cwd)

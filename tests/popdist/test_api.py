@@ -39,6 +39,9 @@ def test_instance_of_a_run(monkeypatch):
     assert popdist.getDeviceId() == 16 + 8 + 3
     ir = popxl.Ir(replication="popdist")
     assert ir.replication_factor == 8 and ir.instance_replication_factor == 2
+    opts = ir._pb_ir.getSessionOptions()  # PopXL has PopDist configure the session options
+    assert opts.enableDistributedReplicatedGraphs and opts.globalReplicationFactor == 8
+    assert opts.globalReplicaOffset == 6 and opts.replicatedGraphCount == 2
 
 
 @pytest.mark.parametrize("env, message", [
