@@ -14,7 +14,7 @@ from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, regi
 from .collectives import CrossReplica, groups_from_assignment, replica_groups
 from .compile import Executable, Step, compile
 from .engine import Engine
-from .errors import CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
+from .errors import ApplicationRuntimeError, CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
 from .graph import ComputeSet, Function, Graph, HostStream
 from .half import load, store
 from .codeload import CodeLiveness
@@ -24,7 +24,7 @@ from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Progr
                       Switch, Sync)
 from .target import GC2, GC200, Target, get_target, small_target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
-from .types import (ALL_TYPES, BOOL, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
+from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
                     ElementType, element_type)
 
 __all__ = [name for name in dir() if not name.startswith("_")]
