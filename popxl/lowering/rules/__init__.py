@@ -8,3 +8,4 @@ from . import misc  # noqa: F401
 from . import resize  # noqa: F401
 from . import remote  # noqa: F401
 from . import collectives  # noqa: F401
+from . import float8  # noqa: F401
