@@ -9,6 +9,7 @@ use of a codelet name. Each module holds one family: kernel, NumPy reference, co
 - fill: Fill, Copy, Arange
 - reduce: Reduce (op table REDUCE_OPS, layouts ROWS / PARTIALS)
 - select: Select, Clamp
+- transpose: Transpose2d
 """
 from . import scaled_add  # noqa: F401
 from . import matmul  # noqa: F401
@@ -21,3 +22,4 @@ from . import multislice  # noqa: F401
 from . import rowwise  # noqa: F401
 from . import rng  # noqa: F401
 from . import histogram  # noqa: F401
+from . import transpose  # noqa: F401
