@@ -28,8 +28,6 @@ from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
 # Non-data memory per tile (assumptions in the spirit of Poplar's code generation; each is a
 # documented constant, not a measurement):
 CONTROL_BYTES_PER_STEP = 8  # one supervisor instruction pair per program step, on every tile
-EXCHANGE_BYTES_PER_RUN = 8  # one send/receive instruction pair per contiguous run a tile moves
-EXCHANGE_BYTES_PER_PHASE = 16  # entering and leaving an exchange phase on a participating tile
 
 _FOREVER = np.iinfo(np.int64).max // 4
 
@@ -400,12 +398,9 @@ class _Compiler:
         da, dt = self._addresses(dst, "Copy destination")
         src_off, dst_off, nbytes, src_tile, dst_tile = _runs(sa, da, st, dt, isz)
         tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, self.target)
-        # exchange code: one instruction per run a tile receives, and per distinct run it sends
-        # (a run multicast to several tiles is sent once)
-        n = self.target.num_tiles
-        first = costs.distinct_runs(src_off, nbytes)
-        runs_per_tile = np.bincount(src_tile[first], minlength=n) + np.bincount(dst_tile, minlength=n)
-        self.exchange_bytes += runs_per_tile * EXCHANGE_BYTES_PER_RUN + (runs_per_tile > 0) * EXCHANGE_BYTES_PER_PHASE
+        # exchange code from the phase's messages: sends, receive regions, phase entry (costs.py)
+        self.exchange_bytes += costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes,
+                                                         self.target.num_tiles)
         staged = src.variable is dst.variable
         return self._step(kind="exchange", name=p.name or f"copy {src.name} -> {dst.name}",
                           cycles=int(tile_cycles.max(initial=0)) + extra, tile_cycles=tile_cycles,
