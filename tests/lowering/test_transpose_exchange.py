@@ -71,7 +71,7 @@ def test_transpose_cycles_follow_the_transpose2d_estimator(rng):
     steps = [st for st in exe.steps if st.kind == "compute" and st.name.endswith("/transpose")]
     assert steps
     for st in steps:
-        (grp,) = [g for g in st.groups if g.codelet.name == "Transpose2d"]
+        (grp,) = [g for g in st.payload.groups if g.codelet.name == "Transpose2d"]
         rows, cols = grp.ip[:, 0], grp.ip[:, 1]
         expect = transpose2d_cycles(rows, cols, grp.cnt[:, 0] // (rows * cols), 4)
         np.testing.assert_array_equal(grp.vertex_cycles, expect)
