@@ -426,13 +426,13 @@ class _GradBuilder:
                 if self._wants(op, i) and g is not None:
                     self._add_partial(inputs[i], g, op)
             return
-        grads = tuple(self._total(o) if _is_float(o) else None for o in op.outputs)
-        if all(g is None for g in grads):
-            return
-        wants = [self._wants(op, i) for i in range(len(inputs))]
-        rule = get_grad_rule(op.type)
-        ctx = RuleContext(self, op, wants)
-        with placement(op):
+        with placement(op):  # gradient ops (and the sums of an output's partials) in op's scope
+            grads = tuple(self._total(o) if _is_float(o) else None for o in op.outputs)
+            if all(g is None for g in grads):
+                return
+            wants = [self._wants(op, i) for i in range(len(inputs))]
+            rule = get_grad_rule(op.type)
+            ctx = RuleContext(self, op, wants)
             result = rule(ctx, op, grads)
         if isinstance(result, _DirectGrad):
             raise RuntimeError("Internal error: a rule returned a direct gradient for the op itself.")
