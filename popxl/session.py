@@ -32,7 +32,9 @@ _DEVICE_TARGETS = {
 _hw_warned = False
 
 
-def _target_for(device_desc: str) -> ipu.Target:
+def _target_for(device_desc) -> ipu.Target:
+    if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's DeviceInfo)
+        return device_desc
     if device_desc not in _DEVICE_TARGETS:
         raise ValueError(
             f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
