@@ -155,11 +155,14 @@ class _Builder:
                 raise popart_exception(f"The loss {spec.loss!r} must be floating point, not {loss_t.dtype.name}")
             grad_ids = [t[len(GRAD_PREFIX):] for t in spec.anchors if t.startswith(GRAD_PREFIX)]
             for g in grad_ids:
-                if g not in self.weight_inputs and g not in self.data_inputs:
-                    raise popart_exception(f"Gradient anchor {GRAD_PREFIX + g!r}: {g!r} is not a weight or an input of "
-                                           f"the model (gradients of weights and inputs can be anchored)")
-            self.grad_of = list(self.weight_inputs) + [g for g in grad_ids if g in self.data_inputs]
-            required = [self.weight_inputs[w] if w in self.weight_inputs else self.data_inputs[w] for w in self.grad_of]
+                if g not in tr.values:
+                    raise popart_exception(f"Gradient anchor {GRAD_PREFIX + g!r}: {g!r} is not a weight, an input or a "
+                                           f"tensor computed on the device by the model")
+                if not tr.values[g].dtype.is_floating_point:
+                    raise popart_exception(f"Gradient anchor {GRAD_PREFIX + g!r}: {g!r} is {tr.values[g].dtype.name}; "
+                                           f"only floating-point tensors have gradients")
+            self.grad_of = list(self.weight_inputs) + [g for g in grad_ids if g not in self.weight_inputs]
+            required = [tr.values[w] for w in self.grad_of]
             self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
             self.loss_tensor = loss_t
 
@@ -209,7 +212,7 @@ class _Builder:
             base = tid[len(GRAD_PREFIX):]
             if not self.spec.training:
                 raise popart_exception(f"Gradient anchor {tid!r} needs a TrainingSession")
-            src = self.weight_inputs.get(base) or self.data_inputs.get(base)
+            src = self.tr.values[base]
             return src.shape, src.dtype
         if tid in self.data_inputs:
             return self.data_inputs[tid].shape, self.data_inputs[tid].dtype

@@ -173,8 +173,10 @@ class SGD(Optimizer):
                  accumulatorAndMomentum=SGDAccumulatorAndMomentum.Combined, accumType=None,  # noqa: N803
                  accl1Type=None, debug_context=""):  # noqa: N803
         values = dict(values or {})
-        if "nesterov" in values and isinstance(values["nesterov"], bool):
-            values["nesterov"] = (1.0 if values["nesterov"] else 0.0, True)
+        if "nesterov" in values:  # PopART's key for the default
+            values["defaultNesterov"] = values.pop("nesterov")
+        if isinstance(values.get("defaultNesterov"), bool):
+            values["defaultNesterov"] = (1.0 if values["defaultNesterov"] else 0.0, True)
         super().__init__(values, clipNormSettings)
         self.accumulatorAndMomentum = accumulatorAndMomentum
 

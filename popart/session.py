@@ -330,7 +330,7 @@ class _Session:
                 cb.input_complete_callback(name)
             lead = input_leading_dims(bps, af, rf)
             inputs[name] = np.stack(batches).reshape(tuple(lead) + tuple(info.shape()))
-        return _CallbackOutputs(inputs, cb)
+        return _CallbackOutputs(inputs, cb, {t: tuple(self.getInfo(t).shape()) for t in self.dataFlow.anchors()})
 
     # -- reports -------------------------------------------------------------------------------------------------
     def getCycleCount(self, id: str = "") -> int:  # noqa: N802,A002
@@ -394,23 +394,19 @@ class _Session:
 
 
 class _CallbackOutputs(PyStepIO):
-    def __init__(self, inputs, cb: PyStepIOCallback):
+    """The PyStepIO a PyStepIOCallback stands for: anchors go to the output callbacks one batch at
+    a time, in order."""
+
+    def __init__(self, inputs, cb: PyStepIOCallback, shapes: Dict[str, tuple]):
         super().__init__(inputs, {})
-        self._cb = cb
+        self._cb, self._shapes = cb, shapes
 
     def _write_output(self, tid, data):
-        batches = data.reshape((-1,) + data.shape[-0:]) if data.ndim == 0 else data
-        per = self._cb
-        # one call per batch of the anchor, in order
-        flat = np.asarray(data)
-        first = per.output_callback(tid)
-        shape = np.asarray(first).shape
-        items = flat.reshape((-1,) + shape) if flat.size % max(1, int(np.prod(shape))) == 0 else flat[None]
-        for i, item in enumerate(items):
-            out = first if i == 0 else per.output_callback(tid)
-            np.asarray(out)[...] = item
-            per.output_complete_callback(tid)
-        del batches
+        shape = self._shapes[tid]
+        for item in np.asarray(data).reshape((-1,) + tuple(shape)):
+            out = self._cb.output_callback(tid)
+            np.asarray(out).reshape(shape)[...] = item
+            self._cb.output_complete_callback(tid)
 
 
 class InferenceSession(_Session):
