@@ -87,6 +87,10 @@ def build(spec: ProgramSpec) -> Program:
     ir = popxl.Ir(replication=spec.rf)
     io = spec.io
     builder = _Builder(spec, ir)
+    if not spec.training:  # shapes and checks from a scratch Ir: inference translates inline
+        scratch = popxl.Ir()
+        with scratch.main_graph:
+            builder._forward(scratch)
     with ir.main_graph, popxl.in_sequence(True):
         builder.build()
     return builder.program
@@ -99,11 +103,13 @@ class _Builder:
         self.opset = onnx_opset(spec.model)
 
     # -- 1. the forward graph (and its gradient graph) ---------------------------------------------------
-    def _forward(self):
+    def _forward(self, ir: popxl.Ir):
+        """Translate the ONNX graph into a subgraph of `ir` (called by every micro-batch when
+        training; when not, a scratch Ir's, for shapes and checks: inference translates inline)."""
         spec, io = self.spec, self.io
         weight_ids = [t for t in io.initializers if io.is_weight(t)]
         has_random = spec.training and any(n.op_type in ("Dropout", "ShapedDropout") for n in spec.model.graph.node)
-        fwd = self.ir.create_empty_graph("onnx_forward")
+        fwd = ir.create_empty_graph("onnx_forward")
         tr = Translation(self.opset, placement=spec.placement, training=spec.training)
         with fwd:
             self.data_inputs = {}
@@ -120,6 +126,7 @@ class _Builder:
             for name, arr in io.initializers.items():
                 if name not in self.weight_inputs:
                     tr.consts[name] = arr
+            tr.consts_of_initializers = dict(tr.consts)
             self.seed_input = None
             if has_random:
                 self.seed_input = popxl.graph_input((2,), popxl.uint32, name="random_seed")
@@ -233,7 +240,8 @@ class _Builder:
     # -- 3. the loops ------------------------------------------------------------------------------------------
     def build(self):
         spec = self.spec
-        self._forward()
+        if spec.training:
+            self._forward(self.ir)
         self._variables()
         self.in_streams = {}
         for name, t in self.data_inputs.items():
@@ -305,15 +313,18 @@ class _Builder:
                 data[name] = ops.host_load(self.in_streams[name], name=_safe(name))
             else:
                 data[name] = ops.init(t.shape, t.dtype, _safe(name), "zero")
-        args = dict(zip(self.fwd.inputs, [data[n] for n in self.data_inputs] +
-                        [get(self.weights[w]) for w in self.weight_inputs]))
-        if self.seed_input is not None:
-            seed = get(self.seed)
-            use, nxt = ops.split_random_seed(seed)
-            var_updates.copy_var_update_(seed, nxt)
-            args[self.seed_input] = use
-        info = ops.call_with_info(self.fwd, inputs_dict=args)
-        outs = dict(zip(self.fwd_outputs, info.outputs))
+        if not spec.training:
+            outs = self._translate_inline(data, get)
+        else:
+            args = dict(zip(self.fwd.inputs, [data[n] for n in self.data_inputs] +
+                            [get(self.weights[w]) for w in self.weight_inputs]))
+            if self.seed_input is not None:
+                seed = get(self.seed)
+                use, nxt = ops.split_random_seed(seed)
+                var_updates.copy_var_update_(seed, nxt)
+                args[self.seed_input] = use
+            info = ops.call_with_info(self.fwd, inputs_dict=args)
+            outs = dict(zip(self.fwd_outputs, info.outputs))
         grads: Dict[str, popxl.Tensor] = {}
         if spec.training:
             ls = float(spec.optimizer.getLossScalingVal())
@@ -336,6 +347,22 @@ class _Builder:
                 value = outs[tid]
             self._anchor(get, tid, art, value)
         return {w: grads[w] for w in self.weights} if spec.training else {}
+
+    def _translate_inline(self, data, get) -> Dict[str, popxl.Tensor]:
+        """Inference: the ONNX graph's ops go straight into the graph being built (no subgraph
+        call, so no copies of the inputs and weights into one)."""
+        tr = Translation(self.opset, placement=self.spec.placement, training=False)
+        tr.values.update(data)
+        for w in self.weight_inputs:
+            tr.values[w] = get(self.weights[w])
+        tr.consts.update(self.tr.consts_of_initializers)
+        for node in self.spec.model.graph.node:
+            tr.run_node(node)
+        outs = {}
+        for tid in self.fwd_outputs:
+            outs[tid] = tr.tensor(tid) if tid in tr.values else popxl.constant(to_device_array(tr.consts[tid]),
+                                                                                name=_safe(tid))
+        return outs
 
     def _anchor(self, get, tid, art, value):
         k = art.id()

@@ -138,6 +138,9 @@ class _Session:
             self._session = popxl.Session(self._program.ir, target)
         except ipu.OutOfMemoryError as e:
             raise OutOfMemoryException(e) from e
+        # what the profile records of the device and the frontend
+        self._session.device_desc = f"popart {self.deviceInfo.type.name} ({target.name})"
+        self._session.frontend = "popart"
         self._session.__enter__()  # attached for the session's life; weights are written below
         self._write_host_weights()
 
@@ -361,9 +364,7 @@ class _Session:
     def _profile_document(self) -> dict:
         s = self._require_prepared("a report")
         from profiler import autoreport
-        doc = autoreport.build(s)
-        doc.setdefault("info", {})["frontend"] = "popart"
-        return doc
+        return autoreport.build(s)
 
     def getRandomSeed(self) -> int:  # noqa: N802
         seed = self._program.seed

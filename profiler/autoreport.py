@@ -171,7 +171,7 @@ def build(session, st: _State | None = None) -> dict:
         "script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None,
         "argv": list(sys.argv[1:]),
         "session_index": st.index if st is not None else 0,
-        "frontend": "popxl",
+        "frontend": getattr(session, "frontend", "popxl"),
     }
     return build_profile(session.executable, session.engine, info=info, ops=op_table(ir),
                          step_ops=dict(getattr(lowered, "op_names", None) or {}), runs=runs,
