@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["ALL_TYPES", "BOOL", "FLOAT16", "FLOAT32", "HALF_STORAGE", "INT8", "INT16", "INT32", "UINT8",
+           "UINT16", "UINT32", "ElementType", "element_type"]
+
 HALF_STORAGE = np.dtype([("bits", np.uint16)])
 
 
