@@ -248,9 +248,8 @@ class _Session:
             raise popart_exception(f"run takes a popart.PyStepIO or PyStepIOCallback, not {type(stepio).__name__}")
         bps, af, rf = self.dataFlow.batchesPerStep(), self._af, self._rf
         prog = self._program
-        lowered = s._lowered
-        engine = s.engine
         expected = [n for n, _ in self._io.inputs]
+        h2d = {}
         if self.options.syntheticDataMode == SyntheticDataMode.Off:
             unknown = [k for k in stepio.inputs if k not in prog.in_streams]
             if unknown:
@@ -261,24 +260,17 @@ class _Session:
                 raise popart_exception(f"PyStepIO has no data for input(s) {missing}; every model input needs an "
                                        f"array of shape [batchesPerStep, accumulationFactor, replicationFactor, "
                                        f"*shape] (size-1 dimensions dropped)")
-            for name, stream in prog.in_streams.items():
-                engine.connect_stream(lowered.h2d[stream].name, self._input_to_engine(name, stepio.inputs[name]))
-        staging = {}
+            h2d = {stream: self._input_to_engine(name, stepio.inputs[name]) for name, stream in prog.in_streams.items()}
+        staging, d2h = {}, {}
         for tid, stream in prog.anchor_streams.items():
-            count = prog.counts[tid]
-            buf = np.zeros((rf, count) + tuple(stream.shape), stream.dtype.as_numpy())
+            buf = np.zeros((rf, prog.counts[tid]) + tuple(stream.shape), stream.dtype.as_numpy())
             staging[tid] = buf
-            engine.connect_stream(lowered.d2h[stream].name, buf if rf > 1 else buf[0])
+            d2h[stream] = buf if rf > 1 else buf[0]
         try:
-            cycles = engine.run()
+            self._last_cycles = s.run_streams(h2d, d2h)
         except ipu.IpuError as e:
             from .errors import poplar_application_runtime_error
             raise poplar_application_runtime_error(str(e)) from e
-        s.total_cycles += cycles
-        self._last_cycles = cycles
-        from profiler.autoreport import session_event
-        session_event(s, "run")
-        s._device_is_newer = True
         self._device_weights_newer = True
         for tid, buf in staging.items():
             stepio._write_output(tid, self._anchor_from_engine(tid, buf))
@@ -363,8 +355,8 @@ class _Session:
 
     def _profile_document(self) -> dict:
         s = self._require_prepared("a report")
-        from profiler import autoreport
-        return autoreport.build(s)
+        from popxl import _profiling
+        return _profiling.build(s)
 
     def getRandomSeed(self) -> int:  # noqa: N802
         seed = self._program.seed

@@ -147,6 +147,6 @@ def test_engine_options_auto_report_write_a_profile(tmp_path):
     s.weightsFromHost()
     out = s.initAnchorArrays()
     s.run(popart.PyStepIO({x: np.ones((2, 3), np.float32)}, out))
-    from profiler import autoreport
-    autoreport._flush_all()
+    from popxl import _profiling
+    _profiling._flush_all()
     assert os.path.exists(tmp_path / "profile.json")
