@@ -56,6 +56,8 @@ class ProgramSpec:
     placement: bool = False
     reduction: ReductionType = ReductionType.Sum
     synthetic: SyntheticDataMode = SyntheticDataMode.Off
+    distributed: bool = False  # replicas over several PopRun instances (rf is this instance's)
+    global_rf: int = 1
 
 
 @dataclass
@@ -84,8 +86,7 @@ class _Scope:
 
 
 def build(spec: ProgramSpec) -> Program:
-    ir = popxl.Ir(replication=spec.rf)
-    io = spec.io
+    ir = popxl.Ir(replication="popdist") if spec.distributed else popxl.Ir(replication=spec.rf)
     builder = _Builder(spec, ir)
     if not spec.training:  # shapes and checks from a scratch Ir: inference translates inline
         scratch = popxl.Ir()
@@ -189,7 +190,8 @@ class _Builder:
                 for w, var in self.weights.items():
                     self.accums[w] = popxl.variable(np.zeros(var.shape, var.dtype.as_numpy()), name=f"Accum___{_safe(w)}")
         self.seed = None
-        if self.seed_input is not None:
+        if self.seed_input is not None or self.spec.synthetic in (SyntheticDataMode.RandomNormal,
+                                                                   SyntheticDataMode.RandomUniform):
             self.seed = popxl.variable(np.array([1, 2], np.uint32), popxl.uint32, name="randomSeed___")
         # anchors kept on the device between transfers
         self.anchor_vars: Dict[str, popxl.Variable] = {}
@@ -244,8 +246,9 @@ class _Builder:
             self._forward(self.ir)
         self._variables()
         self.in_streams = {}
-        for name, t in self.data_inputs.items():
-            self.in_streams[name] = popxl.h2d_stream(t.shape, t.dtype, name=_safe(name))
+        if spec.synthetic == SyntheticDataMode.Off:
+            for name, t in self.data_inputs.items():
+                self.in_streams[name] = popxl.h2d_stream(t.shape, t.dtype, name=_safe(name))
         self.anchor_streams = {}
         for tid in spec.anchors:
             shape, dt = self._anchor_info(tid)
@@ -293,13 +296,13 @@ class _Builder:
             raise popart_exception("A non-constant loss scaling is not supported yet; give lossScaling as (value, True)")
         scale = 1.0 / ls.val()
         if spec.reduction == ReductionType.Mean:
-            scale /= spec.af * spec.rf
+            scale /= spec.af * max(spec.rf, spec.global_rf)
         elif spec.reduction != ReductionType.Sum:
             raise popart_exception(f"accumulationAndReplicationReductionType {spec.reduction} is not supported; use "
                                    f"ReductionType.Sum or Mean")
         for w, g in grads.items():
             with popxl.ipu(self.weights[w]._ipu) if self.weights[w]._ipu is not None else _null():
-                if spec.rf > 1:
+                if max(spec.rf, spec.global_rf) > 1:
                     g = ops.collectives.replicated_all_reduce(g, op="add")
                 self.opt_state.apply(get, w, g, scale)
                 if spec.af > 1:
@@ -308,21 +311,27 @@ class _Builder:
     def _micro(self, get: _Scope) -> Dict[str, popxl.Tensor]:
         spec = self.spec
         data = {}
-        for name, t in self.data_inputs.items():
+        seed_use = None
+        if self.seed is not None:  # one fresh seed per micro-batch for dropout and synthetic data
+            seed = get(self.seed)
+            seed_use, nxt = ops.split_random_seed(seed)
+            var_updates.copy_var_update_(seed, nxt)
+        for k, (name, t) in enumerate(self.data_inputs.items()):
             if spec.synthetic == SyntheticDataMode.Off:
                 data[name] = ops.host_load(self.in_streams[name], name=_safe(name))
-            else:
+            elif spec.synthetic == SyntheticDataMode.Zeros or not t.dtype.is_floating_point:
                 data[name] = ops.init(t.shape, t.dtype, _safe(name), "zero")
+            else:  # device-side data, no host transfer: N(0, 1) or U[0, 1)
+                s = ops.create_random_seed(seed_use, popxl.constant(np.uint32(1000 + k), popxl.uint32))
+                fn = ops.random_normal if spec.synthetic == SyntheticDataMode.RandomNormal else ops.random_uniform
+                data[name] = fn(s, t.shape, dtype=t.dtype)
         if not spec.training:
             outs = self._translate_inline(data, get)
         else:
             args = dict(zip(self.fwd.inputs, [data[n] for n in self.data_inputs] +
                             [get(self.weights[w]) for w in self.weight_inputs]))
             if self.seed_input is not None:
-                seed = get(self.seed)
-                use, nxt = ops.split_random_seed(seed)
-                var_updates.copy_var_update_(seed, nxt)
-                args[self.seed_input] = use
+                args[self.seed_input] = seed_use
             info = ops.call_with_info(self.fwd, inputs_dict=args)
             outs = dict(zip(self.fwd_outputs, info.outputs))
         grads: Dict[str, popxl.Tensor] = {}

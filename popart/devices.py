@@ -3,8 +3,8 @@
 `createIpuModelDevice({"numIPUs": n, "tilesPerIPU": t})` is a simulated Mk2 IPU model with t tiles
 per IPU (1472 by default; "ipuVersion": "ipu1" gives a Mk1 GC2); `createCpuDevice()` a small
 16-tile IPU (as popxl's "cpu"); `acquireAvailableDevice(n)` / `acquireDeviceById(id)` "hardware":
-full GC200s of a simulated IPU-POD16, listed by `enumerateDevices()` the way `gc-info -l` lists
-them (ids 0-15 single IPUs, then groups of 2, 4, 8 and 16).
+full GC200s (or the target IPU_SIM_TARGET names) of a simulated IPU-POD64, listed by `enumerateDevices()` the way `gc-info -l` lists
+them (ids 0-63 single IPUs, then groups of 2, 4, ..., 64).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class DeviceSelectionCriterion(enum.Enum):
     Random = 1
 
 
-POD_IPUS = 16
+POD_IPUS = 64
 _attached: Dict[int, "DeviceInfo"] = {}
 
 
@@ -147,6 +147,11 @@ class DeviceInfo:
     __str__ = __repr__
 
 
+def _hardware_target() -> ipu.Target:
+    """The IPU of the simulated "hardware": a GC200, or what IPU_SIM_TARGET names."""
+    return ipu.get_target(None)
+
+
 def _model_target(opts: dict) -> ipu.Target:
     version = str(opts.get("ipuVersion", "ipu2")).lower()
     base = {"ipu1": ipu.GC2, "ipu2": ipu.GC200, "ipu21": ipu.GC200}.get(version)
@@ -192,20 +197,21 @@ class DeviceManager:
 
     def enumerateDevices(self, pattern=SyncPattern.Full, numIpus: int = 1, deviceType=DeviceType.Ipu,  # noqa: N802,N803
                          connectionType=DeviceConnectionType.Always, tilesPerIPU: int = 0) -> List[DeviceInfo]:  # noqa: N803
-        return [DeviceInfo(DeviceType.Ipu, n, ipu.GC200, did, range(first, first + n), connectionType)
+        return [DeviceInfo(DeviceType.Ipu, n, _hardware_target(), did, range(first, first + n), connectionType)
                 for did, first, n in _pod_devices() if n == numIpus or numIpus == 0]
 
     def _check_ipus(self, numIpus: int) -> None:  # noqa: N803
         if numIpus < 1 or numIpus > POD_IPUS or numIpus & (numIpus - 1):
             raise popart_exception(f"Cannot acquire a device of {numIpus} IPUs: the simulated IPU-POD{POD_IPUS} has "
-                                   f"devices of 1, 2, 4, 8 and 16 IPUs")
+                                   f"devices of 1, 2, 4, ..., {POD_IPUS} IPUs")
 
     def tryAcquireAvailableDevice(self, numIpus: int = 1, tilesPerIpu: int = 0, pattern=SyncPattern.Full,  # noqa: N802,N803
                                   connectionType=DeviceConnectionType.Always,  # noqa: N803
                                   selectionCriterion=DeviceSelectionCriterion.First) -> Optional[DeviceInfo]:  # noqa: N803
         self._check_ipus(numIpus)
-        if tilesPerIpu not in (0, ipu.GC200.tiles_per_ipu):
-            raise popart_exception(f"tilesPerIpu={tilesPerIpu}: hardware devices have {ipu.GC200.tiles_per_ipu} "
+        hw = _hardware_target()
+        if tilesPerIpu not in (0, hw.tiles_per_ipu):
+            raise popart_exception(f"tilesPerIpu={tilesPerIpu}: hardware devices have {hw.tiles_per_ipu} "
                                    f"tiles per IPU; use createIpuModelDevice for fewer")
         for d in self.enumerateDevices(numIpus=numIpus, connectionType=connectionType):
             if connectionType != DeviceConnectionType.Always or d.attach():
@@ -225,7 +231,7 @@ class DeviceManager:
                              connectionType=DeviceConnectionType.Always) -> Optional[DeviceInfo]:  # noqa: N803
         for did, first, n in _pod_devices():
             if did == id:
-                d = DeviceInfo(DeviceType.Ipu, n, ipu.GC200, did, range(first, first + n), connectionType)
+                d = DeviceInfo(DeviceType.Ipu, n, _hardware_target(), did, range(first, first + n), connectionType)
                 if connectionType == DeviceConnectionType.Always and not d.attach():
                     return None
                 return d

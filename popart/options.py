@@ -183,7 +183,8 @@ ACTED_ON = {"enableReplicatedGraphs", "replicatedGraphCount", "virtualGraphMode"
             "accumulationAndReplicationReductionType", "meanAccumulationAndReplicationReductionStrategy",
             "syntheticDataMode", "constantWeights", "reportOptions", "enableStochasticRounding", "cachePath",
             "enableEngineCaching", "logDir", "partialsTypeMatMuls", "convolutionOptions", "matmulOptions",
-            "lstmOptions", "numIOTiles"}
+            "lstmOptions", "numIOTiles", "enableDistributedReplicatedGraphs", "globalReplicationFactor",
+            "globalReplicaOffset"}
 _warned: set = set()
 
 

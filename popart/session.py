@@ -64,6 +64,7 @@ class _Session:
         self._rf = int(o.replicatedGraphCount) if o.enableReplicatedGraphs else 1
         if self._rf < 1:
             raise popart_exception(f"replicatedGraphCount must be >= 1, not {self._rf}")
+        self._distributed, self._global_rf = self._check_distributed()
         self._af = int(o.accumulationFactor) if o.enableGradientAccumulation else 1
         if o.enableGradientAccumulation and not self._training:
             raise popart_exception("enableGradientAccumulation is for TrainingSession; an InferenceSession has no "
@@ -81,7 +82,8 @@ class _Session:
         spec = _program.ProgramSpec(self._model, self._io, {a: dataFlow.art(a) for a in dataFlow.anchors()}, bps,
                                     self._af, self._rf, training=self._training, loss=loss, optimizer=optimizer,
                                     placement=self._placement, reduction=o.accumulationAndReplicationReductionType,
-                                    synthetic=o.syntheticDataMode)
+                                    synthetic=o.syntheticDataMode, distributed=self._distributed,
+                                    global_rf=self._global_rf)
         self._program = _program.build(spec)
         ir = self._program.ir
         # engine options (autoReport.* switch the profiler on) travel on the Ir's session options,
@@ -93,6 +95,28 @@ class _Session:
                                                      for w in self._program.weights}
         self._device_weights_newer = False
         self._last_cycles = 0
+
+    def _check_distributed(self):
+        """(distributed, global replication factor): replicas over several PopRun instances run as
+        popxl's Ir(replication='popdist'), reaching the other instances' replicas over MPI."""
+        o = self.options
+        if not o.enableDistributedReplicatedGraphs:
+            if int(o.globalReplicationFactor) not in (1, self._rf):
+                raise popart_exception("globalReplicationFactor is set but enableDistributedReplicatedGraphs is not")
+            return False, self._rf
+        import popdist
+        if not popdist.isPopdistEnvSet():
+            raise popart_exception("enableDistributedReplicatedGraphs needs the program to be started by poprun "
+                                   "(the PopDist environment is not set)")
+        total, local = popdist.getNumTotalReplicas(), popdist.getNumLocalReplicas()
+        if int(o.globalReplicationFactor) != total or self._rf != local or \
+                int(o.globalReplicaOffset) != popdist.getReplicaIndexOffset():
+            raise popart_exception(
+                f"Distributed replication options (globalReplicationFactor={o.globalReplicationFactor}, "
+                f"replicatedGraphCount={self._rf}, globalReplicaOffset={o.globalReplicaOffset}) differ from poprun's "
+                f"({total} replicas, {local} in this instance from {popdist.getReplicaIndexOffset()}); set them with "
+                f"popdist.popart.configureSessionOptions(opts)")
+        return True, total
 
     def _check_pipelining(self):
         o = self.options

@@ -29,7 +29,8 @@ def run_inference(proto, inputs: dict, anchors, bps: int = 1, options=None, art=
 
 def reference(proto, inputs: dict, outputs):
     """onnx.reference's values of `outputs` (the model's graph outputs are set to them)."""
-    m = onnx.load_from_string(proto) if isinstance(proto, bytes) else proto
+    m = onnx.load_from_string(proto) if isinstance(proto, bytes) else onnx.load(proto) if isinstance(proto, str) \
+        else proto
     del m.graph.output[:]
     for o in outputs:
         m.graph.output.append(onnx.helper.make_empty_tensor_value_info(o))

@@ -43,3 +43,23 @@ def test_pipeline_over_two_ipus_with_accumulation():
 def test_replicated_training():
     res = _load("replicated_training")["main"](["--steps", "4", "--tiles", "16"])
     assert res["max_diff"] < 1e-4 and res["losses"][-1] < res["losses"][0]
+
+
+@pytest.mark.slow  # two MPI processes start and compile: ~20 s
+def test_replicated_training_over_two_poprun_instances_matches_one_process(tmp_path, monkeypatch):
+    """poprun 2 instances x 2 replicas each (--popdist) trains to the weights one process with 4
+    replicas reaches, bitwise."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    root = os.path.dirname(os.path.dirname(EXAMPLES))
+    env = dict(os.environ, IPU_SIM_TARGET="small:4", PYTHONPATH=root)
+    save = tmp_path / "w.npy"
+    p = subprocess.run([sys.executable, "-m", "popdist.poprun", "--num-instances", "2", "--num-replicas", "4",
+                        sys.executable, os.path.join(EXAMPLES, "replicated_training.py"), "--popdist", "--steps", "3",
+                        "--save", str(save)], capture_output=True, text=True, timeout=300, env=env, cwd=root)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "replicas 2..3 of 4" in p.stdout
+    one = _load("replicated_training")["main"](["--steps", "3", "--tiles", "4"])
+    assert np.array_equal(np.load(save).view(np.uint32), one["weights"].view(np.uint32))
