@@ -9,7 +9,7 @@ transfers use to reach the replicas of the other instances.
 """
 from dataclasses import dataclass
 
-__all__ = ["PopDistSettings", "settings", "communicator"]
+__all__ = ["PopDistSettings", "settings", "communicator", "configure_session_options"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,10 @@ def communicator(s: PopDistSettings):
 
     return _backend.communicator(s.replica_offset, s.local_replicas, s.total_replicas,
                                  expected_instances=s.num_instances)
+
+
+def configure_session_options(opts) -> None:
+    """PopDist's distributed replicated graph options on the Ir's session options (as PopXL does)."""
+    import popdist.popart
+
+    popdist.popart.configureSessionOptions(opts)

@@ -53,13 +53,13 @@ def shard_settings(ir, replica_grouping: Optional[ReplicaGrouping], shard_over: 
             f"The sharding group size ({so}) must be less than or equal to the replica group size "
             f"({rg.group_size}). Note that if no replica grouping was passed, the replica group size defaults "
             "to the IR's global replication factor; and if no sharding group size was passed, it defaults to "
-            f"the replica group size. (Replica grouping: {rg}.)")
+            f"the replica group size. (shard_over={so}, replica grouping: {rg}.)")
     if rg.group_size % so != 0:
         raise ValueError(
             f"The replica group size ({rg.group_size}) must be divisible by the sharding group size ({so}). "
             "Note that if no replica grouping was passed, the replica group size defaults to the IR's global "
             "replication factor; and if no sharding group size was passed, it defaults to the replica group "
-            f"size. (Replica grouping: {rg}.)")
+            f"size. (shard_over={so}, replica grouping: {rg}.)")
     return rg, so
 
 

@@ -9,6 +9,7 @@ from typing import Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
+from popxl._casts import integer_dims
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
@@ -37,7 +38,7 @@ def _view(op_type: str, t: Tensor, shape, attrs, inplace: bool, name: Optional[s
 
 def reshape_handle_negative_axis(t: Tensor, shape: Tuple[int, ...]) -> Tuple[int, ...]:
     """``shape`` with a single ``-1`` replaced by the size that keeps ``t.nelms`` elements."""
-    shape = tuple(int(s) for s in shape)
+    shape = integer_dims(shape, "reshape")
     if any(s < -1 for s in shape):
         raise ValueError(f"Invalid shape {shape} in reshape: every value must be >= 0 or -1.")
     if shape.count(-1) > 1:
