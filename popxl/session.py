@@ -141,9 +141,8 @@ class Session:
             self._collective_step_ids = ids = np.asarray(ids, np.int64)
         if not ids.size:
             return 0
-        executed, _ = self.engine.log.arrays()
-        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
-        return int(cycles[executed[np.isin(executed, ids)]].sum())
+        counts = self.engine.step_counts()  # every run, whether the trace kept it or not
+        return int(sum(int(counts[i]) * self.executable.steps[i].cycles for i in ids))
 
     def instance_info(self):
         """This PopDist instance of a multi-instance run, for its profile (None in one process):
