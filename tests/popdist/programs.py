@@ -101,7 +101,8 @@ def variables(replication, R: int):
         vars_["rts"] = w
         if R >= 4:  # sharded within groups {0, 2} and {1, 3} (stride 2): every group spans instances
             rg = ir.replica_grouping(stride=2, group_size=2)
-            w2, shard2 = popxl.replica_sharded_variable(np.arange(2 * 6, dtype=np.float32).reshape(2, 6),
+            G = rg.num_groups
+            w2, shard2 = popxl.replica_sharded_variable(np.arange(G * 6, dtype=np.float32).reshape(G, 6),
                                                         popxl.float32, name="rts_strided", replica_grouping=rg)
             ops.var_updates.accumulate_(shard2, ops.slice(t, start=[0], stop=[shard2.shape[0]]))
             vars_["rts_strided"] = w2
