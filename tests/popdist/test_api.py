@@ -145,3 +145,18 @@ def test_collective_cycles_of_a_session():
     assert names and 0 < once < sess.total_cycles // 2
     assert sess.collective_cycles() == 2 * once
     assert sess.instance_info() is None  # one process: no instance facts
+
+
+def test_program_needing_more_ipus_than_poprun_gave(monkeypatch):
+    def two_ipu_program():
+        ir = popxl.Ir(replication="popdist")
+        with ir.main_graph:
+            with popxl.ipu(1):
+                popxl.variable(np.ones(2, np.float32)) + 1
+        return ir
+
+    _env(monkeypatch, 2, 2, 0, ipus=1)
+    with pytest.raises(ValueError, match="poprun --ipus-per-replica 2"):
+        popxl.Session(two_ipu_program(), "cpu")
+    _env(monkeypatch, 2, 2, 0, ipus=2)
+    assert popxl.Session(two_ipu_program(), "cpu").ipus_per_replica == 2
