@@ -56,7 +56,8 @@ def communicator(s: PopDistSettings):
 
 
 def configure_session_options(opts) -> None:
-    """PopDist's distributed replicated graph options on the Ir's session options (as PopXL does)."""
+    """PopDist writes the distributed replication settings into the Ir's session options, as it
+    does under the SDK's PopXL (popdist.popart.configureSessionOptions)."""
     import popdist.popart
 
     popdist.popart.configureSessionOptions(opts)

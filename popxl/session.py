@@ -19,7 +19,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _replication
+from . import _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -290,7 +290,7 @@ class Session:
 
         if isinstance(data, numbers.Number):
             data = np.array(data).astype(tensor.dtype.as_numpy())
-        arr = np.asarray(data)
+        arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
                 f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
@@ -376,6 +376,7 @@ class Session:
                     f"the stream shape {tuple(s.shape)})"
                 )
             npd = s.dtype.as_numpy()
+            arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
             if arr.dtype != npd:
                 can_down = downcast_inputs and arr.dtype.itemsize == 8 and np.dtype(npd).itemsize == 4 \
                     and arr.dtype.kind == np.dtype(npd).kind
@@ -457,6 +458,12 @@ class Session:
             self.total_cycles += self.engine.run()
             if self._comm is not None:  # every instance ends the run: none took a path the others did not
                 self._comm.check_step(-self.engine.runs)
+        except ipu.ApplicationRuntimeError as e:
+            from popxl.errors import poplar_application_runtime_error
+            if isinstance(e, poplar_application_runtime_error):
+                raise
+            raise poplar_application_runtime_error(
+                f"The program stopped on the device: {' '.join(str(a) for a in e.args)}. ({type(e).__name__})") from e
         finally:
             self.run_seconds += time.perf_counter() - t0
         _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
@@ -472,3 +479,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<popxl.Session on simulated {self.target.name} ({self.device_desc})>"
+
+
+def _float8_bytes(arr: np.ndarray, dtype, what: str) -> np.ndarray:
+    """float8 host data is the encoded bytes: the format's structured dtype, or plain uint8 (taken as
+    that format's codes). Float data must be encoded first (its scale is the user's choice)."""
+    if dtype not in dtypes.FLOAT8_DTYPES or arr.dtype == dtype.as_numpy():
+        return arr
+    if arr.dtype == np.uint8:
+        return arr.view(dtype.as_numpy())
+    raise TypeError(f"{what}: {dtype.name} data must be the encoded bytes ({dtype.as_numpy()} or uint8), got "
+                    f"{arr.dtype}; encode it with popxl.fp8_utils.host_pow2scale_cast_to_fp8(data, "
+                    f"popxl.{dtype.name}, log2_scale).")
