@@ -330,7 +330,9 @@ class Ir:
         return hash(self._id)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Ir) and self._id == other._id
+        if not isinstance(other, Ir):  # PopXL's behaviour: comparing an Ir with anything else is an error
+            raise TypeError(f"Value must be of type popxl.Ir. Type: {type(other)}. Value: {other}.")
+        return self._id == other._id
 
     def __repr__(self) -> str:
         return f"Ir[id={self._id}]"
