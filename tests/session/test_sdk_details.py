@@ -112,3 +112,16 @@ def test_random_ops_take_a_two_word_uint32_seed():
     assert np.array_equal(a[o1], b[o1]) and not np.array_equal(a[o1], c[o1])  # the seed decides
     assert a[o1].min() >= -1.0 and a[o1].max() < 3.0 and abs(a[o1].mean() - 1.0) < 0.15
     assert abs(a[o2].mean() - 5.0) < 0.06 and abs(a[o2].std() - 0.5) < 0.05
+
+
+def test_host_data_that_does_not_fit_its_narrower_type_is_refused():
+    with popxl.Ir().main_graph:
+        assert popxl.variable(np.array([1, 2**31 - 1])).dtype == popxl.int32  # downcast, values kept
+        with pytest.raises(ValueError, match=r"int64 data does not fit the int32.*1099511627776"):
+            popxl.variable(np.array([3, 2**40]))
+        with pytest.raises(ValueError, match=r"does not fit the int16"):
+            popxl.constant(np.array([70000], np.int32), popxl.int16)
+        with pytest.raises(ValueError, match=r"would become inf"):
+            popxl.constant(1e300)
+        # a narrowing to a float type the user names follows IEEE (out of range is inf), as NumPy
+        assert popxl.constant(1e300, popxl.float16).dtype == popxl.float16
