@@ -7,6 +7,7 @@ from popxl import dtypes
 from popxl.context import get_current_context
 from popxl.graph import Graph
 from popxl.op import Op
+from popxl.op_table import check_op
 from popxl.tensor import Tensor
 
 __all__ = ["create_op", "single", "check_inputs_in_graph"]
@@ -63,6 +64,7 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
         inplace, modified, aliases, called_graphs: see :class:`popxl.op.Op`.
         check_placement: check that the inputs are on one IPU and one tile set.
     """
+    check_op(op_type, attrs or ())
     ctx = get_current_context()
     g = ctx.graph
     inputs = tuple(inputs)
