@@ -647,9 +647,16 @@ class BinaryOp(Codelet):
 
 
 def _erf32(x):
+    """erf in x's precision (float32, or float64 for the upcast reference interpreter)."""
     from scipy.special import erf
 
-    return erf(x.astype(np.float32)).astype(np.float32)
+    return erf(x).astype(x.dtype)
+
+
+def _compute_type(dt: np.dtype):
+    """float arithmetic runs in float32 (float16 rounded once at the end); float64 input (the
+    reference interpreter's upcast mode, for finite differences) stays float64."""
+    return np.float64 if dt == np.float64 else np.float32
 
 
 def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
@@ -668,8 +675,9 @@ def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
         r = {"negate": lambda: -v, "abs": lambda: np.abs(v), "square": lambda: v * v,
              "relu": lambda: np.maximum(v, 0), "sign": lambda: np.sign(v)}[name]()
         return r.astype(dt)
-    v = x.astype(np.float32)
-    f1, fh = np.float32(1), np.float32(0.5)
+    ft = _compute_type(dt)
+    v = x.astype(ft)
+    f1, fh = ft(1), ft(0.5)
     with np.errstate(all="ignore"):
         fn = {
             "negate": lambda: -v, "abs": lambda: np.abs(v), "exp": lambda: np.exp(v), "log": lambda: np.log(v),
@@ -684,7 +692,7 @@ def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
             "expm1": lambda: np.expm1(v), "erf": lambda: _erf32(v), "tan": lambda: np.tan(v),
             "asin": lambda: np.arcsin(v),
         }
-        r = np.asarray(fn[name](), np.float32)
+        r = np.asarray(fn[name](), ft)
         return r.astype(dt)
 
 
@@ -692,7 +700,7 @@ def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
     dt = a.dtype
     if name in _BINARY_BOOL_OUT:
         if dt.kind == "f":
-            a, b = a.astype(np.float32), b.astype(np.float32)
+            a, b = a.astype(_compute_type(dt)), b.astype(_compute_type(dt))
         with np.errstate(invalid="ignore"):
             return {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
                     "greater": np.greater, "greater_equal": np.greater_equal,
@@ -726,12 +734,13 @@ def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
         if name in ("div", "fmod", "rem"):
             r = np.where(y == 0, 0, r)
         return (r & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(dt) if dt == np.int32 else r.astype(dt)
-    x, y = a.astype(np.float32), b.astype(np.float32)
+    ft = _compute_type(dt)
+    x, y = a.astype(ft), b.astype(ft)
     with np.errstate(all="ignore"):
         r = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
              "max": np.maximum, "min": np.minimum, "fmod": np.fmod, "rem": np.remainder,
              "atan2": np.arctan2}[name](x, y)
-        return np.asarray(r, np.float32).astype(dt)
+        return np.asarray(r, ft).astype(dt)
 
 
 def _int_pow(base: int, e: int) -> int:
