@@ -9,6 +9,8 @@ kernel, NumPy reference, cost model with its source; op codes are one IntEnum pe
   (matmul_plan.py) and the programs it leads to (matmul_build.py)
 - elementwise: UnaryOp, BinaryOp (`UnaryOpCode`, `BinaryOpCode`; costs in elementwise_costs.py)
 - cast: Cast
+- cast_float8: Pow2ScaleThenCast, CastThenPow2Scale (float8, see float8.py for the formats)
+- matmul_float8: MatMulBlockPow2Scaled (the float8 AMP)
 - fill: Fill, Copy, Arange
 - reduce: Reduce (`ReduceOpCode`, layouts ROWS / PARTIALS)
 - select: Select, Clamp
@@ -16,11 +18,14 @@ kernel, NumPy reference, cost model with its source; op codes are one IntEnum pe
 - rowwise: ArgMinMax, ArgMinMaxPartial, ArgMinMaxCombine, TopK, Median, CumSum
 - rng: RandomUniform, RandomNormal, Dropout, ModifySeed
 - histogram: Histogram, HistogramCombine
+- transpose: Transpose2d
 """
 from . import scaled_add  # noqa: F401
 from . import matmul  # noqa: F401
 from . import elementwise  # noqa: F401
 from . import cast  # noqa: F401
+from . import cast_float8  # noqa: F401
+from . import matmul_float8  # noqa: F401
 from . import fill  # noqa: F401
 from . import reduce  # noqa: F401
 from . import select  # noqa: F401
@@ -28,3 +33,5 @@ from . import indexing  # noqa: F401
 from . import rowwise  # noqa: F401
 from . import rng  # noqa: F401
 from . import histogram  # noqa: F401
+from . import roi_align  # noqa: F401
+from . import transpose  # noqa: F401

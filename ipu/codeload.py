@@ -38,6 +38,8 @@ from . import costs, remote
 from .errors import CompileError
 from .program import Call, CodeLoad, Execute, If, Repeat, Sequence, Switch
 
+__all__ = ["CodeLiveness", "analyse"]
+
 
 @dataclass
 class CodeLiveness:
@@ -119,7 +121,7 @@ def _collect(programs):
         if id(f) in seen:
             return
         seen.add(id(f))
-        if getattr(f, "code_in_streaming_memory", False):
+        if f.code_in_streaming_memory:
             loaded[id(f)] = f
         visit(f.program, f)
 
@@ -337,12 +339,12 @@ def analyse(programs, comp, positions: int) -> CodeLiveness | None:
     sync = costs.sync_cycles(target)
     load_steps = []
     for s in comp.steps:
-        if s.kind != "code_load" or not isinstance(s.remote, remote.CodeLoadInfo):
+        if not isinstance(s.payload, remote.CodeLoadInfo):
             continue
-        tb = _union_bytes(key_bytes, fmasks, [id(f) for f in s.remote.objects])
+        tb = _union_bytes(key_bytes, fmasks, [id(f) for f in s.payload.objects])
         s.tile_cycles, s.cycles = remote.code_load_cycles(tb, target, sync)
         s.bytes_moved = int(tb.sum())
-        s.remote.tile_bytes = tb
+        s.payload.tile_bytes = tb
         load_steps.append(s.id)
 
     functions = {}

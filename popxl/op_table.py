@@ -223,7 +223,7 @@ _ops("shape", "split", "axis splits")
 
 _GATHER = "axis zero_OOR available_memory_proportion"
 _ops("indexing", "gather tied_gather", _GATHER)
-_ops("indexing", "grouped_gather", _GATHER + " group_size", gradient="missing")
+_ops("indexing", "grouped_gather", _GATHER + " group_size")
 _ops("indexing", "scatter", "axis available_memory_proportion")
 _SCATTER_REDUCE = "reduction axis axis_size group_size enable_index_broadcast available_memory_proportion"
 _ops("indexing", "scatter_reduce", _SCATTER_REDUCE)
@@ -234,13 +234,20 @@ _ops("indexing", "onehot", "num_classes axis")
 
 _ops("matmul", "matmul", "output_type partials_type available_memory_proportion")
 
+# float8 (inference only: autodiff refuses them, as PopXL has no float8 gradients)
+_ops("matmul", "matmul_pow2scaled", "output_type partials_type available_memory_proportion", gradient="missing")
+_ops("misc", "pow2scale_then_cast cast_then_pow2scale", "dtype", gradient="missing")
+
 _CONV = "strides pads dilations groups pad_type available_memory_proportions partials_types enable_conv_dithering"
 _ops("conv", "conv", _CONV)
 _ops("conv", "conv_transpose", _CONV + " output_padding output_shape")
+_ops("conv", "conv_pow2scaled", _CONV, gradient="missing")
+_ops("conv", "conv_transpose_pow2scaled", _CONV + " output_padding output_shape", gradient="missing")
 _ops("conv", "max_pool", "kernel_size strides pads dilations auto_pad ceil_mode storage_order")
 _ops("conv", "average_pool", "kernel_size strides pads dilations auto_pad ceil_mode")
-_ops("conv", "interpolate", "scale_factor mode nearest_mode coordinate_transformation_mode", gradient="missing")
-_ops("conv", "roi_align", "output_size spatial_scale sampling_ratio", gradient="missing", lowering=False)
+_ops("conv", "interpolate", "scale_factor mode nearest_mode coordinate_transformation_mode")
+_ops("conv", "roi_align", "output_size spatial_scale sampling_ratio")
+_ops("conv", "roi_align_grad", "output_size spatial_scale sampling_ratio", gradient="missing")
 
 _ops("nn", "softmax", "axis")
 _ops("nn", "group_norm", "num_groups epsilon")

@@ -14,7 +14,9 @@ document builder, reports, HTML and CLI load on first use.
 """
 from __future__ import annotations
 
-__all__ = ["open_report", "openReport", "load_profile", "build_profile", "write_document"]
+from .schema import ProfileError  # what reading a file that is not a readable profile raises
+
+__all__ = ["open_report", "openReport", "load_profile", "build_profile", "write_document", "ProfileError"]
 
 
 def open_report(path):

@@ -14,10 +14,10 @@ import re
 
 import numpy as np
 
-SCHEMA = "ipu-sim-profile"
-VERSION = 1  # the major version: readers refuse another one
+from .schema import SCHEMA, SUPPORTED_VERSIONS, ProfileError, validate
+
+VERSION = SUPPORTED_VERSIONS[-1]  # the major version written: readers refuse another one
 MINOR_VERSION = 1  # fields added within the major version (1: the `code` section, the `streaming` class)
-SUPPORTED_VERSIONS = (VERSION,)
 
 # Step kinds and the class each one counts towards in the compute / exchange / sync split (the
 # HTML page gets this table with its data).
@@ -36,11 +36,8 @@ CLASSES = ("compute", "exchange", "sync", "host", "streaming", "control")
 CLASS_LABELS = {"streaming": "streaming memory"}
 STREAMING_KINDS = ("remote_load", "remote_store", "code_load")
 
-_PROFILE_RE = re.compile(r"^profile(-\d+)?\.json(\.gz)?$")
-
-
-class ProfileError(Exception):
-    """A file that is not a profile this version can read."""
+# profile.json, profile-1.json, ... (sessions of a process); .instance<k> for PopDist instance k
+_PROFILE_RE = re.compile(r"^profile(-\d+)?(\.instance\d+)?\.json(\.gz)?$")
 
 
 def find_profiles(path) -> list[str]:
@@ -52,7 +49,8 @@ def find_profiles(path) -> list[str]:
 
         def key(n):
             m = re.match(r"^profile-(\d+)", n)
-            return int(m.group(1)) if m else 0
+            i = re.search(r"\.instance(\d+)\.", n)
+            return (int(m.group(1)) if m else 0, int(i.group(1)) if i else -1)
 
         names.sort(key=key)
         if not names:
@@ -64,25 +62,38 @@ def find_profiles(path) -> list[str]:
 
 
 def load(path) -> dict:
-    """The document of a profile file (or of the first profile in a directory)."""
+    """The document of a profile file (or of the first profile in a directory), checked against
+    the schema (profiler/schema.py): anything else raises ProfileError saying what is wrong."""
     f = find_profiles(path)[0]
-    opener = gzip.open if f.endswith(".gz") else open
     try:
-        with opener(f, "rt", encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ProfileError(f"{f}: not a readable JSON profile ({e})") from None
+        with open(f, "rb") as fh:
+            raw = fh.read()
+    except OSError as e:
+        raise ProfileError(f"{f}: cannot read the file ({e.strerror or e})") from None
+    if raw[:2] == b"\x1f\x8b":  # gzip, whatever the file is called
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise ProfileError(f"{f}: a damaged gzip file ({e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{f}: not a profile: the file is binary, not JSON text (byte {e.start} is "
+                           f"0x{raw[e.start]:02x}); profiles are profile.json files written by ipu-sim") from None
+    if not text.strip():
+        raise ProfileError(f"{f}: the file is empty (was the profile still being written?)")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"{f}: not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
     check(doc, f)
     doc.setdefault("_file", f)
     return doc
 
 
 def check(doc, where: str = "profile") -> None:
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ProfileError(f"{where}: not an {SCHEMA} document")
-    if doc.get("version") not in SUPPORTED_VERSIONS:
-        raise ProfileError(f"{where}: profile version {doc.get('version')} is not supported "
-                           f"(this reader knows {SUPPORTED_VERSIONS})")
+    """Raise ProfileError unless `doc` is a profile document this reader can read."""
+    validate(doc, where)
 
 
 def write_document(doc: dict, path) -> str:

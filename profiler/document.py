@@ -18,6 +18,7 @@ import numpy as np
 
 from ipu import costs
 from ipu.memory import CATEGORIES
+from ipu.streams import HostTransfer
 from ipu.timeline import timeline_steps
 
 from ._format import KIND_CLASS, MINOR_VERSION, SCHEMA, VERSION, encode_trace, rle
@@ -104,10 +105,14 @@ def _memory(exe, worst: int = 10) -> tuple[dict, np.ndarray]:
 
     by_tile_vars: dict[int, list] = {int(w): [] for w in order}
     var_rows = []
+    by_dtype: dict[str, np.ndarray] = {}  # tensor bytes per tile by element type (float8: 1 byte each)
     for L in exe.layouts.values():
         v = L.variable
         isz = v.dtype.itemsize
         piece_bytes = (L.stops - L.starts) * isz
+        if piece_bytes.size:
+            acc = by_dtype.setdefault(v.dtype.name, np.zeros(n, np.int64))
+            acc += np.bincount(np.asarray(L.tiles, np.int64), weights=piece_bytes, minlength=n).astype(np.int64)[:n]
         tiles_of = np.unique(L.tiles)
         var_rows.append({"name": v.name, "category": v.category, "dtype": v.dtype.name,
                          "shape": [int(s) for s in v.shape], "bytes": int(piece_bytes.sum()),
@@ -143,6 +148,10 @@ def _memory(exe, worst: int = 10) -> tuple[dict, np.ndarray]:
         "data_bytes_allocated": int(exe.plan.total_bytes),
         "worst_tiles": worst_rows,
         "variables": var_rows,
+        # bytes of tensor data (variables, constants, temporaries as allocated) per element type
+        "dtypes": {d: {"total": int(a.sum()), "max_tile": int(a.max(initial=0)),
+                       "tiles_holding": int(np.count_nonzero(a)), "tile": rle(a)}
+                   for d, a in sorted(by_dtype.items(), key=lambda kv: -int(kv[1].sum()))},
     }
     return mem, total
 
@@ -185,11 +194,10 @@ def _code(exe, counts, tl_steps) -> dict | None:
     loads = []
     for sid in cl.load_steps:
         s = steps[sid]
-        info = getattr(s, "remote", None)
-        tb = getattr(info, "tile_bytes", None)
-        tb = np.zeros(resident.size, np.int64) if tb is None else np.asarray(tb, np.int64)
+        info = s.payload  # remote.CodeLoadInfo
+        tb = np.zeros(resident.size, np.int64) if info.tile_bytes is None else np.asarray(info.tile_bytes, np.int64)
         runs = int(counts[sid]) if sid < len(counts) else 0
-        loads.append({"step": int(sid), "name": s.name, "functions": [str(x) for x in getattr(info, "functions", ())],
+        loads.append({"step": int(sid), "name": s.name, "functions": [str(x) for x in info.functions],
                       "bytes": int(s.bytes_moved or 0), "max_tile_bytes": int(tb.max(initial=0)),
                       "tiles": int(np.count_nonzero(tb)), "cycles": int(s.cycles), "sync_cycles": sync,
                       "transfer_cycles": max(int(s.cycles) - sync, 0), "executions": runs,
@@ -243,11 +251,18 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     step_cycles = np.fromiter((s.cycles for s in steps), np.int64, nsteps)
 
     # executed entries
+    # the trace holds the first entries only when the engine's trace limit was reached; the
+    # per-step counts cover every run
     if engine is not None:
         ids, starts = engine.log.arrays()
+        executed = len(engine.log)
+        counts = np.zeros(nsteps, np.int64)
+        c = np.asarray(engine.log.counts, np.int64)[:nsteps]
+        counts[:c.size] = c
     else:
         ids = starts = np.zeros(0, np.int64)
-    counts = np.bincount(ids, minlength=nsteps) if ids.size else np.zeros(nsteps, np.int64)
+        executed = 0
+        counts = np.zeros(nsteps, np.int64)
 
     # per-tile cycles, deduplicated (steps of one compute set share one array)
     table: list = []
@@ -280,8 +295,8 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             row["bytes_moved"] = int(s.bytes_moved)
         if s.debug:
             row["debug"] = s.debug
-        if s.stream is not None:
-            row["stream"] = getattr(s.stream, "name", str(s.stream))
+        if isinstance(s.payload, HostTransfer):
+            row["stream"] = s.payload.stream.name
         op_name = step_ops.get(s.name)
         hit = (op_name, ops.get(op_name, {})) if op_name else (_attribute(s.debug, ops) or _attribute(s.name, ops))
         if hit:
@@ -315,9 +330,9 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     if engine is not None:
         by_kind: dict[str, int] = {}
         by_class: dict[str, int] = {}
-        executed = counts * step_cycles
+        executed_cycles = counts * step_cycles
         for s in steps:
-            c = int(executed[s.id])
+            c = int(executed_cycles[s.id])
             if c or counts[s.id]:
                 by_kind[s.kind] = by_kind.get(s.kind, 0) + c
                 cl = KIND_CLASS.get(s.kind, s.kind)
@@ -332,7 +347,7 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             mat = np.stack(table_arrays)
             busy = {"compute": rle(w[:, 0] @ mat), "transfer": rle(w[:, 1] @ mat)}
         if runs is None:
-            runs = [{"program": 0, "first_entry": 0, "entries": int(ids.size),
+            runs = [{"program": 0, "first_entry": 0, "entries": int(executed),
                      "start_cycle": int(starts[0]) if ids.size else 0,
                      "cycles": total_cycles - (int(starts[0]) if ids.size else 0)}]
         keep = int(ids.size)
@@ -346,17 +361,17 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             "engine_runs": int(engine.runs),
             "replicas": int(engine.replicas),
             "runs": runs,
-            "steps_executed": int(ids.size),
+            "steps_executed": int(executed),
             "cycles_by_kind": by_kind,
             "cycles_by_class": by_class,
             "tile_busy_cycles": busy,
         }
         if execution:
             exe_doc["trace"] = encode_trace(ids[:keep], starts[:keep], step_cycles)
-            exe_doc["trace_truncated"] = keep < ids.size
+            exe_doc["trace_truncated"] = keep < executed
         else:
             exe_doc["trace"] = None
-            exe_doc["trace_truncated"] = bool(ids.size)
+            exe_doc["trace_truncated"] = bool(executed)
 
     run_s = info.get("run_seconds")
     wall = {k: info.pop(k) for k in ("compile_seconds", "lowering_seconds", "run_seconds") if k in info}

@@ -82,8 +82,8 @@ def test_load_steps_and_their_cycles(loaded):
         s = exe.steps[x["step"]]
         assert by_id[x["step"]]["kind"] == "code_load"
         assert x["cycles"] == s.cycles == x["sync_cycles"] + x["transfer_cycles"] > 0
-        assert x["bytes"] == s.bytes_moved == int(s.remote.tile_bytes.sum())
-        assert x["max_tile_bytes"] == int(s.remote.tile_bytes.max())
+        assert x["bytes"] == s.bytes_moved == int(s.payload.tile_bytes.sum())
+        assert x["max_tile_bytes"] == int(s.payload.tile_bytes.max())
         assert x["executions"] == 1 and x["executed_cycles"] == x["cycles"]
     assert [x["functions"] for x in loads] == [["f16"], ["cast"], ["f16"]]
     assert c["load_cycles"]["executed_cycles"] == sum(x["cycles"] for x in loads)

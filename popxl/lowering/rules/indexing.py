@@ -345,7 +345,9 @@ def _dynamic_one(ctx, kind, table, offset, size, update=None, suffix="dynamic"):
     tiles, fb, fo, fs, ns, region, first = [], [], [], [], [], [], []
     for b in range(plan.num_blocks):
         w = int(plan.width[b])
-        js, jc = split(size, _workers(ctx, plan, b))
+        # DynamicSlice / DynamicUpdate are supervisor vertices (poplibs DynamicSlice1D): one per
+        # block, splitting its region over the workers itself
+        js, jc = split(size, 1)
         for s, c in zip(js, jc):
             if c == 0:
                 continue
