@@ -101,12 +101,12 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
                                    ipu=op.ipu, tile_set=op.tile_set))
     op.outputs = tuple(outs)
     op.after = ctx._sequence_op(op)
-    g._ops.append(op)
+    g._add_op(op)
     seen = set()
     for t in inputs:
         if id(t) not in seen:
             seen.add(id(t))
-            t._consumers.append(op)
+            t._add_consumer(op)
     ctx._op_created(op)
     return op
 
