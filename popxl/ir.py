@@ -225,6 +225,16 @@ class Ir:
             if candidate not in used:
                 return candidate
 
+    def _add_stream(self, stream: "Stream") -> None:
+        self._streams.append(stream)
+
+    def _add_remote_buffer(self, buffer: "RemoteBuffer") -> None:
+        self._remote_buffers.append(buffer)
+
+    def _forget_graph(self, graph_id: str) -> None:
+        """Drop a graph whose building failed."""
+        self._graphs.pop(graph_id, None)
+
     def _next_op_id(self) -> int:
         return next(self._op_ids)
 

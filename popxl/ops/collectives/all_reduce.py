@@ -39,7 +39,7 @@ def _all_reduce(ts: List[Tensor], ipus: Optional[List[int]], op: CollectiveOps, 
                    "identical_grad_inputs": bool(identical_grad_inputs)},
                   out_names=[f"all_reduce_out_{i}" for i in range(len(ts))], check_placement=False)
     for out, ipu in zip(o.outputs, ipus):
-        out._ipu = ipu
+        out._set_ipu(ipu)
     return list(o.outputs)
 
 
