@@ -8,14 +8,17 @@ order, bulk-synchronously, and every executed step is logged with its start cycl
 """
 from __future__ import annotations
 
+import os
 from array import array
 
+import numba
 import numpy as np
 
 from .copytables import copy_runs
 from .errors import IpuError, StreamError
 from .executable import Executable
 from .kinds import run_payload
+from .native import Plan
 from .remote import StreamingMemory
 from .tensor import Variable
 
@@ -35,6 +38,10 @@ class StepLog:
         self.step_ids.append(step_id)
         self.start_cycles.append(start)
 
+    def extend(self, step_ids: np.ndarray, start_cycles: np.ndarray) -> None:
+        self.step_ids.frombytes(np.ascontiguousarray(step_ids, np.int64).tobytes())
+        self.start_cycles.frombytes(np.ascontiguousarray(start_cycles, np.int64).tobytes())
+
     def arrays(self):
         return np.frombuffer(self.step_ids, np.int64).copy(), np.frombuffer(self.start_cycles, np.int64).copy()
 
@@ -42,17 +49,36 @@ class StepLog:
         return len(self.step_ids)
 
 
-class Engine:
-    """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
+def default_threads() -> int:
+    """Host threads of the compiled step loop: IPU_SIM_THREADS, else the threads Numba has."""
+    env = os.environ.get("IPU_SIM_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, numba.get_num_threads())
 
-    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True):
+
+class Engine:
+    """Runs an Executable. `replicas` copies of the program run in lock step on their own memory.
+
+    compiled: run the straight-line parts of programs in the compiled step loop (ipu/native.py);
+    False walks every step in Python (the reference: memory and cycles are identical).
+    threads: host threads for large compute sets and exchanges in the compiled loop (results are
+    identical on any count); default IPU_SIM_THREADS or Numba's thread count.
+    """
+
+    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True, compiled: bool = True,
+                 threads: int | None = None):
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
         self.target = executable.target
         self.replicas = int(replicas)
         self.log_steps = log_steps
-        nbytes = max(executable.total_bytes, 8)
+        self.compiled = bool(compiled)
+        self.threads = default_threads() if threads is None else int(threads)
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1, not {threads}")
+        nbytes = -(-max(executable.total_bytes, 8) // 8) * 8  # whole words: copies run in words
         self.memory = np.zeros((self.replicas, nbytes), np.uint8)
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}
@@ -165,7 +191,13 @@ class Engine:
         for k in self._stream_pos:
             self._stream_pos[k] = 0
         start = self.cycles
-        self.cycles = self._run(self.exe.programs[program], list(range(self.replicas)), self.cycles)
+        if self.compiled:
+            if self.exe.native is None:
+                self.exe.native = Plan(self.exe)
+            root = self.exe.native.root(program)
+        else:
+            root = self.exe.programs[program]
+        self.cycles = self._run(root, list(range(self.replicas)), self.cycles)
         self.runs += 1
         return self.cycles - start
 
@@ -173,6 +205,8 @@ class Engine:
         kind = node[0]
         if kind == "step":
             return self._run_step(self.exe.steps[node[1]], reps, clock)
+        if kind == "native":  # a compiled segment (ipu/native.py)
+            return self.exe.native.run_segment(self, node[1], reps, clock)
         if kind == "seq":
             for n in node[1]:
                 clock = self._run(n, reps, clock)

@@ -1,0 +1,576 @@
+"""The compiled step loop: the straight-line parts of a program run in one Numba call.
+
+The engine's Python walk over the node tree (`Engine(..., compiled=False)`) is the readable
+reference. With `compiled=True` (the default) every maximal part of a program whose steps need
+no host (compute sets, exchanges, syncs, code loads, loops and calls of those) becomes a
+*segment*: a table of ops that `_run_ops` walks in compiled code, calling the codelet kernels
+and copying the exchange tables without returning to Python. Host streams, streaming memory,
+collectives and branches (whose replicas may split) stay in Python between segments.
+
+Calling many kernels from one compiled loop: each kernel group's kernel is compiled for the
+argument types the Python path uses, and the loop calls that overload's native entry point by
+address (`_callers`: one Numba intrinsic per number of fields, which builds the typed views of
+tile memory in place and calls through Numba's own calling convention). Every 1-D view has the
+same machine representation whatever its element type, so the loop itself is compiled once
+(and cached) for all programs; nothing is compiled per program or per kernel.
+
+Threads: the vertices of one kernel group are independent by BSP construction, and the runs of
+an exchange write disjoint bytes, so a large group or table is split into one contiguous part
+per thread. Each vertex and each run computes exactly what it computes alone, so memory and
+cycles are identical on any thread count. Groups whose vertices' memory overlaps (a vertex
+reading what another writes) and tables whose destinations overlap run on one thread, in order.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, typeof, types
+from numba.core import cgutils
+from numba.core.dispatcher import Dispatcher
+from numba.extending import intrinsic
+
+from .codelet import IN, INOUT, OUT
+from .compute import Vertices
+from .copytables import CopyTable, copy_runs_staged
+from .errors import IpuError
+from .kinds import kind_of_payload
+
+__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "Plan"]
+
+# OpenMP workers that spin between parallel steps take the core the step loop itself needs (and
+# stall badly when the host is shared): let them sleep unless the user chose otherwise. Read by
+# libgomp when Numba first starts its thread pool.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+MAX_FIELDS = 8  # kernels with more fields run through the Python path
+
+# op codes of a segment's table (rows of int64[3])
+_STEP, _KERNEL, _COPY, _STAGED, _LOOP, _END = range(6)
+_MAX_DEPTH = 64
+
+# split a group / table over the threads only above this much work (below it, starting the
+# threads costs more than it saves)
+PARALLEL_MIN_ELEMENTS = 1 << 14
+PARALLEL_MIN_BYTES = 1 << 17
+
+
+# ------------------------------------------------------------------------------------------------
+# calling a kernel by address
+
+
+def _make_caller(nfields: int):
+    view_t = types.Array(types.uint8, 1, "C")
+    tup_t = types.UniTuple(view_t, nfields)
+
+    @intrinsic
+    def call(typingctx, addr, mem, isz, off, cnt, fp, ip):
+        sig = types.int32(addr, mem, isz, off, cnt, fp, ip)
+
+        def codegen(context, builder, signature, args):
+            a_addr, a_mem, a_isz, a_off, a_cnt, a_fp, a_ip = args
+            memv = context.make_array(signature.args[1])(context, builder, a_mem)
+            iszv = context.make_array(signature.args[2])(context, builder, a_isz)
+            nbytes = cgutils.unpack_tuple(builder, memv.shape, 1)[0]
+            views = []
+            for f in range(nfields):
+                s = builder.load(builder.gep(iszv.data, [ir.Constant(ir.IntType(64), f)]))
+                v = context.make_array(view_t)(context, builder)
+                context.populate_array(v, data=memv.data, shape=cgutils.pack_array(builder, [builder.sdiv(nbytes, s)]),
+                                       strides=cgutils.pack_array(builder, [s]), itemsize=s, meminfo=memv.meminfo)
+                views.append(v._getvalue())
+            tup = context.make_tuple(builder, tup_t, views)
+            argtypes = [tup_t] + list(signature.args[3:])
+            fnty = context.call_conv.get_function_type(types.none, argtypes)
+            fn = builder.inttoptr(a_addr, fnty.as_pointer())
+            status, _ = context.call_conv.call_function(builder, fn, types.none, argtypes,
+                                                        [tup, a_off, a_cnt, a_fp, a_ip])
+            return builder.select(status.is_ok, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1))
+
+        return sig, codegen
+
+    return call
+
+
+_c1, _c2, _c3, _c4, _c5, _c6, _c7, _c8 = (_make_caller(f) for f in range(1, MAX_FIELDS + 1))
+
+
+@njit(cache=True, nogil=True)
+def _call_kernel(addr, nf, mem, isz, off, cnt, fp, ip):
+    if nf == 1:
+        return _c1(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 2:
+        return _c2(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 3:
+        return _c3(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 4:
+        return _c4(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 5:
+        return _c5(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 6:
+        return _c6(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 7:
+        return _c7(addr, mem, isz, off, cnt, fp, ip)
+    return _c8(addr, mem, isz, off, cnt, fp, ip)
+
+
+_A2I = typeof(np.zeros((1, 1), np.int64))
+_A2F = typeof(np.zeros((1, 1), np.float64))
+
+
+def kernel_address(group):
+    """The native entry point of the group's kernel for the Python path's argument types, or
+    None when the kernel cannot be called from compiled code."""
+    kern = group.codelet.kernel()
+    if not isinstance(kern, Dispatcher) or not 1 <= len(group.types) <= MAX_FIELDS:
+        return None
+    views = typeof(tuple(np.zeros(1, t.storage) for t in group.types))
+    sig = (views, _A2I, _A2I, _A2F, _A2I)
+    try:
+        kern.compile(sig)
+        cres = kern.overloads[sig]
+    except Exception:  # noqa: BLE001 - a kernel that does not compile for these types: Python path
+        return None
+    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
+
+
+# ------------------------------------------------------------------------------------------------
+# copying
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy_multicast(src, dst, u_src, u_n, u_d, dsts, lo, hi):
+    """Unique source runs [lo, hi): each read once and written to all its destinations."""
+    for i in range(lo, hi):
+        a = u_src[i]
+        n = u_n[i]
+        if n == 1:
+            x = src[a]
+            for j in range(u_d[i], u_d[i + 1]):
+                dst[dsts[j]] = x
+        elif n <= 16:
+            for j in range(u_d[i], u_d[i + 1]):
+                b = dsts[j]
+                for k in range(n):
+                    dst[b + k] = src[a + k]
+        else:
+            for j in range(u_d[i], u_d[i + 1]):
+                b = dsts[j]
+                dst[b:b + n] = src[a:a + n]
+
+
+@njit(cache=True, nogil=True)
+def _copy_part(m, unit, u_src, u_n, u_d, dsts, lo, hi):
+    if unit == 8:
+        w8 = m.view(np.uint64)
+        _copy_multicast(w8, w8, u_src, u_n, u_d, dsts, lo, hi)
+    elif unit == 4:
+        w4 = m.view(np.uint32)
+        _copy_multicast(w4, w4, u_src, u_n, u_d, dsts, lo, hi)
+    elif unit == 2:
+        w2 = m.view(np.uint16)
+        _copy_multicast(w2, w2, u_src, u_n, u_d, dsts, lo, hi)
+    else:
+        _copy_multicast(m, m, u_src, u_n, u_d, dsts, lo, hi)
+
+
+# ------------------------------------------------------------------------------------------------
+# the loop
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
+    """The group's vertices in `parts` contiguous parts, one per thread."""
+    fails = np.zeros(parts, np.int32)
+    for t in prange(parts):
+        v0 = nv * t // parts
+        v1 = nv * (t + 1) // parts
+        k = v1 - v0
+        fails[t] = _call_kernel(addr, nf, m, isz, off_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
+                                cnt_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
+                                fp_all[f0 + v0 * nfp:f0 + v1 * nfp].reshape((k, nfp)),
+                                ip_all[i0 + v0 * nip:i0 + v1 * nip].reshape((k, nip)))
+    return 1 if fails.any() else 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _copy_parts(parts, m, unit, u_src, u_n, u_d, dsts, lo, hi):
+    """The table's unique source runs [lo, hi) in `parts` contiguous parts, one per thread."""
+    for t in prange(parts):
+        _copy_part(m, unit, u_src, u_n, u_d, dsts, lo + (hi - lo) * t // parts, lo + (hi - lo) * (t + 1) // parts)
+
+
+@njit(cache=True, nogil=True)
+def _run_ops(ops, memory, reps, clock, log_on, log_ids, log_starts, nthreads,
+             g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par, off_all, cnt_all, fp_all, ip_all,
+             t_unit, t_u0, t_u1, t_par, t_staged, u_src, u_n, u_d, dsts, s_src, s_dst, s_n, s_r0, s_r1):
+    """Walk a segment's ops; returns (status, clock, log entries, op index). status != 0: the
+    kernel of the group at that op raised (the caller re-runs it in Python for the message)."""
+    pc = 0
+    nops = ops.shape[0]
+    nlog = 0
+    stack = np.zeros(_MAX_DEPTH, np.int64)
+    depth = 0
+    while pc < nops:
+        code = ops[pc, 0]
+        a = ops[pc, 1]
+        if code == _STEP:
+            if log_on:
+                log_ids[nlog] = a
+                log_starts[nlog] = clock
+                nlog += 1
+            clock += ops[pc, 2]
+        elif code == _KERNEL:
+            nv = g_nv[a]
+            nf = g_nf[a]
+            nfp = g_nfp[a]
+            nip = g_nip[a]
+            o0 = g_off0[a]
+            f0 = g_fp0[a]
+            i0 = g_ip0[a]
+            isz = g_isz[a]
+            addr = g_addr[a]
+            parts = nthreads if (g_par[a] and nv >= nthreads) else 1
+            for r in reps:
+                m = memory[r]
+                if parts == 1:
+                    st = _call_kernel(addr, nf, m, isz, off_all[o0:o0 + nv * nf].reshape((nv, nf)),
+                                      cnt_all[o0:o0 + nv * nf].reshape((nv, nf)),
+                                      fp_all[f0:f0 + nv * nfp].reshape((nv, nfp)),
+                                      ip_all[i0:i0 + nv * nip].reshape((nv, nip)))
+                else:
+                    st = _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
+                                            nfp, nip)
+                if st != 0:
+                    return 1, clock, nlog, pc
+        elif code == _COPY:
+            lo = t_u0[a]
+            hi = t_u1[a]
+            unit = t_unit[a]
+            parts = nthreads if t_par[a] else 1
+            for r in reps:
+                m = memory[r]
+                if parts == 1:
+                    _copy_part(m, unit, u_src, u_n, u_d, dsts, lo, hi)
+                else:
+                    _copy_parts(parts, m, unit, u_src, u_n, u_d, dsts, lo, hi)
+        elif code == _STAGED:
+            r0 = s_r0[a]
+            r1 = s_r1[a]
+            for r in reps:
+                copy_runs_staged(memory[r], s_src[r0:r1], s_dst[r0:r1], s_n[r0:r1])
+        elif code == _LOOP:
+            if a == 0:
+                pc = ops[pc, 2]  # the matching _END: skip the body
+            else:
+                stack[depth] = a
+                depth += 1
+        elif code == _END:
+            stack[depth - 1] -= 1
+            if stack[depth - 1] > 0:
+                pc = a  # the matching _LOOP: the body starts after it
+            else:
+                depth -= 1
+        pc += 1
+    return 0, clock, nlog, pc
+
+
+# ------------------------------------------------------------------------------------------------
+# plans: segments of a program and the tables they share
+
+
+def _group_parallel(group) -> bool:
+    """True when no vertex of the group reads or writes bytes another vertex writes."""
+    nv = group.off.shape[0]
+    if nv < 2:
+        return False
+    fields = group.codelet.fields
+    ws, we, wv, rs, re_, rv = [], [], [], [], [], []
+    vid = np.arange(nv, dtype=np.int64)
+    for j, (f, t) in enumerate(zip(fields, group.types)):
+        isz = t.itemsize
+        s = group.off[:, j] * isz
+        e = s + group.cnt[:, j] * isz
+        keep = e > s
+        if f.direction in (OUT, INOUT):
+            ws.append(s[keep]), we.append(e[keep]), wv.append(vid[keep])
+        if f.direction in (IN, INOUT):
+            rs.append(s[keep]), re_.append(e[keep]), rv.append(vid[keep])
+    if not ws:
+        return True
+    ws, we, wv = np.concatenate(ws), np.concatenate(we), np.concatenate(wv)
+    o = np.argsort(ws, kind="stable")
+    ws, we, wv = ws[o], we[o], wv[o]
+    if ws.size > 1 and (ws[1:] < we[:-1]).any():
+        return False  # two written intervals overlap (even of one vertex: keep it simple)
+    if rs:
+        rs, re_, rv = np.concatenate(rs), np.concatenate(re_), np.concatenate(rv)
+        lo = np.searchsorted(we, rs, side="right")  # first write ending after the read starts
+        hi = np.searchsorted(ws, re_, side="left")  # writes starting before the read ends
+        hit = hi > lo
+        if hit.any():
+            if (hi[hit] - lo[hit] > 1).any() or (wv[lo[hit]] != rv[hit]).any():
+                return False
+    return True
+
+
+def _multicast_table(unit_dt, s, d, n):
+    """A word table as unique source runs, each with its destinations (in the table's order
+    when destinations overlap, else grouped by source)."""
+    if d.size == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(1, np.int64), z, True
+    # destinations overlap? then order matters: keep every run as it is
+    o = np.argsort(d, kind="stable")
+    ds, ns = d[o], n[o]
+    disjoint = not (ds.size > 1 and (ds[1:] < ds[:-1] + ns[:-1]).any())
+    if not disjoint:
+        return s.copy(), n.copy(), np.arange(s.size + 1, dtype=np.int64), d.copy(), False
+    # merge runs contiguous at both ends (in destination order), then group equal sources
+    ss = s[o]
+    brk = np.ones(ds.size, bool)
+    brk[1:] = (ds[1:] != ds[:-1] + ns[:-1]) | (ss[1:] != ss[:-1] + ns[:-1])
+    starts = np.flatnonzero(brk)
+    ms, md = ss[starts], ds[starts]
+    mn = np.add.reduceat(ns, starts)
+    key = np.lexsort((md, mn, ms))  # by source run, then destination
+    ms, mn, md = ms[key], mn[key], md[key]
+    new = np.ones(ms.size, bool)
+    new[1:] = (ms[1:] != ms[:-1]) | (mn[1:] != mn[:-1])
+    first = np.flatnonzero(new)
+    u_d = np.append(first, ms.size).astype(np.int64)
+    return ms[first], mn[first], u_d, md, True
+
+
+class Plan:
+    """The segments of one executable's programs and the tables they share. Built once per
+    executable (on its first compiled run) and reused by every engine that runs it."""
+
+    def __init__(self, exe):
+        self.exe = exe
+        self.segments: list = []
+        self.roots: dict = {}  # program index -> node tree with segments
+        self._group_index: dict = {}
+        self._groups: list = []  # (group, address, parallel)
+        self._table_index: dict = {}
+        self._tables: list = []  # (unit, u_src, u_n, u_d, dsts, parallel)
+        self._staged_index: dict = {}
+        self._staged: list = []
+        self._capable: dict = {}
+        self._transformed: dict = {}
+        self._arrays = None
+
+    # -- which nodes run compiled
+    def _step_capable(self, step) -> bool:
+        p = step.payload
+        if p is None:
+            return True
+        if isinstance(p, Vertices):
+            return all(self._group(g) is not None for g in p.groups)
+        if isinstance(p, CopyTable):
+            return True
+        return kind_of_payload(p).run is None  # nothing to run: time only (code loads)
+
+    def _group(self, g):
+        k = self._group_index.get(id(g))
+        if k is None:
+            addr = kernel_address(g)
+            if addr is None:
+                self._group_index[id(g)] = -1
+                return None
+            k = self._group_index[id(g)] = len(self._groups)
+            par = int(g.cnt.sum()) >= PARALLEL_MIN_ELEMENTS and _group_parallel(g)
+            self._groups.append((g, addr, par))
+        return None if k < 0 else k
+
+    def capable(self, node) -> bool:
+        key = id(node)
+        hit = self._capable.get(key)
+        if hit is not None:
+            return hit
+        kind = node[0]
+        if kind == "step":
+            ok = self._step_capable(self.exe.steps[node[1]])
+        elif kind == "seq":
+            ok = all([self.capable(n) for n in node[1]])
+        elif kind == "repeat":
+            ok = self.capable(node[2])
+        elif kind == "call":
+            ok = self.capable(self.exe.functions[node[1]])
+        else:  # if / switch: replicas may split, conditions are read by the host
+            ok = False
+        self._capable[key] = ok
+        return ok
+
+    # -- segment tables
+    def _emit(self, node, ops, depth):
+        """Append the ops of a capable node; returns how many steps one pass executes."""
+        kind = node[0]
+        if kind == "step":
+            step = self.exe.steps[node[1]]
+            ops.append((_STEP, step.id, step.cycles))
+            p = step.payload
+            if isinstance(p, Vertices):
+                for g in p.groups:
+                    ops.append((_KERNEL, self._group(g), 0))
+            elif isinstance(p, CopyTable):
+                if p.staged:
+                    ops.append((_STAGED, self._staged_table(p), 0))
+                else:
+                    ops.append((_COPY, self._table(p), 0))
+            return 1
+        if kind == "seq":
+            return sum(self._emit(n, ops, depth) for n in node[1])
+        if kind == "repeat":
+            if depth >= _MAX_DEPTH:
+                raise IpuError(f"loops nested deeper than {_MAX_DEPTH}")
+            start = len(ops)
+            ops.append([_LOOP, node[1], 0])
+            n = self._emit(node[2], ops, depth + 1)
+            ops[start][2] = len(ops)
+            ops.append((_END, start, 0))
+            return n * node[1]
+        if kind == "call":
+            return self._emit(self.exe.functions[node[1]], ops, depth)
+        raise IpuError(f"internal: node {kind!r} cannot run compiled")
+
+    def _table(self, t: CopyTable) -> int:
+        k = self._table_index.get(id(t))
+        if k is None:
+            dt, s, d, n = t.words()
+            u_src, u_n, u_d, dsts, disjoint = _multicast_table(dt, s, d, n)
+            par = disjoint and int(n.sum()) * np.dtype(dt).itemsize >= PARALLEL_MIN_BYTES and u_src.size > 1
+            k = self._table_index[id(t)] = len(self._tables)
+            self._tables.append((np.dtype(dt).itemsize, u_src, u_n, u_d, dsts, par))
+        return k
+
+    def _staged_table(self, t: CopyTable) -> int:
+        k = self._staged_index.get(id(t))
+        if k is None:
+            k = self._staged_index[id(t)] = len(self._staged)
+            self._staged.append(t)
+        return k
+
+    def _segment(self, nodes):
+        ops: list = []
+        nlog = sum(self._emit(n, ops, 0) for n in nodes)
+        self.segments.append((np.array(ops, np.int64).reshape(-1, 3), nlog))
+        self._arrays = None
+        return ("native", len(self.segments) - 1)
+
+    def transform(self, node):
+        """The node tree with every maximal capable part replaced by a segment."""
+        key = id(node)
+        hit = self._transformed.get(key)
+        if hit is not None:
+            return hit
+        kind = node[0]
+        if self.capable(node):
+            out = self._segment([node])
+        elif kind == "seq":
+            kids, run = [], []
+            for n in node[1]:
+                if self.capable(n):
+                    run.append(n)
+                    continue
+                if run:
+                    kids.append(self._segment(run))
+                    run = []
+                kids.append(self.transform(n))
+            if run:
+                kids.append(self._segment(run))
+            out = ("seq", kids)
+        elif kind == "repeat":
+            out = ("repeat", node[1], self.transform(node[2]))
+        elif kind == "call":
+            out = self.transform(self.exe.functions[node[1]])
+        elif kind == "if":
+            out = ("if", node[1], node[2], self.transform(node[3]), self.transform(node[4]))
+        elif kind == "switch":
+            out = ("switch", node[1], node[2], {k: self.transform(v) for k, v in node[3].items()},
+                   self.transform(node[4]))
+        else:  # a step that runs in Python
+            out = node
+        self._transformed[key] = out
+        return out
+
+    def root(self, program: int):
+        r = self.roots.get(program)
+        if r is None:
+            r = self.roots[program] = self.transform(self.exe.programs[program])
+        return r
+
+    # -- the shared tables as flat arrays
+    def arrays(self):
+        if self._arrays is None:
+            self._arrays = self._flatten()
+        return self._arrays
+
+    def _flatten(self):
+        G = len(self._groups)
+        g_addr = np.zeros(G, np.int64)
+        g_nf = np.zeros(G, np.int64)
+        g_isz = np.ones((G, MAX_FIELDS), np.int64)
+        g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0 = (np.zeros(G, np.int64) for _ in range(6))
+        g_par = np.zeros(G, np.bool_)
+        offs, cnts, fps, ips = [], [], [], []
+        o = f = i = 0
+        for k, (g, addr, par) in enumerate(self._groups):
+            nv, nf = g.off.shape
+            g_addr[k], g_nf[k], g_nv[k], g_par[k] = addr, nf, nv, par
+            g_isz[k, :nf] = [t.storage.itemsize for t in g.types]
+            g_off0[k], g_fp0[k], g_ip0[k] = o, f, i
+            g_nfp[k], g_nip[k] = g.fp.shape[1], g.ip.shape[1]
+            offs.append(g.off.reshape(-1)), cnts.append(g.cnt.reshape(-1))
+            fps.append(np.asarray(g.fp, np.float64).reshape(-1)), ips.append(np.asarray(g.ip, np.int64).reshape(-1))
+            o += g.off.size
+            f += g.fp.size
+            i += g.ip.size
+
+        def cat(parts, dt):
+            return np.ascontiguousarray(np.concatenate(parts), dt) if parts else np.zeros(0, dt)
+
+        T = len(self._tables)
+        t_unit, t_u0, t_u1 = (np.zeros(T, np.int64) for _ in range(3))
+        t_par = np.zeros(T, np.bool_)
+        us, un, ud, dd = [], [], [], []
+        u = d = 0
+        for k, (unit, u_src, u_n, u_d, dsts, par) in enumerate(self._tables):
+            t_unit[k], t_par[k] = unit, par
+            t_u0[k], t_u1[k] = u, u + u_src.size
+            us.append(u_src), un.append(u_n), ud.append(u_d[:-1] + d), dd.append(dsts)
+            u += u_src.size
+            d += dsts.size
+        ud.append(np.array([d], np.int64))
+        S = len(self._staged)
+        s_r0, s_r1 = np.zeros(S, np.int64), np.zeros(S, np.int64)
+        ss, sd, sn = [], [], []
+        r = 0
+        for k, t in enumerate(self._staged):
+            s_r0[k], s_r1[k] = r, r + t.nbytes.size
+            ss.append(t.src_off), sd.append(t.dst_off), sn.append(t.nbytes)
+            r += t.nbytes.size
+        return (g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par,
+                cat(offs, np.int64), cat(cnts, np.int64), cat(fps, np.float64), cat(ips, np.int64),
+                t_unit, t_u0, t_u1, t_par, np.zeros(T, np.bool_), cat(us, np.int64), cat(un, np.int64),
+                cat(ud, np.int64), cat(dd, np.int64), cat(ss, np.int64), cat(sd, np.int64), cat(sn, np.int64),
+                s_r0, s_r1)
+
+    # -- running
+    def run_segment(self, engine, index: int, reps, clock: int) -> int:
+        ops, nlog = self.segments[index]
+        log_on = bool(engine.log_steps)
+        n = nlog if log_on else 0
+        ids = np.empty(n, np.int64)
+        starts = np.empty(n, np.int64)
+        status, clock, logged, pc = _run_ops(ops, engine.memory, np.asarray(reps, np.int64), clock, log_on, ids,
+                                             starts, engine.threads, *self.arrays())
+        if log_on:
+            engine.log.extend(ids[:logged], starts[:logged])
+        if status:
+            g = self._groups[int(ops[pc, 1])][0]
+            for r in reps:  # the Python path raises the kernel's own error
+                g.codelet.kernel()(tuple(engine.view(r, t.storage) for t in g.types), g.off, g.cnt, g.fp, g.ip)
+            raise IpuError(f"codelet {g.codelet.name}: its kernel failed in compiled code")
+        return clock
