@@ -78,7 +78,7 @@ class Engine:
         self.threads = default_threads() if threads is None else int(threads)
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, not {threads}")
-        nbytes = -(-max(executable.total_bytes, 8) // 8) * 8  # whole words: copies run in words
+        nbytes = -(-max(executable.total_bytes, 8) // 8) * 8  # whole 8-byte words: views of any type fit
         self.memory = np.zeros((self.replicas, nbytes), np.uint8)
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}

@@ -14,6 +14,10 @@ tile memory in place and calls through Numba's own calling convention). Every 1-
 same machine representation whatever its element type, so the loop itself is compiled once
 (and cached) for all programs; nothing is compiled per program or per kernel.
 
+Copies: an exchange's runs in destination order with neighbours merged (`merged_runs`), one
+memcpy each. (Grouping a multicast's destinations behind one read of its source was measured
+slower: the source stays in cache either way, and destination order keeps the writes sequential.)
+
 Threads: the vertices of one kernel group are independent by BSP construction, and the runs of
 an exchange write disjoint bytes, so a large group or table is split into one contiguous part
 per thread. Each vertex and each run computes exactly what it computes alone, so memory and
@@ -33,11 +37,11 @@ from numba.extending import intrinsic
 
 from .codelet import IN, INOUT, OUT
 from .compute import Vertices
-from .copytables import CopyTable, copy_runs_staged
+from .copytables import CopyTable, copy_runs, copy_runs_staged
 from .errors import IpuError
 from .kinds import kind_of_payload
 
-__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "Plan"]
+__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "Plan", "merged_runs"]
 
 # OpenMP workers that spin between parallel steps take the core the step loop itself needs (and
 # stall badly when the host is shared): let them sleep unless the user chose otherwise. Read by
@@ -136,46 +140,6 @@ def kernel_address(group):
 
 
 # ------------------------------------------------------------------------------------------------
-# copying
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _copy_multicast(src, dst, u_src, u_n, u_d, dsts, lo, hi):
-    """Unique source runs [lo, hi): each read once and written to all its destinations."""
-    for i in range(lo, hi):
-        a = u_src[i]
-        n = u_n[i]
-        if n == 1:
-            x = src[a]
-            for j in range(u_d[i], u_d[i + 1]):
-                dst[dsts[j]] = x
-        elif n <= 16:
-            for j in range(u_d[i], u_d[i + 1]):
-                b = dsts[j]
-                for k in range(n):
-                    dst[b + k] = src[a + k]
-        else:
-            for j in range(u_d[i], u_d[i + 1]):
-                b = dsts[j]
-                dst[b:b + n] = src[a:a + n]
-
-
-@njit(cache=True, nogil=True)
-def _copy_part(m, unit, u_src, u_n, u_d, dsts, lo, hi):
-    if unit == 8:
-        w8 = m.view(np.uint64)
-        _copy_multicast(w8, w8, u_src, u_n, u_d, dsts, lo, hi)
-    elif unit == 4:
-        w4 = m.view(np.uint32)
-        _copy_multicast(w4, w4, u_src, u_n, u_d, dsts, lo, hi)
-    elif unit == 2:
-        w2 = m.view(np.uint16)
-        _copy_multicast(w2, w2, u_src, u_n, u_d, dsts, lo, hi)
-    else:
-        _copy_multicast(m, m, u_src, u_n, u_d, dsts, lo, hi)
-
-
-# ------------------------------------------------------------------------------------------------
 # the loop
 
 
@@ -195,16 +159,18 @@ def _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _copy_parts(parts, m, unit, u_src, u_n, u_d, dsts, lo, hi):
-    """The table's unique source runs [lo, hi) in `parts` contiguous parts, one per thread."""
+def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
+    """The table's runs [lo, hi) in `parts` contiguous parts, one per thread."""
     for t in prange(parts):
-        _copy_part(m, unit, u_src, u_n, u_d, dsts, lo + (hi - lo) * t // parts, lo + (hi - lo) * (t + 1) // parts)
+        a = lo + (hi - lo) * t // parts
+        b = lo + (hi - lo) * (t + 1) // parts
+        copy_runs(m, m, c_src[a:b], c_dst[a:b], c_n[a:b])
 
 
 @njit(cache=True, nogil=True)
 def _run_ops(ops, memory, reps, clock, log_on, log_ids, log_starts, nthreads,
              g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par, off_all, cnt_all, fp_all, ip_all,
-             t_unit, t_u0, t_u1, t_par, t_staged, u_src, u_n, u_d, dsts, s_src, s_dst, s_n, s_r0, s_r1):
+             t_r0, t_r1, t_par, c_src, c_dst, c_n, s_src, s_dst, s_n, s_r0, s_r1):
     """Walk a segment's ops; returns (status, clock, log entries, op index). status != 0: the
     kernel of the group at that op raised (the caller re-runs it in Python for the message)."""
     pc = 0
@@ -245,16 +211,15 @@ def _run_ops(ops, memory, reps, clock, log_on, log_ids, log_starts, nthreads,
                 if st != 0:
                     return 1, clock, nlog, pc
         elif code == _COPY:
-            lo = t_u0[a]
-            hi = t_u1[a]
-            unit = t_unit[a]
+            lo = t_r0[a]
+            hi = t_r1[a]
             parts = nthreads if t_par[a] else 1
             for r in reps:
                 m = memory[r]
                 if parts == 1:
-                    _copy_part(m, unit, u_src, u_n, u_d, dsts, lo, hi)
+                    copy_runs(m, m, c_src[lo:hi], c_dst[lo:hi], c_n[lo:hi])
                 else:
-                    _copy_parts(parts, m, unit, u_src, u_n, u_d, dsts, lo, hi)
+                    _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi)
         elif code == _STAGED:
             r0 = s_r0[a]
             r1 = s_r1[a]
@@ -315,32 +280,21 @@ def _group_parallel(group) -> bool:
     return True
 
 
-def _multicast_table(unit_dt, s, d, n):
-    """A word table as unique source runs, each with its destinations (in the table's order
-    when destinations overlap, else grouped by source)."""
-    if d.size == 0:
-        z = np.zeros(0, np.int64)
-        return z, z, np.zeros(1, np.int64), z, True
-    # destinations overlap? then order matters: keep every run as it is
-    o = np.argsort(d, kind="stable")
-    ds, ns = d[o], n[o]
-    disjoint = not (ds.size > 1 and (ds[1:] < ds[:-1] + ns[:-1]).any())
-    if not disjoint:
-        return s.copy(), n.copy(), np.arange(s.size + 1, dtype=np.int64), d.copy(), False
-    # merge runs contiguous at both ends (in destination order), then group equal sources
-    ss = s[o]
-    brk = np.ones(ds.size, bool)
-    brk[1:] = (ds[1:] != ds[:-1] + ns[:-1]) | (ss[1:] != ss[:-1] + ns[:-1])
+def merged_runs(src_off, dst_off, nbytes):
+    """The runs of a copy table in destination order, runs contiguous at both ends merged (the
+    compiler keeps runs per tile for the cost model; memory is one array here), and whether the
+    destinations are disjoint (then the runs may be copied in any order, or split over threads).
+    Destinations that overlap keep the table's order: the last write wins, as in the table."""
+    if nbytes.size == 0:
+        return src_off, dst_off, nbytes, True
+    o = np.argsort(dst_off, kind="stable")
+    d, s, n = dst_off[o], src_off[o], nbytes[o]
+    if d.size > 1 and (d[1:] < d[:-1] + n[:-1]).any():
+        return src_off, dst_off, nbytes, False
+    brk = np.ones(d.size, bool)
+    brk[1:] = (d[1:] != d[:-1] + n[:-1]) | (s[1:] != s[:-1] + n[:-1])
     starts = np.flatnonzero(brk)
-    ms, md = ss[starts], ds[starts]
-    mn = np.add.reduceat(ns, starts)
-    key = np.lexsort((md, mn, ms))  # by source run, then destination
-    ms, mn, md = ms[key], mn[key], md[key]
-    new = np.ones(ms.size, bool)
-    new[1:] = (ms[1:] != ms[:-1]) | (mn[1:] != mn[:-1])
-    first = np.flatnonzero(new)
-    u_d = np.append(first, ms.size).astype(np.int64)
-    return ms[first], mn[first], u_d, md, True
+    return s[starts], d[starts], np.add.reduceat(n, starts), True
 
 
 class Plan:
@@ -354,7 +308,7 @@ class Plan:
         self._group_index: dict = {}
         self._groups: list = []  # (group, address, parallel)
         self._table_index: dict = {}
-        self._tables: list = []  # (unit, u_src, u_n, u_d, dsts, parallel)
+        self._tables: list = []  # (src, dst, nbytes, parallel): merged runs
         self._staged_index: dict = {}
         self._staged: list = []
         self._capable: dict = {}
@@ -438,11 +392,10 @@ class Plan:
     def _table(self, t: CopyTable) -> int:
         k = self._table_index.get(id(t))
         if k is None:
-            dt, s, d, n = t.words()
-            u_src, u_n, u_d, dsts, disjoint = _multicast_table(dt, s, d, n)
-            par = disjoint and int(n.sum()) * np.dtype(dt).itemsize >= PARALLEL_MIN_BYTES and u_src.size > 1
+            s, d, n, disjoint = merged_runs(t.src_off, t.dst_off, t.nbytes)
+            par = disjoint and int(n.sum()) >= PARALLEL_MIN_BYTES and n.size > 1
             k = self._table_index[id(t)] = len(self._tables)
-            self._tables.append((np.dtype(dt).itemsize, u_src, u_n, u_d, dsts, par))
+            self._tables.append((s, d, n, par))
         return k
 
     def _staged_table(self, t: CopyTable) -> int:
@@ -532,17 +485,14 @@ class Plan:
             return np.ascontiguousarray(np.concatenate(parts), dt) if parts else np.zeros(0, dt)
 
         T = len(self._tables)
-        t_unit, t_u0, t_u1 = (np.zeros(T, np.int64) for _ in range(3))
+        t_r0, t_r1 = np.zeros(T, np.int64), np.zeros(T, np.int64)
         t_par = np.zeros(T, np.bool_)
-        us, un, ud, dd = [], [], [], []
-        u = d = 0
-        for k, (unit, u_src, u_n, u_d, dsts, par) in enumerate(self._tables):
-            t_unit[k], t_par[k] = unit, par
-            t_u0[k], t_u1[k] = u, u + u_src.size
-            us.append(u_src), un.append(u_n), ud.append(u_d[:-1] + d), dd.append(dsts)
-            u += u_src.size
-            d += dsts.size
-        ud.append(np.array([d], np.int64))
+        cs, cd, cn = [], [], []
+        r = 0
+        for k, (s, d, n, par) in enumerate(self._tables):
+            t_r0[k], t_r1[k], t_par[k] = r, r + n.size, par
+            cs.append(s), cd.append(d), cn.append(n)
+            r += n.size
         S = len(self._staged)
         s_r0, s_r1 = np.zeros(S, np.int64), np.zeros(S, np.int64)
         ss, sd, sn = [], [], []
@@ -553,9 +503,8 @@ class Plan:
             r += t.nbytes.size
         return (g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par,
                 cat(offs, np.int64), cat(cnts, np.int64), cat(fps, np.float64), cat(ips, np.int64),
-                t_unit, t_u0, t_u1, t_par, np.zeros(T, np.bool_), cat(us, np.int64), cat(un, np.int64),
-                cat(ud, np.int64), cat(dd, np.int64), cat(ss, np.int64), cat(sd, np.int64), cat(sn, np.int64),
-                s_r0, s_r1)
+                t_r0, t_r1, t_par, cat(cs, np.int64), cat(cd, np.int64), cat(cn, np.int64),
+                cat(ss, np.int64), cat(sd, np.int64), cat(sn, np.int64), s_r0, s_r1)
 
     # -- running
     def run_segment(self, engine, index: int, reps, clock: int) -> int:
