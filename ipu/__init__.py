@@ -3,6 +3,7 @@
 `ipu/` imports nothing else of the project. Write a tile-level program directly:
 
     import ipu
+    import codelets  # registers the built-in vertex types (ScaledAdd, UnaryOp, ...)
     g = ipu.Graph(ipu.GC200)
     x = g.add_variable("x", (1024,), "float32"); g.map_linearly(x)
     ...

@@ -48,7 +48,7 @@ class CodeLiveness:
     Arrays over tiles: `resident` (vertex code always live), `loaded_peak` (the most loaded code
     live at once: the `code_loaded` category), `all_resident` (the vertex code per tile if nothing
     were loaded), `saved` (all_resident - resident - loaded_peak). Arrays over timeline positions
-    (the positions of Executable.liveness; `ipu.profile.timeline_steps` maps them to steps): `live`
+    (the positions of Executable.liveness; `ipu.timeline.timeline_steps` maps them to steps): `live`
     (loaded code summed over tiles) and `live_busiest` (loaded code on `busiest_tile`, the tile
     with the most code when loading).
     """
@@ -96,7 +96,7 @@ class CodeLiveness:
     def by_step(self, exe) -> dict | None:
         """step id -> the most loaded code (summed over tiles) live at any position of that step,
         or None when positions cannot be matched to steps."""
-        from .profile import timeline_steps
+        from .timeline import timeline_steps
 
         steps = timeline_steps(exe)
         if steps is None:

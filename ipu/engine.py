@@ -26,27 +26,56 @@ __all__ = ["Engine", "StepLog"]
 
 
 class StepLog:
-    """Executed steps in order: step id and start cycle, per replica group (all replicas run in
-    lock step unless a branch splits them)."""
+    """What ran: how many times each step executed (a table the size of the program, so nothing
+    grows with the number of runs) and a trace of the first `limit` executed steps in order (step
+    id and start cycle; 16 bytes per entry) for the profile. `limit=None` keeps every entry; a
+    Session keeps none unless profiling is on (docs/profile-format.md)."""
 
-    def __init__(self):
-        # growable int64 arrays: 16 bytes per executed step, however long the run
+    def __init__(self, num_steps: int = 0, limit: int | None = None):
+        self.counts = np.zeros(max(int(num_steps), 1), np.int64)
+        self.limit = limit
+        self.entries = 0  # executed steps, all runs, traced or not
         self.step_ids = array("q")
         self.start_cycles = array("q")
 
     def add(self, step_id: int, start: int) -> None:
-        self.step_ids.append(step_id)
-        self.start_cycles.append(start)
+        if step_id >= self.counts.size:
+            self.counts = np.concatenate([self.counts, np.zeros(step_id + 1 - self.counts.size, np.int64)])
+        self.counts[step_id] += 1
+        self.entries += 1
+        if self.limit is None or len(self.step_ids) < self.limit:
+            self.step_ids.append(step_id)
+            self.start_cycles.append(start)
 
-    def extend(self, step_ids: np.ndarray, start_cycles: np.ndarray) -> None:
-        self.step_ids.frombytes(np.ascontiguousarray(step_ids, np.int64).tobytes())
-        self.start_cycles.frombytes(np.ascontiguousarray(start_cycles, np.int64).tobytes())
+    def add_counted(self, counts: np.ndarray, executed: int, step_ids: np.ndarray, start_cycles: np.ndarray) -> None:
+        """Add what a compiled segment ran: per-step counts, the number of steps executed, and the
+        trace entries it recorded (at most the room the trace limit left)."""
+        if counts.size > self.counts.size:
+            self.counts = np.concatenate([self.counts, np.zeros(counts.size - self.counts.size, np.int64)])
+        self.counts[:counts.size] += counts
+        self.entries += int(executed)
+        if step_ids.size:
+            self.step_ids.frombytes(np.ascontiguousarray(step_ids, np.int64).tobytes())
+            self.start_cycles.frombytes(np.ascontiguousarray(start_cycles, np.int64).tobytes())
+
+    def room(self) -> int | None:
+        """Trace entries that may still be recorded (None: no limit)."""
+        return None if self.limit is None else max(0, self.limit - len(self.step_ids))
+
+    @property
+    def truncated(self) -> bool:
+        """True when the trace holds fewer entries than executed."""
+        return len(self.step_ids) < self.entries
 
     def arrays(self):
+        """(step ids, start cycles) of the traced entries (the first `limit`)."""
         return np.frombuffer(self.step_ids, np.int64).copy(), np.frombuffer(self.start_cycles, np.int64).copy()
 
     def __len__(self):
-        return len(self.step_ids)
+        return self.entries
+
+
+DEFAULT_TRACE_LIMIT = 1 << 20  # entries an Engine traces unless told otherwise (16 MiB)
 
 
 def default_threads() -> int:
@@ -58,21 +87,25 @@ def default_threads() -> int:
 
 
 class Engine:
-    """Runs an Executable. `replicas` copies of the program run in lock step on their own memory.
+    """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
 
-    compiled: run the straight-line parts of programs in the compiled step loop (ipu/native.py);
-    False walks every step in Python (the reference: memory and cycles are identical).
-    threads: host threads for large compute sets and exchanges in the compiled loop (results are
-    identical on any count); default IPU_SIM_THREADS or Numba's thread count.
-    """
-
-    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True, compiled: bool = True,
+    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True,
+                 trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None, compiled: bool = True,
                  threads: int | None = None):
+        """communicator: which of a run's replicas this engine holds and how collectives reach the
+        others (`collectives.Communicator`; default: all `replicas` are here).
+
+        compiled: run the straight-line parts of programs in the compiled step loop
+        (ipu/native.py); False walks every step in Python (the reference: memory, cycles and the
+        step log are identical). threads: host threads for large compute sets and exchanges in the
+        compiled loop (results are identical on any count); default IPU_SIM_THREADS, else Numba's
+        thread count."""
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
         self.target = executable.target
         self.replicas = int(replicas)
+        self.communicator = communicator
         self.log_steps = log_steps
         self.compiled = bool(compiled)
         self.threads = default_threads() if threads is None else int(threads)
@@ -84,7 +117,7 @@ class Engine:
         self._streams: dict[str, object] = {}
         self._stream_pos: dict[str, int] = {}
         self.cycles = 0
-        self.log = StepLog()
+        self.log = StepLog(len(executable.steps), trace_limit)
         self.runs = 0
         # streaming memory (remote buffers) of every replica, in host memory (ipu/remote.py)
         self.streaming = StreamingMemory(executable.remote_buffers, self.replicas)
@@ -258,17 +291,29 @@ class Engine:
 
     # -- results --------------------------------------------------------------------------------
     def executed_steps(self):
-        """(step ids, start cycles) of every executed step, in order."""
+        """(step ids, start cycles) of every executed step, in order. Refused when the trace
+        kept only the first `log.limit` entries: `step_counts()` covers every run."""
+        if self.log.truncated:
+            raise IpuError(
+                f"the step trace kept {len(self.log.step_ids):,} of {self.log.entries:,} executed steps "
+                f"(trace limit {self.log.limit}; a Session traces only with profiling on): use "
+                f"engine.step_counts() for how often each step ran, or a larger Engine(trace_limit=...)")
         return self.log.arrays()
 
+    def step_counts(self) -> np.ndarray:
+        """How many times each step (by id) has run, over all runs."""
+        n = len(self.exe.steps)
+        c = self.log.counts
+        return c[:n].copy() if c.size >= n else np.concatenate([c, np.zeros(n - c.size, np.int64)])
+
     def cycles_by_kind(self) -> dict:
-        ids, _ = self.log.arrays()
+        counts = self.step_counts()
         out: dict[str, int] = {}
-        for i in ids:
+        for i in np.flatnonzero(counts):
             s = self.exe.steps[i]
-            out[s.kind] = out.get(s.kind, 0) + s.cycles
+            out[s.kind] = out.get(s.kind, 0) + int(counts[i]) * s.cycles
         return out
 
     def reset_cycles(self) -> None:
         self.cycles = 0
-        self.log = StepLog()
+        self.log = StepLog(len(self.exe.steps), self.log.limit)

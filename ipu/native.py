@@ -168,14 +168,17 @@ def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _run_ops(ops, memory, reps, clock, log_on, log_ids, log_starts, nthreads,
+def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts, nthreads,
              g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par, off_all, cnt_all, fp_all, ip_all,
              t_r0, t_r1, t_par, c_src, c_dst, c_n, s_src, s_dst, s_n, s_r0, s_r1):
-    """Walk a segment's ops; returns (status, clock, log entries, op index). status != 0: the
-    kernel of the group at that op raised (the caller re-runs it in Python for the message)."""
+    """Walk a segment's ops; returns (status, clock, steps executed, trace entries recorded, op
+    index). With log_on, every executed step is counted in `counts` and the first `room` are
+    traced. status != 0: the kernel of the group at that op raised (the caller re-runs it in
+    Python for the message)."""
     pc = 0
     nops = ops.shape[0]
     nlog = 0
+    executed = 0
     stack = np.zeros(_MAX_DEPTH, np.int64)
     depth = 0
     while pc < nops:
@@ -183,9 +186,12 @@ def _run_ops(ops, memory, reps, clock, log_on, log_ids, log_starts, nthreads,
         a = ops[pc, 1]
         if code == _STEP:
             if log_on:
-                log_ids[nlog] = a
-                log_starts[nlog] = clock
-                nlog += 1
+                counts[a] += 1
+                executed += 1
+                if nlog < room:
+                    log_ids[nlog] = a
+                    log_starts[nlog] = clock
+                    nlog += 1
             clock += ops[pc, 2]
         elif code == _KERNEL:
             nv = g_nv[a]
@@ -209,7 +215,7 @@ def _run_ops(ops, memory, reps, clock, log_on, log_ids, log_starts, nthreads,
                     st = _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
                                             nfp, nip)
                 if st != 0:
-                    return 1, clock, nlog, pc
+                    return 1, clock, executed, nlog, pc
         elif code == _COPY:
             lo = t_r0[a]
             hi = t_r1[a]
@@ -238,7 +244,7 @@ def _run_ops(ops, memory, reps, clock, log_on, log_ids, log_starts, nthreads,
             else:
                 depth -= 1
         pc += 1
-    return 0, clock, nlog, pc
+    return 0, clock, executed, nlog, pc
 
 
 # ------------------------------------------------------------------------------------------------
@@ -510,13 +516,15 @@ class Plan:
     def run_segment(self, engine, index: int, reps, clock: int) -> int:
         ops, nlog = self.segments[index]
         log_on = bool(engine.log_steps)
-        n = nlog if log_on else 0
-        ids = np.empty(n, np.int64)
-        starts = np.empty(n, np.int64)
-        status, clock, logged, pc = _run_ops(ops, engine.memory, np.asarray(reps, np.int64), clock, log_on, ids,
-                                             starts, engine.threads, *self.arrays())
+        room = engine.log.room() if log_on else 0
+        room = nlog if room is None else min(room, nlog)
+        ids = np.empty(room, np.int64)
+        starts = np.empty(room, np.int64)
+        counts = np.zeros(len(self.exe.steps) if log_on else 1, np.int64)
+        status, clock, executed, logged, pc = _run_ops(ops, engine.memory, np.asarray(reps, np.int64), clock, log_on,
+                                                       counts, room, ids, starts, engine.threads, *self.arrays())
         if log_on:
-            engine.log.extend(ids[:logged], starts[:logged])
+            engine.log.add_counted(counts, executed, ids[:logged], starts[:logged])
         if status:
             g = self._groups[int(ops[pc, 1])][0]
             for r in reps:  # the Python path raises the kernel's own error

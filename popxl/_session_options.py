@@ -34,6 +34,8 @@ class SessionOptions:
         self.explicitRecomputation = False
         self.enableFloatingPointChecks = False
         self.instrumentWithHardwareCycleCounter = False
+        self.logDir = ""  # where dot checkpoints go ("" = the working directory)
+        self.dotChecks: set = set()  # dot checkpoints to write ("ALL" for every one)
 
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if v not in ({}, "", False, 0))

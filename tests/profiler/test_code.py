@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ipu.profile import MINOR_VERSION, VERSION, build_profile, unrle
+from profiler import build_profile
+from profiler._format import MINOR_VERSION, VERSION, unrle
 from profiler import analysis, cli
-from profiler.autoreport import write_document
+from profiler import write_document
 from profiler.report import render, render_compare
 from profiler_helpers import code_load_program
 
@@ -176,7 +177,7 @@ def test_popxl_remote_code_load_profile(monkeypatch):
     """A popxl program that loads a graph's code before each call: the load steps carry the op."""
     import popxl
     import popxl.ops as ops
-    from profiler.autoreport import build
+    from popxl._profiling import build
 
     monkeypatch.setenv("IPU_SIM_TARGET", "small:8")
     ir = popxl.Ir()
