@@ -190,3 +190,25 @@ def test_vertices_that_touch_each_others_memory_run_on_one_thread():
     assert not native._group_parallel(group([[0, 100], [2, 104]]))  # writes overlap
     assert not native._group_parallel(group([[0, 100], [8, 2]]))  # vertex 1 reads what vertex 0 writes
     assert not native._group_parallel(group([[0, 100]]))  # one vertex: nothing to split
+
+
+def test_step_counts_and_a_limited_trace_match_the_python_walk():
+    g = ipu.Graph(ipu.small_target(2))
+    x = g.add_variable("x", (16,), "float32")
+    g.map_linearly(x)
+    y = g.add_variable("y", (16,), "float32")
+    g.set_tile_mapping(y, 1)
+    exe = ipu.compile(g, ipu.Repeat(7, ipu.Sequence(_add_one(g, x), ipu.Copy(x, y))))
+    out = []
+    for kw in PATHS:
+        exe.native = None
+        e = ipu.Engine(exe, trace_limit=10, **kw)
+        e.run()
+        e.run()
+        out.append((e.step_counts(), e.log.arrays(), len(e.log), e.log.truncated, e.cycles))
+    for counts, (ids, starts), n, truncated, cycles in out[1:]:
+        np.testing.assert_array_equal(counts, out[0][0])
+        np.testing.assert_array_equal(ids, out[0][1][0])
+        np.testing.assert_array_equal(starts, out[0][1][1])
+        assert (n, truncated, cycles) == out[0][2:]
+    assert out[0][1][0].size == 10 and out[0][3]
