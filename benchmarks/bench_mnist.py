@@ -77,11 +77,10 @@ def memcpy_seconds(nbytes: int, reps: int = 7) -> float:
 
 
 def exchanged_bytes_per_run(session) -> int:
-    """Bytes the exchange steps of the last run moved (from the engine's step log)."""
-    ids, _ = session.engine.executed_steps()
-    steps = session.executable.steps
-    per_run = len(ids) // max(session.engine.runs, 1)
-    return int(sum(steps[i].bytes_moved for i in ids[-per_run:] if steps[i].kind == "exchange"))
+    """Bytes the exchange steps of one run move (from how often each step ran)."""
+    counts = session.engine.step_counts()
+    moved = sum(int(counts[s.id]) * s.bytes_moved for s in session.executable.steps if s.kind == "exchange")
+    return moved // max(session.engine.runs, 1)
 
 
 def bench(batch, hidden, steps, activation="gelu", lr=0.05):
