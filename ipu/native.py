@@ -143,28 +143,36 @@ def kernel_address(group):
 # the loop
 
 
+@njit(cache=True, nogil=True)
+def _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip, v0, v1):
+    """The group's vertices [v0, v1): their rows of the flat tables, then the kernel."""
+    k = v1 - v0
+    return _call_kernel(addr, nf, m, isz, off_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
+                        cnt_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
+                        fp_all[f0 + v0 * nfp:f0 + v1 * nfp].reshape((k, nfp)),
+                        ip_all[i0 + v0 * nip:i0 + v1 * nip].reshape((k, nip)))
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
     """The group's vertices in `parts` contiguous parts, one per thread."""
     fails = np.zeros(parts, np.int32)
     for t in prange(parts):
-        v0 = nv * t // parts
-        v1 = nv * (t + 1) // parts
-        k = v1 - v0
-        fails[t] = _call_kernel(addr, nf, m, isz, off_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
-                                cnt_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
-                                fp_all[f0 + v0 * nfp:f0 + v1 * nfp].reshape((k, nfp)),
-                                ip_all[i0 + v0 * nip:i0 + v1 * nip].reshape((k, nip)))
+        fails[t] = _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
+                               nv * t // parts, nv * (t + 1) // parts)
     return 1 if fails.any() else 0
+
+
+@njit(cache=True, nogil=True)
+def _copy_range(m, c_src, c_dst, c_n, a, b):
+    copy_runs(m, m, c_src[a:b], c_dst[a:b], c_n[a:b])
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
     """The table's runs [lo, hi) in `parts` contiguous parts, one per thread."""
     for t in prange(parts):
-        a = lo + (hi - lo) * t // parts
-        b = lo + (hi - lo) * (t + 1) // parts
-        copy_runs(m, m, c_src[a:b], c_dst[a:b], c_n[a:b])
+        _copy_range(m, c_src, c_dst, c_n, lo + (hi - lo) * t // parts, lo + (hi - lo) * (t + 1) // parts)
 
 
 @njit(cache=True, nogil=True)
@@ -207,10 +215,7 @@ def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts
             for r in reps:
                 m = memory[r]
                 if parts == 1:
-                    st = _call_kernel(addr, nf, m, isz, off_all[o0:o0 + nv * nf].reshape((nv, nf)),
-                                      cnt_all[o0:o0 + nv * nf].reshape((nv, nf)),
-                                      fp_all[f0:f0 + nv * nfp].reshape((nv, nfp)),
-                                      ip_all[i0:i0 + nv * nip].reshape((nv, nip)))
+                    st = _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip, 0, nv)
                 else:
                     st = _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
                                             nfp, nip)
