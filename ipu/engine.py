@@ -78,6 +78,12 @@ class StepLog:
 DEFAULT_TRACE_LIMIT = 1 << 20  # entries an Engine traces unless told otherwise (16 MiB)
 
 
+def default_compiled() -> bool:
+    """Whether engines use the compiled step loop unless told: yes, unless IPU_SIM_COMPILED=0
+    (the Python walk gives Python tracebacks from kernels and is the reference)."""
+    return os.environ.get("IPU_SIM_COMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def default_threads() -> int:
     """Host threads of the compiled step loop: IPU_SIM_THREADS, else the threads Numba has."""
     env = os.environ.get("IPU_SIM_THREADS")
@@ -90,16 +96,16 @@ class Engine:
     """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
 
     def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True,
-                 trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None, compiled: bool = True,
+                 trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None, compiled: bool | None = None,
                  threads: int | None = None):
         """communicator: which of a run's replicas this engine holds and how collectives reach the
         others (`collectives.Communicator`; default: all `replicas` are here).
 
         compiled: run the straight-line parts of programs in the compiled step loop
         (ipu/native.py); False walks every step in Python (the reference: memory, cycles and the
-        step log are identical). threads: host threads for large compute sets and exchanges in the
-        compiled loop (results are identical on any count); default IPU_SIM_THREADS, else Numba's
-        thread count."""
+        step log are identical); default IPU_SIM_COMPILED (on unless "0").
+        threads: host threads for large compute sets and exchanges in the compiled loop (results
+        are identical on any count); default IPU_SIM_THREADS, else Numba's thread count."""
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
@@ -107,7 +113,7 @@ class Engine:
         self.replicas = int(replicas)
         self.communicator = communicator
         self.log_steps = log_steps
-        self.compiled = bool(compiled)
+        self.compiled = default_compiled() if compiled is None else bool(compiled)
         self.threads = default_threads() if threads is None else int(threads)
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, not {threads}")

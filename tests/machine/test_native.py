@@ -212,3 +212,14 @@ def test_step_counts_and_a_limited_trace_match_the_python_walk():
         np.testing.assert_array_equal(starts, out[0][1][1])
         assert (n, truncated, cycles) == out[0][2:]
     assert out[0][1][0].size == 10 and out[0][3]
+
+
+def test_environment_chooses_the_path_and_threads(monkeypatch):
+    g = ipu.Graph(ipu.small_target(2))
+    exe = ipu.compile(g, ipu.Sync())
+    monkeypatch.setenv("IPU_SIM_COMPILED", "0")
+    monkeypatch.setenv("IPU_SIM_THREADS", "3")
+    e = ipu.Engine(exe)
+    assert (e.compiled, e.threads) == (False, 3)
+    monkeypatch.delenv("IPU_SIM_COMPILED")
+    assert ipu.Engine(exe).compiled and ipu.Engine(exe, threads=1).threads == 1
