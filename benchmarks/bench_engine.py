@@ -19,9 +19,14 @@ import runpy
 import sys
 import time
 
-import numpy as np
-from rich.console import Console
-from rich.table import Table
+# One BLAS thread for NumPy and for the kernels' np.dot (SciPy's BLAS): the products here are small,
+# and two BLAS thread pools spinning on a 2-core host (NumPy's and SciPy's) stall each other for
+# tens of ms. Threads are the engine's business (Engine(threads=...)). Set before NumPy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
