@@ -52,6 +52,8 @@ MAX_FIELDS = 8  # kernels with more fields run through the Python path
 
 # op codes of a segment's table (rows of int64[3])
 _STEP, _KERNEL, _COPY, _STAGED, _LOOP, _END = range(6)
+# how a group or table may use threads: not at all (small), replicas at once, or split in parts
+_SMALL, _BIG, _SPLIT = range(3)
 _MAX_DEPTH = 64
 
 # split a group / table over the threads only above this much work (below it, starting the
@@ -169,6 +171,23 @@ def _copy_range(m, c_src, c_dst, c_n, a, b):
 
 
 @njit(cache=True, nogil=True, parallel=True)
+def _call_kernel_reps(memory, reps, addr, nf, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
+    """The whole group on every replica, the replicas at once (their memories are apart)."""
+    fails = np.zeros(reps.size, np.int32)
+    for j in prange(reps.size):
+        fails[j] = _call_range(addr, nf, memory[reps[j]], isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
+                               0, nv)
+    return 1 if fails.any() else 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _copy_reps(memory, reps, c_src, c_dst, c_n, lo, hi):
+    """The whole table on every replica, the replicas at once."""
+    for j in prange(reps.size):
+        _copy_range(memory[reps[j]], c_src, c_dst, c_n, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
 def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
     """The table's runs [lo, hi) in `parts` contiguous parts, one per thread."""
     for t in prange(parts):
@@ -211,7 +230,13 @@ def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts
             i0 = g_ip0[a]
             isz = g_isz[a]
             addr = g_addr[a]
-            parts = nthreads if (g_par[a] and nv >= nthreads) else 1
+            if nthreads > 1 and reps.size > 1 and g_par[a] >= _BIG:
+                if _call_kernel_reps(memory, reps, addr, nf, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
+                                     nfp, nip) != 0:
+                    return 1, clock, executed, nlog, pc
+                pc += 1
+                continue
+            parts = nthreads if (g_par[a] == _SPLIT and nv >= nthreads) else 1
             for r in reps:
                 m = memory[r]
                 if parts == 1:
@@ -224,7 +249,11 @@ def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts
         elif code == _COPY:
             lo = t_r0[a]
             hi = t_r1[a]
-            parts = nthreads if t_par[a] else 1
+            if nthreads > 1 and reps.size > 1 and t_par[a] >= _BIG:
+                _copy_reps(memory, reps, c_src, c_dst, c_n, lo, hi)
+                pc += 1
+                continue
+            parts = nthreads if t_par[a] == _SPLIT else 1
             for r in reps:
                 m = memory[r]
                 if parts == 1:
@@ -345,8 +374,8 @@ class Plan:
                 self._group_index[id(g)] = -1
                 return None
             k = self._group_index[id(g)] = len(self._groups)
-            par = int(g.cnt.sum()) >= PARALLEL_MIN_ELEMENTS and _group_parallel(g)
-            self._groups.append((g, addr, par))
+            big = int(g.cnt.sum()) >= PARALLEL_MIN_ELEMENTS
+            self._groups.append((g, addr, (_SPLIT if _group_parallel(g) else _BIG) if big else _SMALL))
         return None if k < 0 else k
 
     def capable(self, node) -> bool:
@@ -404,7 +433,8 @@ class Plan:
         k = self._table_index.get(id(t))
         if k is None:
             s, d, n, disjoint = merged_runs(t.src_off, t.dst_off, t.nbytes)
-            par = disjoint and int(n.sum()) >= PARALLEL_MIN_BYTES and n.size > 1
+            big = int(n.sum()) >= PARALLEL_MIN_BYTES
+            par = (_SPLIT if disjoint and n.size > 1 else _BIG) if big else _SMALL
             k = self._table_index[id(t)] = len(self._tables)
             self._tables.append((s, d, n, par))
         return k
@@ -477,7 +507,7 @@ class Plan:
         g_nf = np.zeros(G, np.int64)
         g_isz = np.ones((G, MAX_FIELDS), np.int64)
         g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0 = (np.zeros(G, np.int64) for _ in range(6))
-        g_par = np.zeros(G, np.bool_)
+        g_par = np.zeros(G, np.int64)
         offs, cnts, fps, ips = [], [], [], []
         o = f = i = 0
         for k, (g, addr, par) in enumerate(self._groups):
@@ -497,7 +527,7 @@ class Plan:
 
         T = len(self._tables)
         t_r0, t_r1 = np.zeros(T, np.int64), np.zeros(T, np.int64)
-        t_par = np.zeros(T, np.bool_)
+        t_par = np.zeros(T, np.int64)
         cs, cd, cn = [], [], []
         r = 0
         for k, (s, d, n, par) in enumerate(self._tables):

@@ -112,7 +112,7 @@ def test_loops_calls_branches_streams_and_copies_are_identical_on_every_path(spl
     assert codes == set(range(6))  # steps, kernels, copies, staged copies, loops: all ran compiled
 
 
-def test_replicas_run_identically_on_every_path():
+def test_replicas_run_identically_on_every_path(split_everything):
     g = ipu.Graph(ipu.small_target(2))
     x = g.add_variable("x", (16,), "float32")
     g.map_linearly(x)
