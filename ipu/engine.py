@@ -114,6 +114,7 @@ class Engine:
         self.communicator = communicator
         self.log_steps = log_steps
         self.compiled = default_compiled() if compiled is None else bool(compiled)
+        self._plan = None  # native.Plan of the executable, once a compiled run needs it
         self.threads = default_threads() if threads is None else int(threads)
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, not {threads}")
@@ -231,9 +232,8 @@ class Engine:
             self._stream_pos[k] = 0
         start = self.cycles
         if self.compiled:
-            if self.exe.native is None:
-                self.exe.native = Plan(self.exe)
-            root = self.exe.native.root(program)
+            self._plan = Plan.of(self.exe)
+            root = self._plan.root(program)
         else:
             root = self.exe.programs[program]
         self.cycles = self._run(root, list(range(self.replicas)), self.cycles)
@@ -245,7 +245,7 @@ class Engine:
         if kind == "step":
             return self._run_step(self.exe.steps[node[1]], reps, clock)
         if kind == "native":  # a compiled segment (ipu/native.py)
-            return self.exe.native.run_segment(self, node[1], reps, clock)
+            return self._plan.run_segment(self, node[1], reps, clock)
         if kind == "seq":
             for n in node[1]:
                 clock = self._run(n, reps, clock)

@@ -27,6 +27,7 @@ reading what another writes) and tables whose destinations overlap run on one th
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 from llvmlite import ir
@@ -337,9 +338,21 @@ def merged_runs(src_off, dst_off, nbytes):
     return s[starts], d[starts], np.add.reduceat(n, starts), True
 
 
+_PLAN_LOCK = threading.RLock()
+
+
 class Plan:
     """The segments of one executable's programs and the tables they share. Built once per
-    executable (on its first compiled run) and reused by every engine that runs it."""
+    executable (on its first compiled run) and reused by every engine that runs it; engines in
+    several threads may share it (building is locked; running only reads)."""
+
+    @staticmethod
+    def of(exe) -> "Plan":
+        """The executable's plan (`Executable.native`), made on first use."""
+        with _PLAN_LOCK:
+            if exe.native is None:
+                exe.native = Plan(exe)
+            return exe.native
 
     def __init__(self, exe):
         self.exe = exe
@@ -490,16 +503,24 @@ class Plan:
         return out
 
     def root(self, program: int):
-        r = self.roots.get(program)
-        if r is None:
-            r = self.roots[program] = self.transform(self.exe.programs[program])
-        return r
+        """Program `program`'s node tree with its segments (built on first use)."""
+        with _PLAN_LOCK:
+            r = self.roots.get(program)
+            if r is None:
+                r = self.roots[program] = self.transform(self.exe.programs[program])
+                self.arrays()
+            return r
 
     # -- the shared tables as flat arrays
     def arrays(self):
-        if self._arrays is None:
-            self._arrays = self._flatten()
-        return self._arrays
+        """The shared tables as flat arrays (rebuilt after segments are added)."""
+        a = self._arrays
+        if a is None:
+            with _PLAN_LOCK:
+                if self._arrays is None:
+                    self._arrays = self._flatten()
+                a = self._arrays
+        return a
 
     def _flatten(self):
         G = len(self._groups)

@@ -223,3 +223,31 @@ def test_environment_chooses_the_path_and_threads(monkeypatch):
     assert (e.compiled, e.threads) == (False, 3)
     monkeypatch.delenv("IPU_SIM_COMPILED")
     assert ipu.Engine(exe).compiled and ipu.Engine(exe, threads=1).threads == 1
+
+
+def test_engines_in_several_threads_share_one_plan():
+    import threading
+
+    g = ipu.Graph(ipu.small_target(4))
+    x = g.add_variable("x", (64,), "float32")
+    g.map_linearly(x)
+    y = g.add_variable("y", (64,), "float32")
+    g.set_tile_mapping(y, 3)
+    progs = [ipu.Repeat(k + 1, ipu.Sequence(_add_one(g, x), ipu.Copy(x, y))) for k in range(4)]
+    exe = ipu.compile(g, progs)
+    out = {}
+
+    def work(k):
+        e = ipu.Engine(exe)
+        for _ in range(3):
+            e.run(k)
+        out[k] = (e.read_tensor(y), e.cycles)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        np.testing.assert_array_equal(out[k][0], np.full(64, 3 * (k + 1), np.float32))
+    assert len({id(exe.native)}) == 1 and len(exe.native.roots) == 4
