@@ -92,6 +92,7 @@ class Executable:
     live_peak_tile: np.ndarray  # per tile: the most not-always-live bytes at any position
     remote_buffers: dict = field(default_factory=dict)  # name -> remote.RemoteBuffer (streaming memory)
     code_liveness: object = None  # codeload.CodeLiveness: resident / loaded code per tile and position
+    native: object = None  # native.Plan: the compiled step tables, built by the first compiled run
 
     @property
     def total_bytes(self) -> int:
