@@ -106,17 +106,25 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 # building the programs
 
 
-def _reserved_bytes(graph: ipu.Graph) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds."""
+def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
     for v in graph.variables:
-        if v.category == TEMPORARY or v.numel == 0:
+        if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
         t = v.tile_of[v.tile_of >= 0]
         if t.size:
             per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
     return int(per_tile.max(initial=0))
+
+
+def _mapped_bytes(t: ipu.Tensor):
+    """Bytes of the view's variable on its busiest tile, or None when it is not mapped yet."""
+    v = t.variable
+    if v.numel == 0 or (v.tile_of < 0).any():
+        return None
+    return int(np.bincount(v.tile_of, minlength=1).max()) * v.dtype.itemsize
 
 
 def _blocks_variable(graph, name, dtype, tiles, sizes):
@@ -141,7 +149,7 @@ def _gather(src3, cells, axes):
 
 
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
-                 name: str = "matmul") -> ipu.Program:
+                 name: str = "matmul", available_memory_proportion: float | None = None) -> ipu.Program:
     """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
 
     a [..., M, K], b [..., K, N] (float32, or float16) and out [..., M, N] (float32; float16 or
@@ -151,6 +159,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     the tiles that own each output element, one compute set of MatMulReducePartials summing them
     into out (and, when out's elements on a tile are too scattered to reduce in place, a last local
     Copy from a per-tile result into out).
+
+    available_memory_proportion: poplibs' option, the share of tile memory the product's
+    temporaries may take (None: all the tile has); see plan_matmul.
     """
     target = graph.target
     for t, what in ((a, "a"), (b, "b"), (out, "out")):
@@ -167,7 +178,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
     if plan is None:
         plan = plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype,
-                               reserved_bytes=_reserved_bytes(graph))
+                               reserved_bytes=_reserved_bytes(graph, exclude=out.variable),
+                               out_live_bytes=_mapped_bytes(out),
+                               available_memory_proportion=available_memory_proportion)
     else:
         if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
             raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
