@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ipu  # noqa: E402
 from codelets.plans import build_matmul, plan_for_shapes  # noqa: E402
-from codelets.plans.matmul import _mapped_bytes, _reserved_bytes  # noqa: E402
+from codelets.plans.matmul_build import _mapped_bytes, _reserved_bytes  # noqa: E402
 
 
 def best_of(fn, repeats):

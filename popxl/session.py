@@ -8,6 +8,7 @@ the leading (num_host_transfers, replication) dimensions, outputs keyed by devic
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 from typing import Dict, Iterable, List, Mapping, Union
@@ -15,12 +16,15 @@ from typing import Dict, Iterable, List, Mapping, Union
 import numpy as np
 
 import ipu
-from profiler.autoreport import session_event as _profile_event
+from ._profiling import session_event as _profile_event
+from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _replication
+from . import _replication, dtypes
+from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Variable
+from .utils import to_numpy
 
 _DEVICE_TARGETS = {
     # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
@@ -32,7 +36,9 @@ _DEVICE_TARGETS = {
 _hw_warned = False
 
 
-def _target_for(device_desc: str) -> ipu.Target:
+def _target_for(device_desc) -> ipu.Target:
+    if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's DeviceInfo)
+        return device_desc
     if device_desc not in _DEVICE_TARGETS:
         raise ValueError(
             f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
@@ -45,16 +51,27 @@ def _target_for(device_desc: str) -> ipu.Target:
     return ipu.get_target(name) if name else ipu.GC200
 
 
-def _check_instances(ir) -> int:
-    """The replicas this process runs: the Ir's, or this PopRun instance's with replication='popdist'."""
+def _replica_space(ir):
+    """(replicas this process runs, communicator): the Ir's replicas, or with replication='popdist'
+    this PopRun instance's, plus the MPI communicator to the other instances when there are any."""
     settings = getattr(ir, "_popdist", None)
-    if settings is not None and settings.num_instances > 1:
-        raise NotImplementedError(
-            f"This program was started as PopRun instance {settings.instance_index} of {settings.num_instances}; "
-            "the simulator runs every replica in one process and cannot exchange data with other instances. "
-            f"Run it as one instance (poprun --num-instances 1, or POPDIST_NUM_LOCAL_REPLICAS="
-            f"{settings.total_replicas}).")
-    return ir.instance_replication_factor
+    if settings is None or ir.instance_replication_factor >= ir.replication_factor:
+        return ir.instance_replication_factor, None
+    from ._popdist import communicator
+
+    return ir.instance_replication_factor, communicator(settings)
+
+
+def _locked(method):
+    """Run a Session method holding the session's lock (see Session.run_with_outputs)."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 def _acquired(session) -> None:
@@ -85,7 +102,9 @@ class Session:
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
             self.target = self.target.with_ipus(self.ipus_per_replica)
-        self.replication_factor = _check_instances(ir)
+        # replicas of this process (this instance's with PopDist), and the way to the others'
+        self.replication_factor, self._comm = _replica_space(ir)
+        self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
         if device_desc == "ipu_hw" and not _hw_warned:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
@@ -96,7 +115,7 @@ class Session:
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
-        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor)
+        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm)
         self.num_ipus = self.replication_factor * self.ipus_per_replica
         _acquired(self)
         self._host_weights: Dict[Variable, np.ndarray] = {
@@ -108,9 +127,35 @@ class Session:
             self._host_weights[v] = np.array(v._data, copy=True)
         self._attach_depth = 0
         self._device_is_newer = False
+        self._lock = threading.RLock()  # runs and weight transfers of one session, one thread at a time
         self.run_seconds = 0.0
         self.total_cycles = 0
         self._write_weights()
+
+    # -- PopDist ----------------------------------------------------------------------------------
+    def collective_cycles(self) -> int:
+        """Cycles this session's runs spent in collectives between replicas (their syncs, link
+        exchanges and reductions)."""
+        ids = getattr(self, "_collective_step_ids", None)
+        if ids is None:
+            ids = sorted({i for st in self.executable.steps if isinstance(st.payload, ipu.collectives.Payload)
+                          for i in st.payload.step_ids})
+            self._collective_step_ids = ids = np.asarray(ids, np.int64)
+        if not ids.size:
+            return 0
+        executed, _ = self.engine.log.arrays()
+        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
+        return int(cycles[executed[np.isin(executed, ids)]].sum())
+
+    def instance_info(self):
+        """This PopDist instance of a multi-instance run, for its profile (None in one process):
+        index, replicas, cycles in collectives and the time spent in MPI."""
+        if self._comm is None:
+            return None
+        s = self._ir._popdist
+        return {"index": s.instance_index, "instances": s.num_instances, "replica_offset": self._replica_offset,
+                "local_replicas": self.engine.replicas, "total_replicas": self._ir.replication_factor,
+                "collective_cycles": self.collective_cycles(), **self._comm.stats()}
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -126,12 +171,14 @@ class Session:
         return self._ir.num_host_transfers
 
     # -- context manager --------------------------------------------------------------------------
+    @_locked
     def __enter__(self) -> "Session":
         if self._attach_depth == 0:
             self._write_weights()
         self._attach_depth += 1
         return self
 
+    @_locked
     def __exit__(self, exc_type, exc_value, exc_tb):
         # as PopXL: leaving the outermost context copies the weights back, unless an error is
         # propagating
@@ -150,49 +197,69 @@ class Session:
             self._write_variable(v, data)
         self._device_is_newer = False
 
+    @_locked
     def weights_from_host(self) -> None:
         self._require_attached("weights_from_host")
         self._write_weights()
 
+    @_locked
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
+        fetched = self._fetch_replicas(list(self._host_weights))
         for v in self._host_weights:
-            if v in self._remote_vars:
-                self._host_weights[v] = self._read_remote_variable(v)
-                continue
-            self._host_weights[v] = self._read_variable(v)
+            self._host_weights[v] = _replication.host_value(v, lambda r: fetched[v][r], self._ir.replication_factor)
         self._device_is_newer = False
+
+    def _read_local(self, v, r: int) -> np.ndarray:
+        """Device storage of variable `v` on replica r of this process."""
+        if v in self._remote_vars:
+            rb, entry = self._remote_vars[v]
+            return self.engine.read_remote(rb, entry, replica=r)
+        return self.engine.read_tensor(self._lowered.variables[v], replica=r)
+
+    def _fetch_replicas(self, variables) -> dict:
+        """{variable: {global replica: device storage}} for the replicas each variable's host value
+        is read from. With PopDist every instance reads its own replicas and the instances exchange
+        what they read (PopXL's weights_to_host), so each ends with the whole value."""
+        R, off, local = self._ir.replication_factor, self._replica_offset, self.engine.replicas
+        want = {v: _replication.replicas_read(v, R) for v in variables}
+        got = {v: {r: self._read_local(v, r - off) for r in rs if off <= r < off + local} for v, rs in want.items()}
+        if self._comm is not None:
+            ids = {v: i for i, v in enumerate(variables)}
+            mine = {(ids[v], r): x for v, d in got.items() for r, x in d.items()}
+            for part in self._comm.allgather(mine):
+                for (i, r), x in part.items():
+                    got[variables[i]].setdefault(r, x)
+        return got
+
+    def _local_values(self, v, data):
+        """What to write on each replica of this process: one array for all, or a list per replica."""
+        values = _replication.device_values(v, data, self._ir.replication_factor)
+        if isinstance(values, list):
+            return values[self._replica_offset:self._replica_offset + self.engine.replicas]
+        return values
 
     def _write_variable(self, v, data) -> None:
         """Host data of variable `v` to every replica, following its replica grouping and sharding."""
         var = self._lowered.variables[v]
-        values = _replication.device_values(v, data, self.engine.replicas)
+        values = self._local_values(v, data)
         if isinstance(values, list):
             for r, x in enumerate(values):
                 self.engine.write_tensor(var, x, replica=r)
         else:
             self.engine.write_tensor(var, values)
 
-    def _read_variable(self, v) -> np.ndarray:
-        """The host data of variable `v` (retrieval mode, grouping and sharding applied)."""
-        var = self._lowered.variables[v]
-        return _replication.host_value(v, lambda r: self.engine.read_tensor(var, replica=r), self.engine.replicas)
-
     def _write_remote_variable(self, v, data) -> None:
         """Host data of remote variable `v` into its entry of streaming memory on every replica."""
         rb, entry = self._remote_vars[v]
-        values = _replication.device_values(v, data, self.engine.replicas)
+        values = self._local_values(v, data)
         if isinstance(values, list):
             for r, x in enumerate(values):
                 self.engine.write_remote(rb, x, entry, replica=r)
         else:
             self.engine.write_remote(rb, values, entry)
 
-    def _read_remote_variable(self, v) -> np.ndarray:
-        rb, entry = self._remote_vars[v]
-        return _replication.host_value(v, lambda r: self.engine.read_remote(rb, entry, replica=r),
-                                       self.engine.replicas)
-
+    @_locked
     def get_tensor_data(self, tensor: Union[Variable, Constant]) -> np.ndarray:
         if isinstance(tensor, Constant):
             return np.array(tensor._data, copy=True)
@@ -205,11 +272,12 @@ class Session:
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
         # all_replicas: one value per replica, whether the host copy came from the device or not
-        return _replication.retrieved(tensor, self._host_weights[tensor], self.replication_factor)
+        return _replication.retrieved(tensor, self._host_weights[tensor], self._ir.replication_factor)
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
         return {t: self.get_tensor_data(t) for t in tensors}
 
+    @_locked
     def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
         if not isinstance(tensor, Variable):
             raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
@@ -218,16 +286,16 @@ class Session:
 
         if isinstance(data, numbers.Number):
             data = np.array(data).astype(tensor.dtype.as_numpy())
-        arr = np.asarray(data)
+        arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
                 f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
                 f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
             )
-        if not _replication.accepts_host_shape(tensor, arr.shape, self.replication_factor):
+        if not _replication.accepts_host_shape(tensor, arr.shape, self._ir.replication_factor):
             raise ValueError(
                 f"write_variable_data: variable {tensor.id!r} takes host data of shape "
-                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self.replication_factor))}"
+                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}"
                 f", the data has shape {arr.shape}"
             )
         arr = np.array(arr, copy=True)
@@ -258,8 +326,8 @@ class Session:
         lead = []
         if self._ir.num_host_transfers > 1:
             lead.append(self._ir.num_host_transfers)
-        if self._ir.replication_factor > 1:
-            lead.append(self._ir.replication_factor)
+        if self._ir.instance_replication_factor > 1:  # this instance's replicas (PopDist)
+            lead.append(self._ir.instance_replication_factor)
         return tuple(lead)
 
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
@@ -268,7 +336,7 @@ class Session:
 
     def _to_engine_layout(self, arr: np.ndarray) -> np.ndarray:
         """(transfers, replicas, ...) as PopXL takes it -> (replicas, transfers, ...) for the engine."""
-        if self._ir.num_host_transfers > 1 and self._ir.replication_factor > 1:
+        if self._ir.num_host_transfers > 1 and self._ir.instance_replication_factor > 1:
             return np.ascontiguousarray(np.moveaxis(arr, 1, 0))
         return np.ascontiguousarray(arr)
 
@@ -278,6 +346,9 @@ class Session:
         for s in inputs:
             if not isinstance(s, HostToDeviceStream):
                 raise ValueError(f"inputs must be keyed by popxl.HostToDeviceStream, got {type(s).__name__}")
+            if s.ir is not self._ir:
+                raise ValueError(f"input stream {s.tensor_id!r} belongs to another popxl.Ir than this session's; "
+                                 f"key the inputs by this Ir's streams {[x.tensor_id for x in expected]}")
             if s not in expected:
                 raise ValueError(
                     f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
@@ -289,7 +360,7 @@ class Session:
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
-            arr = np.asarray(data)
+            arr = to_numpy(data, downcast=False, copy=False)  # NumPy arrays, sequences, torch tensors
             want = lead + tuple(s.shape)
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):
@@ -297,10 +368,11 @@ class Session:
             if arr.shape != want:
                 raise ValueError(
                     f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
-                    f"({'leading dims (num_host_transfers, replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
+                    f"({'leading dims (num_host_transfers, instance_replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
                     f"the stream shape {tuple(s.shape)})"
                 )
             npd = s.dtype.as_numpy()
+            arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
             if arr.dtype != npd:
                 can_down = downcast_inputs and arr.dtype.itemsize == 8 and np.dtype(npd).itemsize == 4 \
                     and arr.dtype.kind == np.dtype(npd).kind
@@ -309,7 +381,7 @@ class Session:
                         f"input for stream {s.tensor_id!r} is {arr.dtype}, the stream carries "
                         f"{s.dtype.name}; convert it (64-bit data is downcast when downcast_inputs=True)"
                     )
-                arr = arr.astype(npd)
+                arr = checked_downcast(arr, npd, f"input for stream {s.tensor_id!r}")
             out[s] = arr
         return out
 
@@ -322,37 +394,100 @@ class Session:
             )
 
     def run_with_outputs(self, inputs=None, outputs=None, downcast_inputs: bool = True) -> None:
+        # one run at a time: the engine's memory, stream buffers and cycle count belong to the run
+        # in progress, so runs from several threads are serialised (each sees the state the one
+        # before it left)
+        with self._lock:
+            self._run_with_outputs(inputs, outputs, downcast_inputs)
+
+    def _check_outputs(self, outputs) -> None:
+        """Output buffers must be NumPy arrays of each stream's shape (with the leading dimensions)
+        and type: results are never converted or truncated into another type."""
+        lead = self._leading()
+        for s, o in outputs.items():
+            if not isinstance(s, DeviceToHostStream):
+                raise ValueError(f"outputs must be keyed by popxl.DeviceToHostStream, got {type(s).__name__}")
+            if s.ir is not self._ir:
+                raise ValueError(f"output stream {s.tensor_id!r} belongs to another popxl.Ir than this session's")
+            if s not in self._lowered.d2h:
+                raise ValueError(
+                    f"output stream {s.tensor_id!r} is not written by this program (no host_store writes it); "
+                    f"the program's output streams are {[x.tensor_id for x in self._lowered.d2h]}")
+            want = lead + tuple(s.shape)
+            if not isinstance(o, np.ndarray) or o.shape != want:
+                got = f"shape {o.shape}" if isinstance(o, np.ndarray) else type(o).__name__
+                raise ValueError(
+                    f"output array for stream {s.tensor_id!r} must be a NumPy array of shape {want}, got {got}")
+            npd = np.dtype(s.dtype.as_numpy())
+            if o.dtype != npd:
+                raise TypeError(
+                    f"output array for stream {s.tensor_id!r} is {o.dtype}, the stream carries {s.dtype.name}: "
+                    f"pass a {npd.name} array (session.create_host_outputs() makes them)")
+            if not o.flags.writeable:
+                raise ValueError(f"output array for stream {s.tensor_id!r} is read-only")
+
+    def _run_with_outputs(self, inputs, outputs, downcast_inputs) -> None:
         self._require_attached("run")
         ins = self._check_inputs(inputs, downcast_inputs)
         if outputs is None:
             outputs = {}
+        self._check_outputs(outputs)
         for s, arr in ins.items():
             self.engine.connect_stream(self._lowered.h2d[s].name, self._to_engine_layout(arr))
         lead = self._leading()
         staging = {}
         for s in self._lowered.d2h:
-            if s in outputs:
-                o = outputs[s]
-                want = lead + tuple(s.shape)
-                if not isinstance(o, np.ndarray) or o.shape != want:
-                    raise ValueError(
-                        f"output array for stream {s.tensor_id!r} must be a NumPy array of shape {want}"
-                    )
             shape = lead + tuple(s.shape)
             if len(lead) == 2:
                 shape = (lead[1], lead[0]) + tuple(s.shape)
             buf = np.zeros(shape, s.dtype.as_numpy())
             staging[s] = buf
             self.engine.connect_stream(self._lowered.d2h[s].name, buf)
-        t0 = time.perf_counter()
-        self.total_cycles += self.engine.run()
-        self.run_seconds += time.perf_counter() - t0
-        _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
+        self._run_engine()
         for s, buf in staging.items():
             if s in outputs:
                 res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
                 outputs[s][...] = res
+
+    def _run_engine(self) -> int:
+        """Run the program once with the streams already connected; returns its cycles."""
+        self.engine.log.limit = _profile_trace_limit(self)
+        # From here the device may change. A run that fails part way (a remote buffer offset out of
+        # range, an index check, a host callback raising) leaves the steps before the failing one
+        # applied, as hardware would: the device copy is marked newer first, so reads after the
+        # error return what the device holds (docs/errors.md).
         self._device_is_newer = True
+        t0 = time.perf_counter()
+        cycles = 0
+        try:
+            cycles = self.engine.run()
+            self.total_cycles += cycles
+            if self._comm is not None:  # every instance ends the run: none took a path the others did not
+                self._comm.check_step(-self.engine.runs)
+        except ipu.ApplicationRuntimeError as e:
+            from popxl.errors import poplar_application_runtime_error
+            if isinstance(e, poplar_application_runtime_error):
+                raise
+            raise poplar_application_runtime_error(
+                f"The program stopped on the device: {' '.join(str(a) for a in e.args)}. ({type(e).__name__})") from e
+        finally:
+            self.run_seconds += time.perf_counter() - t0
+        _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
+        return cycles
+
+    def run_streams(self, h2d: Mapping[HostToDeviceStream, np.ndarray],
+                    d2h: Mapping[DeviceToHostStream, np.ndarray]) -> int:
+        """Run once with host buffers given per stream in the engine's layout ([replicas,]
+        transfers, *shape), each stream moving as many transfers as its buffer holds: for
+        frontends (popart) whose streams do not all move num_host_transfers elements. Returns the
+        run's cycles."""
+        with self._lock:
+            self._require_attached("run")
+            for s, buf in h2d.items():
+                self.engine.connect_stream(self._lowered.h2d[s].name, buf)
+            for s, buf in d2h.items():
+                self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+            return self._run_engine()
 
     def run(self, inputs=None, downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:
         outputs = self.create_host_outputs()
@@ -361,3 +496,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<popxl.Session on simulated {self.target.name} ({self.device_desc})>"
+
+
+def _float8_bytes(arr: np.ndarray, dtype, what: str) -> np.ndarray:
+    """float8 host data is the encoded bytes: the format's structured dtype, or plain uint8 (taken as
+    that format's codes). Float data must be encoded first (its scale is the user's choice)."""
+    if dtype not in dtypes.FLOAT8_DTYPES or arr.dtype == dtype.as_numpy():
+        return arr
+    if arr.dtype == np.uint8:
+        return arr.view(dtype.as_numpy())
+    raise TypeError(f"{what}: {dtype.name} data must be the encoded bytes ({dtype.as_numpy()} or uint8), got "
+                    f"{arr.dtype}; encode it with popxl.fp8_utils.host_pow2scale_cast_to_fp8(data, "
+                    f"popxl.{dtype.name}, log2_scale).")

@@ -56,6 +56,9 @@ NO_ESTIMATOR = [
 NOT_TRANSCRIBED = [
     ("poplin::ConvPartial1x1Out", "float", 64, "m=8;k=16;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
+    ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
+     "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
+    ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
     ("ipu::MatMulReducePartials", "float", 64, "numPartials=4",
      "poplin getReduceCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
     ("popops::MultiUpdate", "float", 64, "", "getMultiUpdateOpCycleEstimate (PerformanceEstimation.cpp)"),

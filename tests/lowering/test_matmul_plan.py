@@ -1,4 +1,4 @@
-"""The matmul tile planner and builder (codelets.plans.matmul), written directly against ipu/."""
+"""The matmul tile planner and builder (codelets.plans.matmul_build, matmul_plan), written directly against ipu/."""
 import numpy as np
 import pytest
 
@@ -170,7 +170,7 @@ def test_serial_passes_when_one_pass_does_not_fit(tiles, kib, a_shape, b_shape):
     o = g.add_variable("o", canonical_problem(a_shape, b_shape).out_shape)
     for v in (a, b, o):
         g.map_linearly(v)
-    from codelets.plans.matmul import _mapped_bytes, _reserved_bytes
+    from codelets.plans.matmul_build import _mapped_bytes, _reserved_bytes
     plan = plan_for_shapes(a_shape, b_shape, "float32", target, reserved_bytes=_reserved_bytes(g, exclude=o),
                            out_live_bytes=_mapped_bytes(o))
     assert plan.serial > 1 and plan.bytes_per_tile <= target.bytes_per_tile
@@ -228,7 +228,7 @@ def test_planner_counts_memory_as_the_memory_plan_does(tiles, kib, a_shape, b_sh
     """The plan's bytes per tile bound the compiled program's real memory plan from above, and
     not by much: a plan the planner picks fits (serial passes reuse each other's temporaries; the
     output, live through every pass, counts once)."""
-    from codelets.plans.matmul import _mapped_bytes, _reserved_bytes
+    from codelets.plans.matmul_build import _mapped_bytes, _reserved_bytes
     target = ipu.small_target(tiles, bytes_per_tile=kib * 1024)
     g = ipu.Graph(target)
     a = g.add_variable("a", a_shape)

@@ -282,7 +282,7 @@ def scatter_reduce(ctx, op):
     reduction's identity; with max/min and no initial values, positions no index reaches are 0
     (PopART). A grouped scatter_reduce is the same per group, which is what the group axis (a
     non-reduced axis) gives anyway."""
-    from codelets.multislice import UPDATE_OPS
+    from codelets.indexing import UPDATE_OPS
 
     names = op.attrs.get("input_names") or ("data", "indices")
     data = ctx.value(op.inputs[0])

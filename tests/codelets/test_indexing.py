@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import ipu
-from codelets.multislice import (dynamic_slice_cycles, encode_one_hot_cycles, multi_slice_cycles,
+from codelets.indexing import (dynamic_slice_cycles, encode_one_hot_cycles, multi_slice_cycles,
                                  multi_update_cycles)
 
 TYPES = ["float32", "float16", "int32"]
@@ -97,7 +97,7 @@ def _independent_update(base, offsets, updates, op, per_column, init, track):
 @pytest.mark.parametrize("op", ["none", "sum", "max", "min", "mul"])
 @pytest.mark.parametrize("per_column", [False, True])
 def test_multi_update(dt, op, per_column):
-    from codelets.multislice import UPDATE_OPS
+    from codelets.indexing import UPDATE_OPS
 
     rng = np.random.default_rng(TYPES.index(dt) * 100 + UPDATE_OPS[op] * 10 + int(per_column))
     rows, region, k = 5, 3, 7
@@ -127,7 +127,7 @@ def test_multi_update(dt, op, per_column):
 
 @pytest.mark.parametrize("op, init", [("max", -np.inf), ("min", np.inf), ("sum", 0.0), ("mul", 1.0)])
 def test_multi_update_init_and_untouched_rows(op, init):
-    from codelets.multislice import UPDATE_OPS
+    from codelets.indexing import UPDATE_OPS
 
     rows, region = 6, 2
     base = np.full(rows * region, 123.0, np.float32)  # garbage: init overwrites it
@@ -144,7 +144,7 @@ def test_multi_update_init_and_untouched_rows(op, init):
 
 
 def test_multi_update_int_max_init_uses_the_int_range():
-    from codelets.multislice import OP_MAX
+    from codelets.indexing import OP_MAX
 
     base = np.zeros(4, np.int32)
     res, _, _ = _run("MultiUpdate", {"base": base, "offsets": np.array([2], np.int32),
