@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ipu.profile import build_profile
+from profiler import build_profile
 from profiler.testing import CycleMismatch, Expected, GoldenCycles, assert_cycles, cycles_of, simulator_source
 from profiler_helpers import SCALED_ADD_256, known_program
 
