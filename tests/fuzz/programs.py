@@ -25,14 +25,18 @@ UNARY_INT = ["abs", "negate"]
 DISCONTINUOUS = ["floor", "ceil", "sign"]  # only on tensors known exactly (a tiny error would flip them)
 BINARY = ["add", "sub", "mul", "maximum", "div"]
 REDUCE = ["sum", "mean", "max", "min"]
-SHAPE = ["transpose", "reshape_flat", "slice_half", "concat_self", "gather", "dynamic_slice"]
-FLOAT_ONLY = ["softmax", "matmul", "cast_round_trip"]
-INPLACE = ["add_", "relu_", "scaled_add_"]
+SHAPE = ["transpose", "reshape_flat", "slice_half", "concat_self", "gather", "dynamic_slice", "dynamic_update",
+         "subsample", "split_first", "where", "cumsum", "topk", "argmax_cast"]
+FLOAT_ONLY = ["softmax", "matmul", "cast_round_trip", "clip", "group_norm", "scatter", "conv", "pool",
+              "reduce_more", "pow_fmod"]
+INPLACE = ["add_", "relu_", "scaled_add_", "dynamic_update_"]
 OPS_FLOAT = UNARY_FLOAT + DISCONTINUOUS + BINARY + REDUCE + SHAPE + FLOAT_ONLY + INPLACE
-OPS_INT = UNARY_INT + ["add", "sub", "mul", "maximum"] + ["sum", "max", "min"] + SHAPE + ["add_"]
+OPS_INT = UNARY_INT + ["add", "sub", "mul", "maximum", "div"] + ["sum", "max", "min"] + SHAPE + ["add_",
+                                                                                                "dynamic_update_"]
 # ops whose float result is exactly what NumPy computes (elementwise IEEE ops, data movement)
 _EXACT = {"abs", "negate", "relu", "add", "sub", "mul", "maximum", "max", "min", "transpose", "reshape_flat",
-          "slice_half", "concat_self", "gather", "dynamic_slice", "floor", "ceil", "sign", "add_", "relu_"}
+          "slice_half", "concat_self", "gather", "dynamic_slice", "floor", "ceil", "sign", "add_", "relu_",
+          "subsample", "split_first", "where", "dynamic_update", "dynamic_update_", "argmax_cast", "topk"}
 
 
 class Built:
@@ -115,8 +119,8 @@ class _Builder:
             b2 = self.fit(a, b)
             exact = ea and eb and b2 is b
             if name == "div":
-                if not fl:
-                    return ops.add(a, b2), exact, True
+                if not fl:  # integer division; the divisor kept away from 0
+                    return ops.div(a, ops.add(ops.abs(b2), self.const(1))), exact, True
                 return ops.div(a, ops.abs(b2) + 1.0), False, True
             if name == "maximum":
                 return ops.maximum(a, b2), exact, True
@@ -166,6 +170,106 @@ class _Builder:
             off = (p // 7) % (rows - size + 1)
             index = popxl.constant(np.array([off], np.uint32))
             return ops.dynamic_slice(a, index, axes=[0], sizes=[size], no_overlap=True), ea, True
+        if name == "dynamic_update" or name == "dynamic_update_":
+            if a.rank == 0:
+                return ops.negate(a), ea, True
+            rows = a.shape[0]
+            size = 1 + p % rows
+            off = (p // 7) % (rows - size + 1)
+            upd = self.const(np.random.default_rng(p).integers(-3, 4, size=(size,) + a.shape[1:]))
+            index = popxl.constant(np.array([off], np.uint32))
+            if name == "dynamic_update_":
+                if not self.fresh[ia]:
+                    return ops.negate(a), ea, True
+                ops.dynamic_update_(a, index, upd, axes=[0], sizes=[size], no_overlap=True)
+                return None, None, None
+            return ops.dynamic_update(a, index, upd, axes=[0], sizes=[size], no_overlap=True), ea, True
+        if name == "subsample":
+            if a.rank == 0:
+                return ops.abs(a), ea, True
+            strides = [1 + (p >> (2 * d)) % 3 for d in range(a.rank)]
+            return ops.subsample(a, strides), ea, True
+        if name == "split_first":
+            if a.rank == 0 or a.shape[p % a.rank] < 2:
+                return ops.negate(a), ea, True
+            axis = p % a.rank
+            n = a.shape[axis]
+            cut = 1 + p % (n - 1)
+            return ops.split(a, [cut, n - cut], axis=axis)[p % 2], ea, True
+        if name == "where":
+            b2 = self.fit(a, b)
+            cond = ops.greater(a, b2)
+            if not (ea and eb):  # a tiny error flips the condition
+                cond = ops.greater(a, ops.add(a, self.const(0.5 if fl else 1)))
+            return ops.where(cond, a, b2), ea and eb and b2 is b, True
+        if name == "cumsum":
+            if a.rank == 0:
+                return ops.negate(a), ea, True
+            return ops.cumsum(a, dim=p % a.rank), not fl and ea, True
+        if name == "topk":
+            if a.rank == 0 or not ea:
+                return ops.negate(a), ea, True
+            axis = p % a.rank
+            k = 1 + p % a.shape[axis]
+            return ops.topk(a, k, axis=axis, largest=bool(p % 2), sorted=True)[0], ea, True
+        if name == "argmax_cast":
+            if a.rank == 0 or not ea:
+                return ops.negate(a), ea, True
+            f = ops.argmax if p % 2 else ops.argmin
+            return ops.cast(f(a, dim=p % a.rank, keepdim=bool(p // 2 % 2)), self.dtype), True, True
+        if name == "clip":
+            return ops.clip(a, -1.0 + (p % 5) / 10, 0.5 + (p % 7) / 10), ea, True
+        if name == "group_norm":
+            if a.rank < 2:
+                return ops.tanh(a), False, True
+            c = a.shape[1]
+            groups = [g for g in range(1, c + 1) if c % g == 0][p % sum(1 for g in range(1, c + 1) if c % g == 0)]
+            w = self.const(np.random.default_rng(p).uniform(0.5, 1.5, size=(c,)))
+            bias = self.const(np.random.default_rng(p + 1).uniform(-1, 1, size=(c,)))
+            y = ops.group_norm(a, w, bias, num_groups=groups)
+            return (y[0] if isinstance(y, tuple) else y), False, True
+        if name == "scatter":
+            if a.rank == 0:
+                return ops.tanh(a), False, True
+            rows = a.shape[0]
+            k = 1 + p % rows
+            idx = np.random.default_rng(p).permutation(rows)[:k]  # distinct: scatter order is unspecified
+            ind = np.broadcast_to(idx.reshape((k,) + (1,) * (a.rank - 1)), (k,) + a.shape[1:]).astype(np.int32)
+            vals = self.const(np.random.default_rng(p + 2).uniform(-1, 1, size=ind.shape))
+            return ops.scatter(a, popxl.constant(np.ascontiguousarray(ind)), vals, axis=0), ea, True
+        if name in ("conv", "pool"):
+            # (N, C, *spatial) with 1 or 2 spatial axes: a rank-3 or rank-4 view of the tensor
+            if a.rank < 3 or a.rank > 4:
+                return ops.tanh(a), False, True
+            sp = a.shape[2:]
+            k = [1 + (p >> d) % min(3, n) for d, n in enumerate(sp)]
+            stride = [1 + (p >> (d + 3)) % 2 for d in range(len(sp))]
+            # at most half the kernel (as torch asks): every window holds a real element
+            pads = [min((p >> (d + 5)) % 2, k[d % len(sp)] // 2) for d in range(2 * len(sp))]
+            if name == "pool":
+                f = ops.max_pool if p % 2 else ops.average_pool
+                return f(a, kernel_size=tuple(k), stride=tuple(stride), padding=tuple(pads)), False, True
+            c = a.shape[1]
+            groups = 1 if c % 2 else 1 + (p >> 9) % 2
+            m = groups * (1 + p % 3)
+            w = self.const(np.random.default_rng(p).uniform(-1, 1, size=(m, c // groups, *k)))
+            return ops.conv(a, w, stride=tuple(stride), padding=tuple(pads), dilation=tuple([1] * len(sp)),
+                            groups=groups), False, True
+        if name == "reduce_more":
+            if a.rank == 0:
+                return ops.tanh(a), False, True
+            axis = p % a.rank
+            kind = ["logsumexp", "l2", "l1", "prod", "sumsquare", "logsum_abs"][p % 6]
+            if kind == "logsum_abs":
+                return ops.logsum(ops.abs(a) + 0.5, axis=axis), False, True
+            if kind == "prod":
+                return ops.prod(ops.tanh(a), axis=axis), False, True
+            return getattr(ops, kind)(a, axis=axis), False, True
+        if name == "pow_fmod":
+            b2 = self.fit(a, b)
+            if p % 2:
+                return ops.pow(ops.abs(a) + 0.5, ops.tanh(b2)), False, True
+            return ops.fmod(a, ops.abs(b2) + 0.5), False, True
         if name in INPLACE:
             if not self.fresh[ia]:  # only ops' own results: not inputs, variables or views
                 return ops.negate(a), ea, True

@@ -147,8 +147,9 @@ def _run(op, ins, upcast):
     if t in BINARY:
         return [BINARY[t](ins[0], ins[1])]
     if t == "div":
-        if np.issubdtype(ins[0].dtype, np.integer):
-            return [ins[0] // ins[1]]
+        if np.issubdtype(ins[0].dtype, np.integer):  # C's division, as popops: rounds toward zero
+            a, b = np.broadcast_arrays(ins[0], ins[1])
+            return [(np.abs(a) // np.abs(b)) * (np.sign(a) * np.sign(b))]
         return [ins[0] / ins[1]]
     if t == "maximum":
         return [np.maximum.reduce(np.broadcast_arrays(*ins))]
