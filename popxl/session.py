@@ -119,6 +119,9 @@ class Session:
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
         self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        # the executable holds what running needs; the lowering's graph and program tree (index
+        # arrays of every view, vertex field tables) would otherwise stay for the session's life
+        self._lowered.graph = self._lowered.main = None
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
