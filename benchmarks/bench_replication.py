@@ -55,9 +55,9 @@ def bench(replicas: int, batch: int, hidden: int, steps: int, lr: float = 0.05):
                 times.append(time.perf_counter() - t)
             cycles = session.total_cycles - c0
     exe = session.executable
-    ids, _ = session.engine.executed_steps()
-    per_step = len(ids) // (steps + 1)
-    coll = sum(exe.steps[i].cycles for i in ids[-per_step:] if "all_reduce" in exe.steps[i].name)
+    counts = session.engine.step_counts()  # every step ran once per run (steps + 1 runs)
+    coll = sum(exe.steps[i].cycles * int(counts[i]) for i in range(len(counts))
+               if "all_reduce" in exe.steps[i].name) // (steps + 1)
     return {"compile": compile_s, "run": statistics.median(times), "cycles": cycles, "collective": coll,
             "ipus": session.num_ipus, "mb": exe.total_bytes / 1e6}
 

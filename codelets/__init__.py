@@ -21,7 +21,8 @@ from . import matmul_float8  # noqa: F401
 from . import fill  # noqa: F401
 from . import reduce  # noqa: F401
 from . import select  # noqa: F401
-from . import multislice  # noqa: F401
+from . import indexing  # noqa: F401
 from . import rowwise  # noqa: F401
 from . import rng  # noqa: F401
 from . import histogram  # noqa: F401
+from . import roi_align  # noqa: F401

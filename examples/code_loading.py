@@ -105,7 +105,8 @@ def main(argv=None):
     for sid in cl.load_steps:
         s = steps[sid]
         print(f"  step {sid:4d} {s.name:28s} {s.bytes_moved:10,} bytes {s.cycles:8,} cycles")
-    load_cycles = sum(steps[i].cycles for i in load.engine.executed_steps()[0] if steps[i].kind == "code_load")
+    counts = load.engine.step_counts()
+    load_cycles = sum(steps[i].cycles * int(counts[i]) for i in range(len(counts)) if steps[i].kind == "code_load")
     print(f"total cycles: resident {res.total_cycles:,}, with code loading {load.total_cycles:,} "
           f"({load_cycles:,} in code loads)")
     assert code_load.max() < code_res.max()

@@ -224,18 +224,29 @@ def test_ir(batch: int, hidden: int, weights: Dict[str, np.ndarray]):
     return ir, img_stream, out_stream, variables
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (a batch of 0 images trains nothing)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--test-batch-size", type=int, default=100)
-    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=positive_int, default=32)
+    ap.add_argument("--test-batch-size", type=positive_int, default=100)
+    ap.add_argument("--epochs", type=positive_int, default=1)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--hidden", type=positive_int, default=256)
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
-    ap.add_argument("--micro-batches", type=int, default=1)
+    ap.add_argument("--micro-batches", type=positive_int, default=1)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--train-size", type=int, default=3200)
-    ap.add_argument("--test-size", type=int, default=1000)
+    ap.add_argument("--train-size", type=positive_int, default=3200)
+    ap.add_argument("--test-size", type=positive_int, default=1000)
     ap.add_argument("--device", default="ipu_model")
     args = ap.parse_args(argv)
 
@@ -253,6 +264,11 @@ def main(argv=None):
         x_te, y_te = x_te[:args.test_size], y_te[:args.test_size]
     per_update = args.batch_size * args.micro_batches
     steps = len(x_tr) // per_update
+    if steps == 0:
+        ap.error(f"a training step takes {per_update} images (--batch-size x --micro-batches), more than the "
+                 f"{len(x_tr)} training images: use a smaller batch or a larger --train-size")
+    if args.test_batch_size > len(x_te):
+        ap.error(f"--test-batch-size {args.test_batch_size} is more than the {len(x_te)} test images")
 
     weights = init_weights(args.hidden)
     ir, handles = train_ir(args.batch_size, args.hidden, args.lr, weights, args.optimizer, args.micro_batches)

@@ -124,8 +124,8 @@ def main(argv=None):
     tpi = session.target.tiles_per_ipu
     on_ipu = {k: sorted(set((exe.layouts[session._lowered.variables[v].id].tiles // tpi).tolist()))
               for k, v in variables.items()}
-    steps, _ = session.engine.executed_steps()
-    cross = [exe.steps[i] for i in set(steps.tolist()) if "ipu_copy" in exe.steps[i].name]
+    ran = np.flatnonzero(session.engine.step_counts())
+    cross = [exe.steps[i] for i in ran.tolist() if "ipu_copy" in exe.steps[i].name]
     link_cycles = sum(st.cycles for st in cross if st.kind == "exchange")
     console.print(f"{session.num_ipus} IPUs ({session.target.name}, {tpi} tiles each); weights on IPUs {on_ipu}")
     console.print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} (NumPy {ref_losses[0]:.4f} -> {ref_losses[-1]:.4f}); "

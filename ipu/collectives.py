@@ -52,12 +52,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .copytables import copy_runs, runs
 from .errors import CompileError, IpuError
+from .kinds import ProgramKind, register_kind
 from .program import Program
 
 if TYPE_CHECKING:  # pragma: no cover
     from .target import Target
     from .tensor import Tensor
+
+__all__ = ["CollectiveStep", "CrossReplica", "KINDS", "OPS", "Payload", "RING_LINKS", "cross_replica_sync_cycles",
+           "groups_from_assignment", "link_bytes", "model_cycles", "plan", "reduce_tile_cycles", "replica_groups",
+           "ring_bytes_per_cycle", "run"]
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "slice")
 OPS = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
@@ -361,11 +367,9 @@ def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
 # compiling
 
 
-def compile_node(compiler, p: CrossReplica):
+def _compile(compiler, p: CrossReplica):
     """The program node of a CrossReplica: its planned steps in order, the last one carrying the
     payload the engine runs (replicas run in lock step, so nothing observes the steps between)."""
-    from .compile import _runs
-
     src, dst = p.src, p.dst
     if src.dtype != dst.dtype:
         raise CompileError(f"CrossReplica {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is "
@@ -384,17 +388,17 @@ def compile_node(compiler, p: CrossReplica):
     isz = et.itemsize
     T = compiler.target.num_tiles
     if ms:
-        sa, st = compiler._addresses(src, "CrossReplica source")
+        sa, st = compiler.addresses(src, "CrossReplica source")
         host = np.arange(ms, dtype=np.int64) * isz
-        s_mem, s_host, s_n, s_tile, _ = _runs(sa, host, st, np.zeros_like(st), isz)
+        s_mem, s_host, s_n, s_tile, _ = runs(sa, host, st, np.zeros_like(st), isz)
         src_tile_bytes = np.bincount(s_tile, weights=s_n, minlength=T).astype(np.int64)
     else:
         s_mem = s_host = s_n = np.zeros(0, np.int64)
         src_tile_bytes = np.zeros(T, np.int64)
     if md:
-        da, dtl = compiler._addresses(dst, "CrossReplica destination")
+        da, dtl = compiler.addresses(dst, "CrossReplica destination")
         host = np.arange(md, dtype=np.int64) * isz
-        d_host, d_mem, d_n, _, d_tile = _runs(host, da, np.zeros_like(dtl), dtl, isz)
+        d_host, d_mem, d_n, _, d_tile = runs(host, da, np.zeros_like(dtl), dtl, isz)
         dst_tile_bytes = np.bincount(d_tile, weights=d_n, minlength=T).astype(np.int64)
     else:
         d_host = d_mem = d_n = np.zeros(0, np.int64)
@@ -406,9 +410,18 @@ def compile_node(compiler, p: CrossReplica):
     nodes = []
     for i, s in enumerate(steps):
         last = i == len(steps) - 1
-        st = compiler._step(kind=s.kind, name=s.name, cycles=int(s.cycles), tile_cycles=s.tile_cycles,
-                            bytes_moved=int(s.bytes_moved), debug=p.name)
-        if last:
-            st.collective = payload
+        st = compiler.add_step(s.kind, s.name, int(s.cycles), s.tile_cycles, payload=payload if last else None,
+                               bytes_moved=int(s.bytes_moved), debug=p.name)
         nodes.append(("step", st.id))
     return ("seq", nodes)
+
+
+def _uses(p: CrossReplica):
+    return [(p.src.variable, True, False), (p.dst.variable, False, True)]
+
+
+def _run(engine, payload: Payload, reps) -> None:
+    run(payload, engine.memory, reps, copy_runs)
+
+
+register_kind(ProgramKind("cross_replica", (CrossReplica,), _compile, _uses, Payload, _run))

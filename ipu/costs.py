@@ -10,6 +10,9 @@ from numba import njit
 
 from .target import Target
 
+__all__ = ["branch_cycles", "compute_set_tile_cycles", "distinct_runs", "exchange_tile_cycles",
+           "host_transfer_tile_cycles", "sync_cycles"]
+
 
 @njit(cache=True)
 def _schedule(tiles, cycles, supervisor, num_tiles, workers):

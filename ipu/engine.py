@@ -11,79 +11,60 @@ from __future__ import annotations
 from array import array
 
 import numpy as np
-from numba import njit
 
-from . import collectives as _collectives
-from . import remote as _remote
-from .compile import Executable
+from .copytables import copy_runs
 from .errors import IpuError, StreamError
+from .executable import Executable
+from .kinds import run_payload
+from .remote import StreamingMemory
 from .tensor import Variable
 
-
-@njit(cache=True)
-def _copy_runs(src, dst, src_off, dst_off, nbytes):
-    """Copy runs of elements (units of the arrays' type); short runs element by element, since
-    a slice assignment costs more than a few scalar moves."""
-    for i in range(src_off.shape[0]):
-        a = src_off[i]
-        b = dst_off[i]
-        n = nbytes[i]
-        if n <= 16:
-            for k in range(n):
-                dst[b + k] = src[a + k]
-        else:
-            dst[b:b + n] = src[a:a + n]
-
-
-def _word_tables(src_off, dst_off, nbytes):
-    """The copy table in the widest unit (8, 4 or 2 bytes) that divides every offset and size:
-    copying words instead of bytes is several times faster."""
-    for unit, dt in ((8, np.uint64), (4, np.uint32), (2, np.uint16)):
-        if not ((src_off % unit).any() or (dst_off % unit).any() or (nbytes % unit).any()):
-            return dt, src_off // unit, dst_off // unit, nbytes // unit
-    return np.uint8, src_off, dst_off, nbytes
-
-
-@njit(cache=True)
-def _copy_runs_staged(mem, src_off, dst_off, nbytes):
-    total = 0
-    for i in range(nbytes.shape[0]):
-        total += nbytes[i]
-    tmp = np.empty(total, np.uint8)
-    k = 0
-    for i in range(src_off.shape[0]):
-        tmp[k:k + nbytes[i]] = mem[src_off[i]:src_off[i] + nbytes[i]]
-        k += nbytes[i]
-    k = 0
-    for i in range(dst_off.shape[0]):
-        mem[dst_off[i]:dst_off[i] + nbytes[i]] = tmp[k:k + nbytes[i]]
-        k += nbytes[i]
+__all__ = ["Engine", "StepLog"]
 
 
 class StepLog:
-    """Executed steps in order: step id and start cycle, per replica group (all replicas run in
-    lock step unless a branch splits them)."""
+    """What ran: how many times each step executed (a table the size of the program, so nothing
+    grows with the number of runs) and a trace of the first `limit` executed steps in order (step
+    id and start cycle; 16 bytes per entry) for the profile. `limit=None` keeps every entry; a
+    Session keeps none unless profiling is on (docs/profile-format.md)."""
 
-    def __init__(self):
-        # growable int64 arrays: 16 bytes per executed step, however long the run
+    def __init__(self, num_steps: int = 0, limit: int | None = None):
+        self.counts = np.zeros(max(int(num_steps), 1), np.int64)
+        self.limit = limit
+        self.entries = 0  # executed steps, all runs, traced or not
         self.step_ids = array("q")
         self.start_cycles = array("q")
 
     def add(self, step_id: int, start: int) -> None:
-        self.step_ids.append(step_id)
-        self.start_cycles.append(start)
+        if step_id >= self.counts.size:
+            self.counts = np.concatenate([self.counts, np.zeros(step_id + 1 - self.counts.size, np.int64)])
+        self.counts[step_id] += 1
+        self.entries += 1
+        if self.limit is None or len(self.step_ids) < self.limit:
+            self.step_ids.append(step_id)
+            self.start_cycles.append(start)
+
+    @property
+    def truncated(self) -> bool:
+        """True when the trace holds fewer entries than executed."""
+        return len(self.step_ids) < self.entries
 
     def arrays(self):
+        """(step ids, start cycles) of the traced entries (the first `limit`)."""
         return np.frombuffer(self.step_ids, np.int64).copy(), np.frombuffer(self.start_cycles, np.int64).copy()
 
     def __len__(self):
-        return len(self.step_ids)
+        return self.entries
+
+
+DEFAULT_TRACE_LIMIT = 1 << 20  # entries an Engine traces unless told otherwise (16 MiB)
 
 
 class Engine:
     """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
 
-    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True):
+    def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True,
+                 trace_limit: int | None = DEFAULT_TRACE_LIMIT):
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
@@ -95,14 +76,13 @@ class Engine:
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}
         self._stream_pos: dict[str, int] = {}
-        self._words: dict[int, tuple] = {}  # exchange step id -> copy table in words
         self.cycles = 0
-        self.log = StepLog()
+        self.log = StepLog(len(executable.steps), trace_limit)
         self.runs = 0
         # streaming memory (remote buffers) of every replica, in host memory (ipu/remote.py)
-        self.streaming = _remote.StreamingMemory(getattr(executable, "remote_buffers", {}), self.replicas)
+        self.streaming = StreamingMemory(executable.remote_buffers, self.replicas)
         for s in executable.streams.values():
-            if getattr(s, "callback", None) is not None:  # host callback streams own a buffer
+            if s.callback is not None:  # host callback streams own a buffer
                 self.connect_stream(s.name, np.zeros(s.shape, s.dtype.numpy))
         for v in executable.variables.values():
             if v.initial is not None and v.id in executable.layouts:
@@ -110,16 +90,14 @@ class Engine:
                     self.write_tensor(v, v.initial, replica=r)
 
     # -- memory views -----------------------------------------------------------------------
-    def _view(self, r: int, storage: np.dtype):
+    def view(self, r: int, storage: np.dtype):
+        """Replica r's memory as an array of `storage` (a type's storage dtype, or a word type)."""
         d = self._views[r]
         v = d.get(storage)
         if v is None:
             v = self.memory[r].view(storage)
             d[storage] = v
         return v
-
-    def _group_views(self, r, group):
-        return tuple(self._view(r, t.storage) for t in group.types)
 
     # -- host access ----------------------------------------------------------------------------
     def _layout(self, var: Variable):
@@ -138,7 +116,7 @@ class Engine:
         out = np.empty(var.numel, var.dtype.numpy)
         if L is not None:
             isz = var.dtype.itemsize
-            _copy_runs(self.memory[replica], out.view(np.uint8), L.addr, L.starts * isz, (L.stops - L.starts) * isz)
+            copy_runs(self.memory[replica], out.view(np.uint8), L.addr, L.starts * isz, (L.stops - L.starts) * isz)
         return out.reshape(var.shape)
 
     def write_tensor(self, var, data, replica: int | None = None) -> None:
@@ -155,7 +133,7 @@ class Engine:
         isz = var.dtype.itemsize
         reps = range(self.replicas) if replica is None else [replica]
         for r in reps:
-            _copy_runs(arr.view(np.uint8), self.memory[r], L.starts * isz, L.addr, (L.stops - L.starts) * isz)
+            copy_runs(arr.view(np.uint8), self.memory[r], L.starts * isz, L.addr, (L.stops - L.starts) * isz)
 
     def connect_stream(self, name: str, buffer) -> None:
         """Give a host stream its host buffer: an array of the stream's shape (used on every
@@ -178,7 +156,9 @@ class Engine:
         self._streams[name] = buf
         self._stream_pos[name] = 0
 
-    def _stream_elem(self, s, r: int):
+    def stream_element(self, s, r: int) -> np.ndarray:
+        """The host element the next transfer of stream `s` moves for replica r (a view of the
+        connected buffer)."""
         buf = self._streams.get(s.name)
         if buf is None:
             raise StreamError(f"stream {s.name!r} is not connected: call connect_stream({s.name!r}, array) before run()")
@@ -191,6 +171,10 @@ class Engine:
         k = self._stream_pos[s.name] % per_replica
         base = ((r if reps_in_buf > 1 else 0) * per_replica + k) * per
         return flat[base:base + per]
+
+    def advance_stream(self, s) -> None:
+        """Count one transfer of stream `s` (the next moves the following element)."""
+        self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
 
     # -- running --------------------------------------------------------------------------------
     def run(self, program: int = 0) -> int:
@@ -225,7 +209,7 @@ class Engine:
                 self.log.add(step.id, clock)
             clock += step.cycles
             storage, off = node[2]
-            values = [self._view(r, storage)[off] for r in reps]
+            values = [self.view(r, storage)[off] for r in reps]
             values = [int(v["bits"]) if storage.names else v for v in values]
             if kind == "if":
                 choose = lambda v: node[3] if v else node[4]  # noqa: E731
@@ -244,58 +228,8 @@ class Engine:
     def _run_step(self, step, reps, clock):
         if self.log_steps:
             self.log.add(step.id, clock)
-        k = step.kind
-        if getattr(step, "collective", None) is not None:  # a collective between replicas (ipu/collectives.py)
-            _collectives.run(step.collective, self.memory, reps, _copy_runs)
-            return clock + step.cycles
-        if getattr(step, "parts", None) is not None:  # merged transfers, one phase (ipu/remote.py)
-            log, self.log_steps = self.log_steps, False
-            try:
-                for part in step.parts:
-                    self._run_step(part, reps, clock)
-            finally:
-                self.log_steps = log
-            return clock + step.cycles
-        if k in ("remote_load", "remote_store"):  # streaming memory (ipu/remote.py)
-            _remote.run_step(self, step, reps)
-            return clock + step.cycles
-        if k == "compute":
-            for g in step.groups:
-                kern = g.codelet.kernel()
-                for r in reps:
-                    kern(self._group_views(r, g), g.off, g.cnt, g.fp, g.ip)
-        elif k == "exchange":
-            if step.copy is not None:
-                src_off, dst_off, nbytes, staged = step.copy
-                if staged:
-                    for r in reps:
-                        _copy_runs_staged(self.memory[r], src_off, dst_off, nbytes)
-                else:
-                    words = self._words.get(step.id)
-                    if words is None:
-                        words = self._words[step.id] = _word_tables(src_off, dst_off, nbytes)
-                    dt, s, d, n = words
-                    for r in reps:
-                        m = self._view(r, np.dtype(dt))
-                        _copy_runs(m, m, s, d, n)
-        elif k == "host_to_device":
-            src_off, dst_off, nbytes, _ = step.copy
-            s = step.stream
-            for r in reps:
-                elem = np.ascontiguousarray(self._stream_elem(s, r)).view(np.uint8)
-                _copy_runs(elem, self.memory[r], src_off, dst_off, nbytes)
-            self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
-        elif k == "device_to_host":
-            src_off, dst_off, nbytes, _ = step.copy
-            s = step.stream
-            for r in reps:
-                elem = self._stream_elem(s, r)
-                if not elem.flags.c_contiguous:
-                    raise StreamError(f"stream {s.name!r}: the host buffer must be C-contiguous")
-                _copy_runs(self.memory[r], elem.view(np.uint8), src_off, dst_off, nbytes)
-                if getattr(s, "callback", None) is not None:
-                    s.callback(elem.reshape(s.shape).copy(), r)
-            self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
+        if step.payload is not None:  # what the step's program kind runs (ipu/kinds.py)
+            run_payload(self, step.payload, reps)
         return clock + step.cycles
 
     # -- streaming memory -------------------------------------------------------------------------
@@ -309,17 +243,29 @@ class Engine:
 
     # -- results --------------------------------------------------------------------------------
     def executed_steps(self):
-        """(step ids, start cycles) of every executed step, in order."""
+        """(step ids, start cycles) of every executed step, in order. Refused when the trace
+        kept only the first `log.limit` entries: `step_counts()` covers every run."""
+        if self.log.truncated:
+            raise IpuError(
+                f"the step trace kept {len(self.log.step_ids):,} of {self.log.entries:,} executed steps "
+                f"(trace limit {self.log.limit}; a Session traces only with profiling on): use "
+                f"engine.step_counts() for how often each step ran, or a larger Engine(trace_limit=...)")
         return self.log.arrays()
 
+    def step_counts(self) -> np.ndarray:
+        """How many times each step (by id) has run, over all runs."""
+        n = len(self.exe.steps)
+        c = self.log.counts
+        return c[:n].copy() if c.size >= n else np.concatenate([c, np.zeros(n - c.size, np.int64)])
+
     def cycles_by_kind(self) -> dict:
-        ids, _ = self.log.arrays()
+        counts = self.step_counts()
         out: dict[str, int] = {}
-        for i in ids:
+        for i in np.flatnonzero(counts):
             s = self.exe.steps[i]
-            out[s.kind] = out.get(s.kind, 0) + s.cycles
+            out[s.kind] = out.get(s.kind, 0) + int(counts[i]) * s.cycles
         return out
 
     def reset_cycles(self) -> None:
         self.cycles = 0
-        self.log = StepLog()
+        self.log = StepLog(len(self.exe.steps), self.log.limit)

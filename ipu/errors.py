@@ -1,5 +1,7 @@
 """Errors of the simulated machine. Each says what is wrong and how to fix it."""
 
+__all__ = ["CompileError", "IpuError", "MappingError", "OutOfMemoryError", "StreamError"]
+
 
 class IpuError(Exception):
     """Base of the simulator's errors."""

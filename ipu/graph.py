@@ -24,6 +24,8 @@ from .target import Target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
 from .types import ElementType, element_type
 
+__all__ = ["ComputeSet", "Function", "Graph", "HostStream", "VertexChunk"]
+
 _graph_ids = itertools.count()
 
 

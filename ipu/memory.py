@@ -16,6 +16,8 @@ from numba import njit
 from .errors import OutOfMemoryError
 from .target import Target
 
+__all__ = ["CATEGORIES", "MemoryPlan", "align", "check_fits", "place_pieces"]
+
 CATEGORIES = ("variables", "constants", "temporaries", "vertex_code", "vertex_state",
               "exchange_code", "control_code", "stack")
 

@@ -16,6 +16,8 @@ import numpy as np
 
 from .types import ElementType, element_type
 
+__all__ = ["CONSTANT", "TEMPORARY", "VARIABLE", "Tensor", "Variable"]
+
 _ids = itertools.count()
 
 # Categories of data in tile memory, as the memory report shows them.

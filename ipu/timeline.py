@@ -2,11 +2,12 @@
 and last use of every variable, and the loops, which extend the life of what they carry."""
 from __future__ import annotations
 
-from . import collectives, remote
-from .codelet import IN, INOUT, OUT
 from .errors import CompileError
-from .program import Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence, Switch, Sync
+from .kinds import kind_of
+from .program import Call, If, Program, Repeat, Sequence, Switch
 from .tensor import Variable
+
+__all__ = ["Timeline"]
 
 
 class Timeline:
@@ -60,27 +61,8 @@ class Timeline:
             self.walk(p.function.program)
             self.calls_active.discard(key)
             return
-        if isinstance(p, Execute):
-            for chunk in p.compute_set.chunks:
-                for f, v in zip(chunk.codelet.fields, chunk.field_vars):
-                    self.use(v, f.direction in (IN, INOUT), f.direction in (OUT, INOUT))
-        elif isinstance(p, Copy):
-            self.use(p.src.variable, True, False)
-            self.use(p.dst.variable, False, True)
-        elif isinstance(p, HostToDevice):
-            self.use(p.dst.variable, False, True)
-        elif isinstance(p, DeviceToHost):
-            self.use(p.src.variable, True, False)
-        elif isinstance(p, Sync):
-            pass
-        elif isinstance(p, collectives.CrossReplica):  # between replicas (ipu/collectives.py)
-            self.use(p.src.variable, True, False)
-            self.use(p.dst.variable, False, True)
-        elif isinstance(p, remote.TRANSFER_NODES):  # streaming memory and code loads (ipu/remote.py)
-            for v, r, w in remote.transfer_uses(p):
-                self.use(v, r, w)
-        else:
-            raise CompileError(f"unknown program node {type(p).__name__}")
+        for v, read, write in kind_of(p).uses(p):  # a leaf: what its kind touches (ipu/kinds.py)
+            self.use(v, read, write)
         self.pos += 1
 
     def intervals(self):
@@ -94,3 +76,58 @@ class Timeline:
                 if crosses or carried:
                     first[vid], last[vid] = min(f, a), max(l, b)
         return first, last
+
+
+_TRANSFER_KINDS = ("exchange", "host_to_device", "device_to_host", "remote_load", "remote_store")
+
+
+def timeline_steps(exe) -> list | None:
+    """The step at each liveness timeline position (program order, calls expanded, one pass through
+    loop bodies and every branch), or None when it cannot be matched with `exe.timeline_length`.
+
+    The compiler inserts a sync before every exchange and host transfer; those syncs take no
+    position of their own (the transfer after them does)."""
+    steps = exe.steps
+    out: list[int] = []
+    budget = [max(exe.timeline_length, 1) * 4 + 64]
+
+    def walk(node, stack):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise RecursionError
+        kind = node[0]
+        if kind == "step":
+            out.append(int(node[1]))
+        elif kind == "seq":
+            kids = node[1]
+            if (len(kids) == 2 and kids[0][0] == "step" and kids[1][0] == "step"
+                    and steps[kids[0][1]].kind == "sync" and steps[kids[1][1]].kind in _TRANSFER_KINDS):
+                out.append(int(kids[1][1]))
+            else:
+                for k in kids:
+                    walk(k, stack)
+        elif kind == "repeat":
+            walk(node[2], stack)
+        elif kind == "call":
+            f = int(node[1])
+            if f in stack:
+                raise RecursionError
+            walk(exe.functions[f], stack | {f})
+        elif kind == "if":
+            out.append(int(node[1]))
+            walk(node[3], stack)
+            walk(node[4], stack)
+        elif kind == "switch":
+            out.append(int(node[1]))
+            for v in node[3].values():
+                walk(v, stack)
+            walk(node[4], stack)
+
+    try:
+        for p in exe.programs:
+            walk(p, frozenset())
+    except (RecursionError, IndexError):
+        return None
+    if len(out) == exe.timeline_length or (exe.timeline_length == 1 and not out):
+        return out
+    return None

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["ALL_TYPES", "BOOL", "FLOAT16", "FLOAT32", "HALF_STORAGE", "INT8", "INT16", "INT32", "UINT8",
+           "UINT16", "UINT32", "ElementType", "element_type"]
+
 HALF_STORAGE = np.dtype([("bits", np.uint16)])
 FLOAT8_143_NUMPY = np.dtype([("float8_143", np.uint8)])
 FLOAT8_152_NUMPY = np.dtype([("float8_152", np.uint8)])

@@ -46,8 +46,20 @@ def shard_settings(ir, replica_grouping: Optional[ReplicaGrouping], shard_over: 
     if isinstance(so, bool) or int(so) != so or so < 1:
         raise ValueError(f"shard_over must be a positive integer, not {shard_over!r}.")
     so = int(so)
+    # PopXL's two checks, in its words; a grouping of size 1 (every replica its own value) can only
+    # be "sharded" over shard_over=1.
+    if so > rg.group_size:
+        raise ValueError(
+            f"The sharding group size ({so}) must be less than or equal to the replica group size "
+            f"({rg.group_size}). Note that if no replica grouping was passed, the replica group size defaults "
+            "to the IR's global replication factor; and if no sharding group size was passed, it defaults to "
+            f"the replica group size. (shard_over={so}, replica grouping: {rg}.)")
     if rg.group_size % so != 0:
-        raise ValueError(f"shard_over ({so}) must divide the replica grouping's group size ({rg.group_size}).")
+        raise ValueError(
+            f"The replica group size ({rg.group_size}) must be divisible by the sharding group size ({so}). "
+            "Note that if no replica grouping was passed, the replica group size defaults to the IR's global "
+            "replication factor; and if no sharding group size was passed, it defaults to the replica group "
+            f"size. (shard_over={so}, replica grouping: {rg}.)")
     return rg, so
 
 

@@ -109,10 +109,13 @@ class dtype:
 
     @classmethod
     def as_dtype(cls, type_value: Any) -> "dtype":
-        """Convert a popxl dtype, dtype name, NumPy dtype / scalar type, Python type or array
-        (anything with a ``.dtype``) to a popxl dtype."""
+        """Convert a popxl dtype, dtype name, NumPy dtype / scalar type, Python type, PyTorch dtype
+        or array / torch tensor (anything with a ``.dtype``) to a popxl dtype."""
         if isinstance(type_value, dtype):
             return type_value
+        from_torch = _from_torch(type_value)
+        if from_torch is not None:
+            return from_torch
         if isinstance(type_value, str):
             if type_value in _BY_NAME:
                 return _BY_NAME[type_value]
@@ -148,7 +151,7 @@ class dtype:
         except ModuleNotFoundError:
             raise ModuleNotFoundError("PyTorch is not installed.") from None
         import torch
-        pt = getattr(torch, self._name, None) if self._np_type is not None else None
+        pt = getattr(torch, self._name, None) if self._name in _TORCH_NAMES else None
         if pt is None:
             raise TypeError(f"popxl.{self._name} does not have a corresponding PyTorch dtype.")
         return pt
@@ -164,6 +167,26 @@ class dtype:
 
     def __deepcopy__(self, memo):
         return self
+
+
+# The popxl dtypes PyTorch has, by the name both libraries give them (PopXL maps no unsigned type
+# wider than 8 bits and no float8 to torch). torch is imported only when a value is a torch object.
+_TORCH_NAMES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
+                          "float64", "complex64", "complex128"})
+
+
+def _from_torch(value: Any) -> Optional["dtype"]:
+    """The popxl dtype of a torch dtype or torch tensor; None for anything that is not from torch."""
+    kind = type(value)
+    if not kind.__module__.startswith("torch"):
+        return None
+    torch_dtype = value if kind.__name__ == "dtype" else getattr(value, "dtype", None)
+    name = str(torch_dtype).rpartition(".")[2]
+    if name in _TORCH_NAMES:
+        return _BY_NAME[name]
+    raise ValueError(
+        f"There is no popxl.dtype compatible with value: {value!r}, type: {kind}. PopXL maps these PyTorch "
+        f"dtypes: {', '.join('torch.' + n for n in sorted(_TORCH_NAMES))}.")
 
 
 # name, kind, signed, bytes, numpy type, python type

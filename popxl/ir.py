@@ -60,7 +60,6 @@ class Ir:
         self._num_host_transfers = 1
         self._replication_factor = 1
         self._instance_replication_factor: Optional[int] = None
-        self._dot_dir: Optional[Path] = None
         self._use_popdist = isinstance(replication, str) and replication == "popdist"
         if self._use_popdist:
             from popxl._popdist import settings
@@ -298,24 +297,29 @@ class Ir:
 
     # -- debugging --------------------------------------------------------------------------------
     def dot_checkpoint(self, check: str, save_dir: Optional[Union[Path, str]] = None) -> None:
-        """Write every graph of the Ir (ops, tensors, edges) as Graphviz DOT to ``<dir>/<check>.dot``.
+        """Write the Ir's graphs (ops, tensors, edges) in Graphviz DOT format, as PopART's dot
+        checkpoints do: to ``<logDir>/<check>_all.dot``.
 
-        The directory is ``save_dir`` (remembered for later checkpoints), else the last one given,
-        else ``$POPART_LOG_DIR``, else the working directory. If ``$POPART_DOT_CHECKS`` is set, only
-        the checks it lists (colon-separated, or ``ALL``) are written.
+        ``save_dir`` becomes the session option ``logDir`` (so it holds for later checkpoints);
+        without it the file goes to ``logDir``, or the working directory when that is empty. A
+        checkpoint is written when it is named in the session option ``dotChecks`` or in the
+        ``POPART_DOT_CHECKS`` environment variable (colon-separated; ``ALL`` for every one); when
+        neither names any, this call turns on all checkpoints (``dotChecks = {"ALL"}``), as PopXL does.
         """
+        opts = self._pb_ir.getSessionOptions()
         if save_dir is not None:
-            self._dot_dir = Path(save_dir)
-        enabled = os.environ.get("POPART_DOT_CHECKS")
-        if enabled:
-            wanted = {c.strip() for c in enabled.split(":")}
-            if "ALL" not in wanted and check not in wanted:
-                return
-        directory = self._dot_dir or Path(os.environ.get("POPART_LOG_DIR", "."))
-        directory.mkdir(parents=True, exist_ok=True)
+            save_dir = Path(save_dir)
+            save_dir.mkdir(parents=True, exist_ok=True)
+            opts.logDir = str(save_dir)
+        env = os.environ.get("POPART_DOT_CHECKS")
+        if env is None and not opts.dotChecks:
+            opts.dotChecks = {"ALL"}
+        wanted = set(opts.dotChecks) | ({c for c in env.split(":") if c} if env else set())
+        if "ALL" not in wanted and check not in wanted:
+            return
+        directory = Path(opts.logDir) if opts.logDir else Path(".")
         from popxl._dot import ir_to_dot
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", check) or "check"
-        (directory / f"{safe}.dot").write_text(ir_to_dot(self, check))
+        (directory / f"{check}_all.dot").write_text(ir_to_dot(self, check))
 
     # -- identity -------------------------------------------------------------------------------
     def __hash__(self) -> int:

@@ -8,6 +8,7 @@ the leading (num_host_transfers, replication) dimensions, outputs keyed by devic
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 from typing import Dict, Iterable, List, Mapping, Union
@@ -15,12 +16,15 @@ from typing import Dict, Iterable, List, Mapping, Union
 import numpy as np
 
 import ipu
-from profiler.autoreport import session_event as _profile_event
+from ._profiling import session_event as _profile_event
+from ._profiling import trace_limit as _profile_trace_limit
 
 from . import _replication, dtypes
+from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Variable
+from .utils import to_numpy
 
 _DEVICE_TARGETS = {
     # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
@@ -55,6 +59,18 @@ def _check_instances(ir) -> int:
             f"Run it as one instance (poprun --num-instances 1, or POPDIST_NUM_LOCAL_REPLICAS="
             f"{settings.total_replicas}).")
     return ir.instance_replication_factor
+
+
+def _locked(method):
+    """Run a Session method holding the session's lock (see Session.run_with_outputs)."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 def _acquired(session) -> None:
@@ -108,6 +124,7 @@ class Session:
             self._host_weights[v] = np.array(v._data, copy=True)
         self._attach_depth = 0
         self._device_is_newer = False
+        self._lock = threading.RLock()  # runs and weight transfers of one session, one thread at a time
         self.run_seconds = 0.0
         self.total_cycles = 0
         self._write_weights()
@@ -126,12 +143,14 @@ class Session:
         return self._ir.num_host_transfers
 
     # -- context manager --------------------------------------------------------------------------
+    @_locked
     def __enter__(self) -> "Session":
         if self._attach_depth == 0:
             self._write_weights()
         self._attach_depth += 1
         return self
 
+    @_locked
     def __exit__(self, exc_type, exc_value, exc_tb):
         # as PopXL: leaving the outermost context copies the weights back, unless an error is
         # propagating
@@ -150,10 +169,12 @@ class Session:
             self._write_variable(v, data)
         self._device_is_newer = False
 
+    @_locked
     def weights_from_host(self) -> None:
         self._require_attached("weights_from_host")
         self._write_weights()
 
+    @_locked
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
         for v in self._host_weights:
@@ -193,6 +214,7 @@ class Session:
         return _replication.host_value(v, lambda r: self.engine.read_remote(rb, entry, replica=r),
                                        self.engine.replicas)
 
+    @_locked
     def get_tensor_data(self, tensor: Union[Variable, Constant]) -> np.ndarray:
         if isinstance(tensor, Constant):
             return np.array(tensor._data, copy=True)
@@ -210,6 +232,7 @@ class Session:
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
         return {t: self.get_tensor_data(t) for t in tensors}
 
+    @_locked
     def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
         if not isinstance(tensor, Variable):
             raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
@@ -278,6 +301,9 @@ class Session:
         for s in inputs:
             if not isinstance(s, HostToDeviceStream):
                 raise ValueError(f"inputs must be keyed by popxl.HostToDeviceStream, got {type(s).__name__}")
+            if s.ir is not self._ir:
+                raise ValueError(f"input stream {s.tensor_id!r} belongs to another popxl.Ir than this session's; "
+                                 f"key the inputs by this Ir's streams {[x.tensor_id for x in expected]}")
             if s not in expected:
                 raise ValueError(
                     f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
@@ -289,7 +315,7 @@ class Session:
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
-            arr = np.asarray(data)
+            arr = to_numpy(data, downcast=False, copy=False)  # NumPy arrays, sequences, torch tensors
             want = lead + tuple(s.shape)
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):
@@ -310,7 +336,7 @@ class Session:
                         f"input for stream {s.tensor_id!r} is {arr.dtype}, the stream carries "
                         f"{s.dtype.name}; convert it (64-bit data is downcast when downcast_inputs=True)"
                     )
-                arr = arr.astype(npd)
+                arr = checked_downcast(arr, npd, f"input for stream {s.tensor_id!r}")
             out[s] = arr
         return out
 
@@ -323,28 +349,61 @@ class Session:
             )
 
     def run_with_outputs(self, inputs=None, outputs=None, downcast_inputs: bool = True) -> None:
+        # one run at a time: the engine's memory, stream buffers and cycle count belong to the run
+        # in progress, so runs from several threads are serialised (each sees the state the one
+        # before it left)
+        with self._lock:
+            self._run_with_outputs(inputs, outputs, downcast_inputs)
+
+    def _check_outputs(self, outputs) -> None:
+        """Output buffers must be NumPy arrays of each stream's shape (with the leading dimensions)
+        and type: results are never converted or truncated into another type."""
+        lead = self._leading()
+        for s, o in outputs.items():
+            if not isinstance(s, DeviceToHostStream):
+                raise ValueError(f"outputs must be keyed by popxl.DeviceToHostStream, got {type(s).__name__}")
+            if s.ir is not self._ir:
+                raise ValueError(f"output stream {s.tensor_id!r} belongs to another popxl.Ir than this session's")
+            if s not in self._lowered.d2h:
+                raise ValueError(
+                    f"output stream {s.tensor_id!r} is not written by this program (no host_store writes it); "
+                    f"the program's output streams are {[x.tensor_id for x in self._lowered.d2h]}")
+            want = lead + tuple(s.shape)
+            if not isinstance(o, np.ndarray) or o.shape != want:
+                got = f"shape {o.shape}" if isinstance(o, np.ndarray) else type(o).__name__
+                raise ValueError(
+                    f"output array for stream {s.tensor_id!r} must be a NumPy array of shape {want}, got {got}")
+            npd = np.dtype(s.dtype.as_numpy())
+            if o.dtype != npd:
+                raise TypeError(
+                    f"output array for stream {s.tensor_id!r} is {o.dtype}, the stream carries {s.dtype.name}: "
+                    f"pass a {npd.name} array (session.create_host_outputs() makes them)")
+            if not o.flags.writeable:
+                raise ValueError(f"output array for stream {s.tensor_id!r} is read-only")
+
+    def _run_with_outputs(self, inputs, outputs, downcast_inputs) -> None:
         self._require_attached("run")
         ins = self._check_inputs(inputs, downcast_inputs)
         if outputs is None:
             outputs = {}
+        self._check_outputs(outputs)
         for s, arr in ins.items():
             self.engine.connect_stream(self._lowered.h2d[s].name, self._to_engine_layout(arr))
         lead = self._leading()
         staging = {}
         for s in self._lowered.d2h:
-            if s in outputs:
-                o = outputs[s]
-                want = lead + tuple(s.shape)
-                if not isinstance(o, np.ndarray) or o.shape != want:
-                    raise ValueError(
-                        f"output array for stream {s.tensor_id!r} must be a NumPy array of shape {want}"
-                    )
             shape = lead + tuple(s.shape)
             if len(lead) == 2:
                 shape = (lead[1], lead[0]) + tuple(s.shape)
             buf = np.zeros(shape, s.dtype.as_numpy())
             staging[s] = buf
             self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+        self.engine.log.limit = _profile_trace_limit(self)
+        # From here the device may change. A run that fails part way (a remote buffer offset out of
+        # range, an index check, a host callback raising) leaves the steps before the failing one
+        # applied, as hardware would: the device copy is marked newer first, so reads after the
+        # error return what the device holds (docs/errors.md).
+        self._device_is_newer = True
         t0 = time.perf_counter()
         try:
             self.total_cycles += self.engine.run()
@@ -354,13 +413,13 @@ class Session:
                 raise
             raise poplar_application_runtime_error(
                 f"The program stopped on the device: {' '.join(str(a) for a in e.args)}. ({type(e).__name__})") from e
-        self.run_seconds += time.perf_counter() - t0
+        finally:
+            self.run_seconds += time.perf_counter() - t0
         _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
         for s, buf in staging.items():
             if s in outputs:
                 res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
                 outputs[s][...] = res
-        self._device_is_newer = True
 
     def run(self, inputs=None, downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:
         outputs = self.create_host_outputs()

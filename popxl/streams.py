@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Iterable, Optional, Tuple
 
 from popxl import dtypes
+from popxl._casts import integer_dims
 from popxl.context import gcg, get_current_context
 from popxl.tensor import TensorSpec
 
@@ -69,7 +70,7 @@ class DeviceToHostStream(Stream):
 def _make_stream(cls, shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str], default: str):
     ir = gcg().ir
     dtype = dtypes.dtype.as_dtype(dtype)
-    shape = tuple(int(s) for s in shape)
+    shape = integer_dims(shape, f"{cls.__name__} {name or default!r}")
     if any(s < 0 for s in shape):
         raise ValueError(f"Stream shape cannot have negative dimensions: {shape}.")
     tensor_id = ir._unique_stream_id(get_current_context().name_scope_prefix + (name or default))

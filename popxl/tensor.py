@@ -256,7 +256,19 @@ class Tensor:
         return ops.detach_(self)
 
     def diag(self) -> "Tensor":
-        raise NotImplementedError("Tensor.diag is not implemented in this simulator.")
+        """The diagonal of a 2-D tensor as a 1-D tensor of min(rows, columns) elements.
+
+        Raises:
+            ValueError: if the tensor is not 2-dimensional.
+        """
+        import popxl.ops as ops
+        if self.rank != 2:
+            raise ValueError(f"Tensor.diag takes a 2-dimensional tensor; {self.id} has rank {self.rank} "
+                             f"(shape {self.shape}).")
+        rows, cols = self.shape
+        k = min(rows, cols)
+        # element (i, i) is flat element i * (cols + 1): a strided slice of the flat view
+        return ops.slice(ops.flatten(self), start=[0], stop=[max(0, (k - 1) * (cols + 1) + 1)], step=[cols + 1])
 
     def copy_to_ipu(self, destination: int, source: Optional[int] = None) -> "Tensor":
         import popxl.ops as ops

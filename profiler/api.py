@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import analysis
-from ._format import KIND_CLASS, decode_trace, load, unrle
+from ._format import KIND_CLASS, check, decode_trace, load, unrle
 
 # our category name -> libpva-style names
 _CATEGORY_ALIASES = {
@@ -342,6 +342,8 @@ class Execution:
 
 class Report:
     def __init__(self, doc: dict):
+        if not (isinstance(doc, dict) and doc.get("_file")):  # a dict load() has not checked
+            check(doc, "profile document")
         self.doc = doc
         self.path = doc.get("_file")
         self.version = doc.get("version")

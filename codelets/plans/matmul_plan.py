@@ -1,4 +1,4 @@
-"""The matmul planner: choose how C = A @ B is split over the tiles (see matmul.py for the program
+"""The matmul planner: choose how C = A @ B is split over the tiles (see matmul_build.py for the program
 it leads to).
 
 A product of canonical shape [G, M, K] x [G, K, N] (NumPy batch broadcasting; a shared operand

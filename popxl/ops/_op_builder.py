@@ -15,6 +15,12 @@ OutSpec = Tuple[Iterable[int], "dtypes.dtype"]
 
 
 def _not_in_graph_error(what: str, t: Tensor, g: Graph) -> ValueError:
+    if t.graph.ir is not g.ir:
+        return ValueError(
+            f"{what} {t} belongs to another popxl.Ir than the graph it is being used in ({g._label} of "
+            f"Ir {g.ir.id}; the tensor is in {t.graph._label} of Ir {t.graph.ir.id}). An Ir can only use its "
+            "own tensors: create the tensor (or a copy of its data, e.g. popxl.constant / popxl.variable) "
+            "inside this Ir.")
     return ValueError(
         f"{what} {t} is in {t.graph._label}, but it is being used in {g._label}. A graph can only use "
         f"its own tensors: pass the tensor to {g._label} as a graph input (a tensor argument of the "

@@ -237,3 +237,10 @@ def roi_align(t: Tensor, rois: Tensor, batch_index: Tensor, output_size: Tuple[i
     return single("roi_align", [t, rois, batch_index], (rois.shape[0], t.shape[1]) + out, t.dtype,
                   {"output_size": out, "spatial_scale": float(spatial_scale), "sampling_ratio": int(sampling_ratio)},
                   input_names=["t", "rois", "batch_index"])
+
+
+def _roi_align_grad(dy: Tensor, rois: Tensor, batch_index: Tensor, x_shape: Tuple[int, ...], attrs: dict) -> Tensor:
+    """The gradient of roi_align with respect to its image (what autodiff records; PopART's
+    RoiAlignGradOp): each region's bin gradients spread back over the pixels its samples read."""
+    return single("roi_align_grad", [dy, rois, batch_index], tuple(x_shape), dy.dtype, dict(attrs),
+                  input_names=["dy", "rois", "batch_index"])

@@ -17,11 +17,20 @@ __all__ = ["host_load", "host_store", "remote_load", "remote_load_", "remote_sto
            "remote_code_load", "code_copy"]
 
 
+def _check_stream_ir(stream, what: str) -> None:
+    ir = gcg().ir
+    if stream.ir is not ir:
+        raise ValueError(f"{what}: stream {stream.tensor_id!r} was created in another popxl.Ir (Ir {stream.ir.id}) than "
+                         f"the graph being built (Ir {ir.id}); create the stream with popxl.h2d_stream / "
+                         "popxl.d2h_stream inside this Ir's graph.")
+
+
 @op_debug_context
 def host_load(h2d_stream: HostToDeviceStream, name: Optional[str] = None) -> Tensor:
     """Read the next tensor of ``h2d_stream`` from the host."""
     if not isinstance(h2d_stream, HostToDeviceStream):
         raise TypeError(f"host_load needs a HostToDeviceStream (popxl.h2d_stream), got {type(h2d_stream).__name__}.")
+    _check_stream_ir(h2d_stream, "host_load")
     if name is None:
         name = h2d_stream.tensor_id.split("/")[-1]
     return single("host_load", [], h2d_stream.shape, h2d_stream.dtype, {"stream": h2d_stream}, out_names=[name])
@@ -34,6 +43,7 @@ def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:
         raise TypeError(f"host_store needs a DeviceToHostStream (popxl.d2h_stream), got {type(d2h_stream).__name__}.")
     if not isinstance(t, Tensor):
         raise TypeError(f"host_store: t must be a Tensor, got {type(t).__name__}.")
+    _check_stream_ir(d2h_stream, "host_store")
     if t.dtype != d2h_stream.dtype:
         raise ValueError(f"host_store: the dtype {t.dtype.name} of tensor {t.id} does not match the dtype "
                          f"{d2h_stream.dtype.name} of stream {d2h_stream.tensor_id}.")

@@ -4,6 +4,7 @@ the copies between tile sets and IPUs."""
 from typing import Iterable, List, Literal, Optional, Union
 
 from popxl import dtypes
+from popxl._casts import integer_dims
 from popxl.context import get_current_context, op_debug_context
 from popxl.tensor import Tensor
 
@@ -120,7 +121,7 @@ def init(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
     if init_type not in ("zero", "undef"):
         raise ValueError(f"init: init_type must be 'zero' or 'undef', not {init_type!r}.")
     dtype = dtypes.dtype.as_dtype(dtype)
-    shape = tuple(int(s) for s in shape)
+    shape = integer_dims(shape, "init")
     return single("init", [], shape, dtype, {"init_type": init_type}, out_names=[name or "init_out"],
                   out_meta_shapes=[tuple(meta_shape) if meta_shape else ()])
 
@@ -135,7 +136,7 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gr
     if float_format not in ("auto", "fixed", "scientific", "none"):
         raise ValueError(f"print_tensor: float_format must be 'auto', 'fixed', 'scientific' or 'none', "
                          f"not {float_format!r}.")
-    attrs = {"title": title if title is not None else t.name, "print_self": bool(print_self),
+    attrs = {"title": title if title is not None else f"print{t.name}",  # PopXL's default title "print_self": bool(print_self),
              "print_gradient": bool(print_gradient), "summarise_threshold": int(summarise_threshold),
              "edge_items": int(edge_items), "max_line_width": int(max_line_width), "digits": int(digits),
              "float_format": float_format, "separator": separator, "open_bracket": open_bracket,

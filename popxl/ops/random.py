@@ -3,6 +3,7 @@
 from typing import Iterable, Tuple
 
 from popxl import dtypes
+from popxl._casts import integer_dims
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor, constant
 
@@ -18,7 +19,7 @@ def _random(op_type: str, seed_tensor: Tensor, shape, dtype, attrs) -> Tensor:
     dtype = dtypes.dtype.as_dtype(dtype)
     if dtype not in (dtypes.float16, dtypes.float32):
         raise TypeError(f"{op_type}: dtype must be float16 or float32, not {dtype.name}.")
-    shape = tuple(int(s) for s in shape)
+    shape = integer_dims(shape, op_type)
     return single(op_type, [seed_tensor], shape, dtype, attrs, input_names=["seed_tensor"])
 
 
@@ -77,7 +78,7 @@ def shaped_dropout(t: Tensor, seed_tensor: Tensor, shape: Iterable[int], ratio: 
         raise TypeError(f"shaped_dropout: t must be a Tensor, got {type(t).__name__}.")
     check_float("shaped_dropout", t)
     check_seed("shaped_dropout", seed_tensor)
-    shape = tuple(int(s) for s in shape)
+    shape = integer_dims(shape, "shaped_dropout")
     if broadcast_shapes(shape, t.shape, what="shaped_dropout mask and input") != t.shape:
         raise ValueError(f"shaped_dropout: the mask shape {shape} must broadcast to the input shape {t.shape}.")
     if not 0.0 <= float(ratio) < 1.0:

@@ -64,9 +64,18 @@ def test_slice_and_subsample(main, var):
         ops.slice(x, start=[1, 2], stop=[3])
     with pytest.raises(ValueError):
         ops.slice(x, start=0, step=0)
-    assert ops.subsample(x, 2).shape == (3, 3) and ops.subsample(x, [1, 4]).shape == (5, 2)
-    with pytest.raises(ValueError):
+    assert ops.subsample(x, [2, 2]).shape == (3, 3) and ops.subsample(x, [1, 4]).shape == (5, 2)
+    assert ops.subsample(x, (2, 3)).shape == (3, 2) and ops.subsample(x, np.array([5, 1])).shape == (1, 6)
+    assert ops.subsample(x, (s for s in [1, 6])).shape == (5, 1)
+    assert ops.subsample(ops.flatten(x), 7).shape == (5,)  # an int is one stride, for a rank-1 tensor
+    with pytest.raises(ValueError, match="The length of subsample `strides` must match the rank"):
+        ops.subsample(x, 2)  # as in PopXL: an int is a list of one stride
+    with pytest.raises(ValueError, match="The length of subsample `strides` must match the rank"):
         ops.subsample(x, [1])
+    with pytest.raises(ValueError, match=">= 1"):
+        ops.subsample(x, [0, 1])
+    with pytest.raises(TypeError, match="iterable of ints"):
+        ops.subsample(x, 2.5)
 
 
 def test_concat_split(main, var):

@@ -1,4 +1,4 @@
-"""The matmul tile planner and builder (codelets.plans.matmul), written directly against ipu/."""
+"""The matmul tile planner and builder (codelets.plans.matmul_build, matmul_plan), written directly against ipu/."""
 import numpy as np
 import pytest
 
@@ -170,7 +170,7 @@ def test_serial_passes_when_one_pass_does_not_fit(tiles, kib, a_shape, b_shape):
     o = g.add_variable("o", canonical_problem(a_shape, b_shape).out_shape)
     for v in (a, b, o):
         g.map_linearly(v)
-    from codelets.plans.matmul import _reserved_bytes
+    from codelets.plans.matmul_build import _reserved_bytes
     plan = plan_for_shapes(a_shape, b_shape, "float32", target, reserved_bytes=_reserved_bytes(g))
     assert plan.serial > 1 and plan.bytes_per_tile <= target.bytes_per_tile
     exe = ipu.compile(g, build_matmul(g, a, b, o, plan=plan))

@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 import ipu
-from ipu.profile import build_profile
+from profiler import build_profile
 from profiler.html import render_html
 from profiler_helpers import chromium_binary, code_load_program, known_program
 

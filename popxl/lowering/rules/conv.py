@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import ipu
-from codelets.plans.matmul import build_matmul
+from codelets.plans.matmul_build import build_matmul
 
 from .. import blocks as B
 from ..registry import lowering_rule

@@ -1,8 +1,8 @@
-"""matmul: planned over the tiles by codelets.plans.matmul (AMP blocks, partials reduced)."""
+"""matmul: planned over the tiles by codelets.plans.matmul_build (AMP blocks, partials reduced)."""
 from __future__ import annotations
 
 import ipu
-from codelets.plans.matmul import build_matmul
+from codelets.plans.matmul_build import build_matmul
 
 from ..registry import lowering_rule
 
@@ -17,7 +17,7 @@ def matmul(ctx, op):
     # NumPy's 1-D rules: a vector is a row (lhs) or a column (rhs) that disappears from the result
     a2 = a.reshape(1, a.numel) if a.rank == 1 else a
     b2 = b.reshape(b.numel, 1) if b.rank == 1 else b
-    from codelets.plans.matmul import canonical_problem
+    from codelets.plans.matmul_build import canonical_problem
 
     shape = canonical_problem(a2.shape, b2.shape).out_shape
     out = ctx.g.add_variable(t_out.id, shape, et, ipu.TEMPORARY, debug=ctx.name())

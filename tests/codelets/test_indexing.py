@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import ipu
-from codelets.multislice import (dynamic_slice_cycles, encode_one_hot_cycles, multi_slice_cycles,
+from codelets.indexing import (dynamic_slice_cycles, encode_one_hot_cycles, multi_slice_cycles,
                                  multi_update_cycles)
 
 TYPES = ["float32", "float16", "int32"]
@@ -67,9 +67,10 @@ def test_multi_slice_row_base_selects_a_window_of_rows():
 
 
 def test_multi_slice_cost_model_matches_poplibs_formula():
-    # poplibs multiSlicer: 16 + offsets x (19 + 3 x ceil(region / vector width))
-    assert multi_slice_cycles(10, 8, ipu.FLOAT32) == 16 + 10 * (19 + 3 * 4)
-    assert multi_slice_cycles(10, 8, ipu.FLOAT16) == 16 + 10 * (19 + 3 * 2)
+    # poplibs getMultiSliceCycleEstimate per worker: 30 + m x (19 + cpv x ceil(region / vw))
+    assert multi_slice_cycles(10, 8, ipu.FLOAT32) == 30 + 10 * (19 + 2 * 4)
+    assert multi_slice_cycles(10, 8, ipu.FLOAT16) == 30 + 10 * (19 + 2 * 4)
+    assert multi_slice_cycles(10, 8, ipu.UINT8) == 30 + 10 * (19 + 3 * 2)
 
 
 def _independent_update(base, offsets, updates, op, per_column, init, track):
@@ -96,7 +97,7 @@ def _independent_update(base, offsets, updates, op, per_column, init, track):
 @pytest.mark.parametrize("op", ["none", "sum", "max", "min", "mul"])
 @pytest.mark.parametrize("per_column", [False, True])
 def test_multi_update(dt, op, per_column):
-    from codelets.multislice import UPDATE_OPS
+    from codelets.indexing import UPDATE_OPS
 
     rng = np.random.default_rng(TYPES.index(dt) * 100 + UPDATE_OPS[op] * 10 + int(per_column))
     rows, region, k = 5, 3, 7
@@ -126,7 +127,7 @@ def test_multi_update(dt, op, per_column):
 
 @pytest.mark.parametrize("op, init", [("max", -np.inf), ("min", np.inf), ("sum", 0.0), ("mul", 1.0)])
 def test_multi_update_init_and_untouched_rows(op, init):
-    from codelets.multislice import UPDATE_OPS
+    from codelets.indexing import UPDATE_OPS
 
     rows, region = 6, 2
     base = np.full(rows * region, 123.0, np.float32)  # garbage: init overwrites it
@@ -143,7 +144,7 @@ def test_multi_update_init_and_untouched_rows(op, init):
 
 
 def test_multi_update_int_max_init_uses_the_int_range():
-    from codelets.multislice import OP_MAX
+    from codelets.indexing import OP_MAX
 
     base = np.zeros(4, np.int32)
     res, _, _ = _run("MultiUpdate", {"base": base, "offsets": np.array([2], np.int32),
@@ -169,7 +170,7 @@ def test_dynamic_slice_and_update(dt, rows, region, n, first, offset):
     np.testing.assert_array_equal(res["out"], ipu.get_codelet("DynamicSlice").reference(
         base, np.array([offset]), region, rows, n, first))
     et = ipu.element_type(dt)
-    assert step.cycles == 6 * int(dynamic_slice_cycles(n, region, et))
+    assert step.cycles == int(dynamic_slice_cycles(n, region, et))  # a supervisor vertex
 
     upd = _data(rng, (n, region), dt)
     res, _, step = _run("DynamicUpdate", {"base": base.reshape(-1), "offset": np.array([offset], np.int32),
@@ -178,13 +179,15 @@ def test_dynamic_slice_and_update(dt, rows, region, n, first, offset):
     for j in range(n):
         expect[(o + first + j) % rows] = upd[j]
     np.testing.assert_array_equal(res["base"].reshape(rows, region), expect)
-    assert step.cycles == 6 * int(dynamic_slice_cycles(n, region, et))
+    assert step.cycles == int(dynamic_slice_cycles(n, region, et))  # a supervisor vertex
 
 
 def test_dynamic_slice_cost_model_matches_poplibs_formula():
-    # DynamicSlice2d, one region: 23 + (29 + nVectors) x s + 13 (float); (31 + 2 nVectors) x s (half)
-    assert dynamic_slice_cycles(3, 5, ipu.FLOAT32) == 23 + (29 + 3) * 3 + 13
-    assert dynamic_slice_cycles(3, 5, ipu.FLOAT16) == 23 + (31 + 2 * 2) * 3 + 13
+    # poplibs getDynamicSlice1DEstimate: 25 + 6 x (35 + (24 + 2 nCopies) x s), nCopies =
+    # floor(ceil(region / 6) / vectorWidth); 8-bit 72 + (70 + 2 nCopies) x s
+    assert dynamic_slice_cycles(3, 50, ipu.FLOAT32) == 25 + 6 * (35 + (24 + 2 * 4) * 3)
+    assert dynamic_slice_cycles(3, 50, ipu.FLOAT16) == 25 + 6 * (35 + (24 + 2 * 2) * 3)
+    assert dynamic_slice_cycles(3, 50, ipu.UINT8) == 25 + 6 * (72 + (70 + 2 * 2) * 3)
 
 
 @pytest.mark.parametrize("dt", TYPES)

@@ -1,12 +1,14 @@
-"""Writing profiles from a running program: the glue a Session calls after each run and on exit.
+"""The session side of profiling: what a popxl Session calls after each run and on exit.
 
-`session_event(session, event)` is the only entry point; it returns at once when profiling is off
+`session_event(session, event)` and `trace_limit(session)` are the entry points; they return at once when profiling is off
 (two environment look-ups). When on, it records where each run starts in the engine's step log,
 and writes DIR/profile.json (DIR/profile-1.json, ... for later sessions of the process writing to
 DIR) when the session exits, at interpreter exit for sessions never exited, and every `REWRITE_SECONDS` during
 long runs. The first MAX_RUN_RECORDS runs are described one by one (execution.runs); the
-execution trace and the totals cover every run. The session is read by duck typing (`executable`, `engine`, wall times, `ir`): this
-package never imports popxl.
+execution trace keeps the first MAX_TRACE_ENTRIES executed steps, the per-step counts and totals
+cover every run. The document itself is built and written by the profiler (`profiler.build_profile`,
+`profiler.write_document`) from the session's executable, engine, wall times and popxl ops, handed
+over as plain data.
 """
 from __future__ import annotations
 
@@ -18,10 +20,12 @@ import sys
 import time
 import weakref
 
-from .options import options
+from profiler import build_profile, write_document
+from profiler.options import options
 
 REWRITE_SECONDS = 30.0
-MAX_RUN_RECORDS = 1000  # runs described one by one in the document; the trace covers all
+MAX_RUN_RECORDS = 1000  # runs described one by one in the document
+MAX_TRACE_ENTRIES = 2_000_000  # executed steps traced per session (32 MB); counts cover the rest
 
 _states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _sessions_per_dir: dict = {}  # profile directory -> sessions of this process that wrote there
@@ -34,6 +38,8 @@ class _State:
         self.opts = opts
         self.index = index
         self.runs: list[dict] = []
+        self.run_count = 0
+        self.trace_cap = None  # trace entries to keep once executionProfileProgramRunCount runs ran
         self.log_len = 0
         self.cycles = 0
         self.run_seconds = 0.0
@@ -43,13 +49,32 @@ class _State:
         self.path = None
 
 
-def session_event(session, event: str) -> None:
-    """Called by popxl.Session: event "run" after every run, "exit" when the session detaches."""
+def _options_for(session):
     opts = options()
     if opts is None:
         engine_options = _session_engine_options(session)
         if engine_options:
             opts = options({"POPLAR_ENGINE_OPTIONS": json.dumps(engine_options)})
+    return opts
+
+
+def trace_limit(session) -> int:
+    """How many executed steps the session's engine keeps in its trace: none with profiling off
+    (so nothing grows per run), otherwise the first MAX_TRACE_ENTRIES, or fewer once the runs
+    that autoReport.executionProfileProgramRunCount asks for are traced. Per-step counts and the
+    totals always cover every run."""
+    opts = _options_for(session)
+    if opts is None or not opts.execution or opts.run_count == 0:
+        return 0
+    st = _states.get(session)
+    if st is not None and st.trace_cap is not None:
+        return min(st.trace_cap, MAX_TRACE_ENTRIES)
+    return MAX_TRACE_ENTRIES
+
+
+def session_event(session, event: str) -> None:
+    """Called by popxl.Session: event "run" after every run, "exit" when the session detaches."""
+    opts = _options_for(session)
     if opts is None:
         return
     try:
@@ -90,12 +115,15 @@ def _event(session, event, opts) -> None:
     engine = session.engine
     if event == "run":
         n = len(engine.log)
-        run_s = float(getattr(session, "run_seconds", 0.0))
+        run_s = float(session.run_seconds)
         if len(st.runs) < MAX_RUN_RECORDS:  # a training loop may call run() a million times
             st.runs.append({"program": 0, "first_entry": st.log_len, "entries": n - st.log_len,
                             "start_cycle": st.cycles, "cycles": int(engine.cycles) - st.cycles,
                             "wall_seconds": round(run_s - st.run_seconds, 6)})
         st.log_len, st.cycles, st.run_seconds = n, int(engine.cycles), run_s
+        st.run_count += 1
+        if opts.run_count is not None and st.run_count == opts.run_count:
+            st.trace_cap = n
         st.dirty = True
         now = time.monotonic()
         if now - (st.last_write or st.created) > REWRITE_SECONDS:
@@ -117,15 +145,12 @@ def _flush_all() -> None:
 def op_table(ir) -> dict:
     """popxl op name -> {"type", "scope", "graph"} for every op of every graph (first one wins)."""
     out: dict = {}
-    if ir is None:
-        return out
-    for g in getattr(ir, "graphs", ()):
-        for op in getattr(g, "ops", ()):
-            name = getattr(op, "name", None)
+    for g in ir.graphs:
+        for op in g.ops:
+            name = op.name
             if not name:
                 continue
-            rec = {"type": getattr(op, "type", None), "scope": getattr(op, "scope", None) or "",
-                   "graph": getattr(g, "name", "")}
+            rec = {"type": op.type, "scope": op.scope or "", "graph": g.name}
             have = out.get(name)
             if have is None:
                 out[name] = rec
@@ -152,39 +177,26 @@ def _path_for(st: _State) -> str:
 
 def build(session, st: _State | None = None) -> dict:
     """The profile document of a session (its executable, engine, wall times and popxl ops)."""
-    from ipu.profile import build_profile
-
     runs = st.runs if st is not None and st.runs else None
     trace_entries = None
     opts = st.opts if st is not None else None
     if opts is not None and opts.run_count is not None and runs:
         kept = runs[:opts.run_count]
         trace_entries = (kept[-1]["first_entry"] + kept[-1]["entries"]) if kept else 0
-    ir = getattr(session, "ir", None)
-    lowered = getattr(session, "_lowered", None)
     info = {
-        "compile_seconds": getattr(session, "compile_seconds", None),
-        "lowering_seconds": getattr(session, "lowering_seconds", None),
-        "run_seconds": getattr(session, "run_seconds", None),
-        "session_total_cycles": getattr(session, "total_cycles", None),
-        "device_desc": getattr(session, "device_desc", None),
+        "compile_seconds": session.compile_seconds,
+        "lowering_seconds": session.lowering_seconds,
+        "run_seconds": session.run_seconds,
+        "session_total_cycles": session.total_cycles,
+        "device_desc": session.device_desc,
         "script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None,
         "argv": list(sys.argv[1:]),
         "session_index": st.index if st is not None else 0,
         "frontend": "popxl",
     }
-    return build_profile(session.executable, session.engine, info=info, ops=op_table(ir),
-                         step_ops=dict(getattr(lowered, "op_names", None) or {}), runs=runs,
+    return build_profile(session.executable, session.engine, info=info, ops=op_table(session.ir),
+                         step_ops=dict(session._lowered.op_names), runs=runs,
                          execution=opts.execution if opts is not None else True, trace_entries=trace_entries)
-
-
-def write_document(doc: dict, path: str) -> str:
-    """Write a profile document atomically (a reader never sees half a file)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
-    os.replace(tmp, path)
-    return path
 
 
 def write(session, st: _State | None = None) -> str:

@@ -69,15 +69,17 @@ def _multi_slice(views, off, cnt, fp, ip):
 def multi_slice_cycles(m, region, t) -> np.ndarray:
     """Worker cycles of one MultiSlice vertex gathering m rows of `region` elements.
 
-    Source: poplibs popopsCycleEstimators.cpp, multiSlicer (MultiSlice / MultiUpdate):
-    16 cycles of call overhead + per offset 19 cycles (load offset, compare, branch, multiply
-    to an address, outer loop) + 3 cycles per 64-bit vector copied (load, store, loop):
-    16 + m x (19 + 3 x ceil(region / vectorWidth)), vectorWidth = 4 for half, else 2.
+    Source: poplibs lib/popops/PerformanceEstimation.cpp @ 03953b1c, getMultiSliceCycleEstimate
+    (every offset in range, indices unsorted) for one worker: 30 cycles of prologue and epilogue
+    + per offset 19 cycles of overhead + cyclesPerVector per vector of the slice, vectors of 2
+    elements at 2 cycles for 16- and 32-bit types (poplibs copies half as 32-bit pairs), 4 at
+    3 cycles for 8-bit ones: 30 + m x (19 + cpv x ceil(region / vw)). poplibs' MultiSlice is a
+    MultiVertex and multiplies this by the 6 workers; here a worker vertex is one such worker.
     """
     m = np.asarray(m, np.int64)
     region = np.asarray(region, np.int64)
-    vw = _vector_width(t)
-    return 16 + m * (19 + 3 * (-(-region // vw)))
+    vw, cpv = (4, 3) if t.itemsize == 1 else (2, 2)
+    return 30 + m * (19 + cpv * (-(-region // vw)))
 
 
 @ipu.register
@@ -400,22 +402,32 @@ def _dynamic_update(views, off, cnt, fp, ip):
     _dynamic_rows(views[0], views[1], views[2], off, cnt, ip, True)
 
 
-def dynamic_slice_cycles(s, region, t) -> np.ndarray:
-    """Worker cycles of one DynamicSlice / DynamicUpdate vertex moving s rows of `region` elements.
+def dynamic_slice_cycles(s, region, t, workers: int = 6) -> np.ndarray:
+    """Tile cycles of one DynamicSlice / DynamicUpdate supervisor vertex moving s rows of `region`
+    elements.
 
-    Source: poplibs popopsCycleEstimators.cpp, DynamicSlice2d / DynamicUpdateSlice2d with one
-    region: 23 + (29 + nVectors) x s + 13 for 32-bit types, 23 + (31 + 2 x nVectors) x s + 13 for
-    half, nVectors = ceil(region / vectorWidth).
+    Source: poplibs lib/popops/popopsCycleEstimators.cpp, getDynamicSlice1DEstimate (the
+    DynamicSlice1D / DynamicUpdateSlice1D MultiVertex; the version with 8-bit and 64-bit types):
+    the region is split over the 6 workers, ceil(region / 6) elements each, copied as
+    nCopies = floor(ceil(region / 6) / vectorWidth) 64-bit vectors (vectorWidth 4 for half and
+    8-bit types, 2 for 32-bit ones); supervisor 11 + 1 + 6 + 1 + 6 cycles; a worker
+    35 + (24 + 2 x nCopies) x s cycles, 8-bit types 72 + (70 + 2 x nCopies) x s.
     """
     s = np.asarray(s, np.int64)
-    nv = -(-np.asarray(region, np.int64) // _vector_width(t))
-    if t == ipu.FLOAT16:
-        return 23 + (31 + 2 * nv) * s + 13
-    return 23 + (29 + nv) * s + 13
+    region = np.asarray(region, np.int64)
+    per_worker = -(-region // workers)
+    n_copies = per_worker // (4 if t.itemsize <= 2 else 2)
+    if t.itemsize == 1:
+        worker = 72 + (70 + 2 * n_copies) * s
+    else:
+        worker = 35 + (24 + 2 * n_copies) * s
+    return 11 + 1 + 6 + 1 + 6 + workers * worker
 
 
 class _DynamicBase(Codelet):
     int_params = ("region", "rows", "first")
+    # poplibs' DynamicSlice1D is a MultiVertex: one vertex splits its region over the workers
+    supervisor = True
     allowed_types = (None, _INDEX_TYPES, None)
 
     def check(self, types, cnt, fp, ip):
@@ -429,11 +441,11 @@ class _DynamicBase(Codelet):
             raise ValueError(f"{self.name}: the slice must hold whole regions")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return dynamic_slice_cycles(cnt[:, 2] // np.maximum(ip[:, 0], 1), ip[:, 0], types[0])
+        return dynamic_slice_cycles(cnt[:, 2] // np.maximum(ip[:, 0], 1), ip[:, 0], types[0], target.worker_contexts)
 
     def code_bytes(self, types):
-        # assumption: poplibs' DynamicSlice2D assembly worker (~0.25 KiB)
-        return 256
+        # assumption: poplibs' DynamicSlice1D supervisor + worker assembly (~0.3 KiB)
+        return 320
 
 
 @ipu.register

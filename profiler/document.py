@@ -1,15 +1,12 @@
-"""The profile document: everything a run measured, as plain JSON-ready data.
+"""Building the profile document: everything a run measured, as plain JSON-ready data.
 
 `build_profile(executable, engine)` returns a dict (schema in docs/profile-format.md) holding the
 target, the program tree, every step with its cycles on every tile, memory on every tile by
 category and by liveness, the execution trace (executed step ids and start cycles) and wall times.
-It only reads the Executable and the Engine: building it never changes cycles or results.
-
-Arrays over tiles are stored run-length encoded (`rle`): a flat list [value, count, value, count,
-...], which keeps 1472-tile arrays small when tiles look alike. The execution trace is stored as
-runs of consecutive step ids (`[first_step, count, repeat]` triples) plus the few start cycles that
-do not follow from the previous step's cycles. `ipu/` imports nothing of the project, so this
-module takes extra facts (op names, wall times) as plain dicts.
+It only reads the `ipu.Executable` and the `ipu.Engine`: building it never changes cycles or
+results. Facts of the frontend (op names, wall times) come in as plain dicts, so any frontend (or
+a program written directly against `ipu/`) gets the same document. The encodings (rle, trace) are
+those of `_format.py`, the one definition of the format.
 """
 from __future__ import annotations
 
@@ -19,25 +16,12 @@ import time
 
 import numpy as np
 
-from . import costs
-from .memory import CATEGORIES
+from ipu import costs
+from ipu.memory import CATEGORIES
+from ipu.streams import HostTransfer
+from ipu.timeline import timeline_steps
 
-SCHEMA = "ipu-sim-profile"
-VERSION = 1  # the major version: readers refuse another one
-MINOR_VERSION = 1  # fields added within the major version (1: the `code` section, the `streaming` class)
-
-# Step kinds and the class each one counts towards in the compute / exchange / sync split.
-KIND_CLASS = {
-    "compute": "compute",
-    "exchange": "exchange",
-    "sync": "sync",
-    "host_to_device": "host",
-    "device_to_host": "host",
-    "remote_load": "streaming",
-    "remote_store": "streaming",
-    "code_load": "streaming",
-    "branch": "control",
-}
+from ._format import KIND_CLASS, MINOR_VERSION, SCHEMA, VERSION, encode_trace, rle
 
 # Memory categories that are not always live: temporaries, and vertex code loaded from streaming
 # memory (live from a load to the last call before the next load; ipu/codeload.py). Every other
@@ -46,81 +30,6 @@ NOT_ALWAYS_LIVE = ("temporaries", "code_loaded")
 ALWAYS_LIVE = tuple(c for c in CATEGORIES if c not in NOT_ALWAYS_LIVE)
 # the order of categories in the document: loaded code next to resident vertex code
 CATEGORY_ORDER = tuple(x for c in CATEGORIES for x in ((c, "code_loaded") if c == "vertex_code" else (c,)))
-
-
-# ------------------------------------------------------------------------------------------------
-# encodings
-
-
-def rle(a) -> list:
-    """Run-length encode a 1-D integer array as [value, count, value, count, ...]."""
-    a = np.asarray(a).reshape(-1)
-    if a.size == 0:
-        return []
-    brk = np.flatnonzero(a[1:] != a[:-1]) + 1
-    starts = np.concatenate(([0], brk))
-    counts = np.diff(np.append(starts, a.size))
-    out = np.empty(2 * starts.size, np.int64)
-    out[0::2] = a[starts]
-    out[1::2] = counts
-    return out.tolist()
-
-
-def unrle(runs) -> np.ndarray:
-    """Inverse of `rle`."""
-    r = np.asarray(runs, np.int64).reshape(-1, 2) if len(runs) else np.zeros((0, 2), np.int64)
-    return np.repeat(r[:, 0], r[:, 1])
-
-
-def encode_trace(step_ids, start_cycles, step_cycles) -> dict:
-    """Compact form of an execution trace (see docs/profile-format.md, `execution.trace`)."""
-    ids = np.asarray(step_ids, np.int64)
-    starts = np.asarray(start_cycles, np.int64)
-    n = int(ids.size)
-    if n == 0:
-        return {"encoding": "runs-v1", "length": 0, "runs": [], "first_start": 0, "start_exceptions": []}
-    brk = np.ones(n, bool)
-    brk[1:] = ids[1:] != ids[:-1] + 1
-    seg_at = np.flatnonzero(brk)
-    seg_first = ids[seg_at]
-    seg_len = np.diff(np.append(seg_at, n))
-    same = np.zeros(seg_at.size, bool)
-    same[1:] = (seg_first[1:] == seg_first[:-1]) & (seg_len[1:] == seg_len[:-1])
-    grp_at = np.flatnonzero(~same)
-    grp_rep = np.diff(np.append(grp_at, seg_at.size))
-    triples = np.empty((grp_at.size, 3), np.int64)
-    triples[:, 0] = seg_first[grp_at]
-    triples[:, 1] = seg_len[grp_at]
-    triples[:, 2] = grp_rep
-    cyc = np.asarray(step_cycles, np.int64)[ids]
-    expected = starts[:-1] + cyc[:-1]
-    exc = np.flatnonzero(starts[1:] != expected) + 1
-    exceptions = np.stack([exc, starts[exc]], axis=1) if exc.size else np.zeros((0, 2), np.int64)
-    return {
-        "encoding": "runs-v1",
-        "length": n,
-        "runs": triples.reshape(-1).tolist(),
-        "first_start": int(starts[0]),
-        "start_exceptions": exceptions.reshape(-1).tolist(),
-    }
-
-
-def decode_trace(trace: dict, step_cycles) -> tuple[np.ndarray, np.ndarray]:
-    """(step ids, start cycles) of an encoded trace."""
-    n = int(trace.get("length", 0))
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    t = np.asarray(trace["runs"], np.int64).reshape(-1, 3)
-    parts = [np.tile(np.arange(f, f + c, dtype=np.int64), r) for f, c, r in t]
-    ids = np.concatenate(parts)[:n]
-    delta = np.asarray(step_cycles, np.int64)[ids]
-    cs = np.concatenate(([0], np.cumsum(delta)))
-    ex = np.asarray(trace.get("start_exceptions", []), np.int64).reshape(-1, 2)
-    anchor_idx = np.concatenate(([0], ex[:, 0]))
-    anchor_val = np.concatenate(([int(trace["first_start"])], ex[:, 1]))
-    k = np.searchsorted(anchor_idx, np.arange(n), side="right") - 1
-    starts = anchor_val[k] + cs[:n] - cs[anchor_idx[k]]
-    return ids, starts
 
 
 # ------------------------------------------------------------------------------------------------
@@ -143,61 +52,6 @@ def _node_json(node):
         return {"switch": int(node[1]), "cases": {str(k): _node_json(v) for k, v in node[3].items()},
                 "default": _node_json(node[4])}
     return {"unknown": str(kind)}
-
-
-_TRANSFER_KINDS = ("exchange", "host_to_device", "device_to_host", "remote_load", "remote_store")
-
-
-def timeline_steps(exe) -> list | None:
-    """The step at each liveness timeline position (program order, calls expanded, one pass through
-    loop bodies and every branch), or None when it cannot be matched with `exe.timeline_length`.
-
-    The compiler inserts a sync before every exchange and host transfer; those syncs take no
-    position of their own (the transfer after them does)."""
-    steps = exe.steps
-    out: list[int] = []
-    budget = [max(exe.timeline_length, 1) * 4 + 64]
-
-    def walk(node, stack):
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise RecursionError
-        kind = node[0]
-        if kind == "step":
-            out.append(int(node[1]))
-        elif kind == "seq":
-            kids = node[1]
-            if (len(kids) == 2 and kids[0][0] == "step" and kids[1][0] == "step"
-                    and steps[kids[0][1]].kind == "sync" and steps[kids[1][1]].kind in _TRANSFER_KINDS):
-                out.append(int(kids[1][1]))
-            else:
-                for k in kids:
-                    walk(k, stack)
-        elif kind == "repeat":
-            walk(node[2], stack)
-        elif kind == "call":
-            f = int(node[1])
-            if f in stack:
-                raise RecursionError
-            walk(exe.functions[f], stack | {f})
-        elif kind == "if":
-            out.append(int(node[1]))
-            walk(node[3], stack)
-            walk(node[4], stack)
-        elif kind == "switch":
-            out.append(int(node[1]))
-            for v in node[3].values():
-                walk(v, stack)
-            walk(node[4], stack)
-
-    try:
-        for p in exe.programs:
-            walk(p, frozenset())
-    except (RecursionError, IndexError):
-        return None
-    if len(out) == exe.timeline_length or (exe.timeline_length == 1 and not out):
-        return out
-    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -340,11 +194,10 @@ def _code(exe, counts, tl_steps) -> dict | None:
     loads = []
     for sid in cl.load_steps:
         s = steps[sid]
-        info = getattr(s, "remote", None)
-        tb = getattr(info, "tile_bytes", None)
-        tb = np.zeros(resident.size, np.int64) if tb is None else np.asarray(tb, np.int64)
+        info = s.payload  # remote.CodeLoadInfo
+        tb = np.zeros(resident.size, np.int64) if info.tile_bytes is None else np.asarray(info.tile_bytes, np.int64)
         runs = int(counts[sid]) if sid < len(counts) else 0
-        loads.append({"step": int(sid), "name": s.name, "functions": [str(x) for x in getattr(info, "functions", ())],
+        loads.append({"step": int(sid), "name": s.name, "functions": [str(x) for x in info.functions],
                       "bytes": int(s.bytes_moved or 0), "max_tile_bytes": int(tb.max(initial=0)),
                       "tiles": int(np.count_nonzero(tb)), "cycles": int(s.cycles), "sync_cycles": sync,
                       "transfer_cycles": max(int(s.cycles) - sync, 0), "executions": runs,
@@ -398,11 +251,18 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     step_cycles = np.fromiter((s.cycles for s in steps), np.int64, nsteps)
 
     # executed entries
+    # the trace holds the first entries only when the engine's trace limit was reached; the
+    # per-step counts cover every run
     if engine is not None:
         ids, starts = engine.log.arrays()
+        executed = len(engine.log)
+        counts = np.zeros(nsteps, np.int64)
+        c = np.asarray(engine.log.counts, np.int64)[:nsteps]
+        counts[:c.size] = c
     else:
         ids = starts = np.zeros(0, np.int64)
-    counts = np.bincount(ids, minlength=nsteps) if ids.size else np.zeros(nsteps, np.int64)
+        executed = 0
+        counts = np.zeros(nsteps, np.int64)
 
     # per-tile cycles, deduplicated (steps of one compute set share one array)
     table: list = []
@@ -435,8 +295,8 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             row["bytes_moved"] = int(s.bytes_moved)
         if s.debug:
             row["debug"] = s.debug
-        if s.stream is not None:
-            row["stream"] = getattr(s.stream, "name", str(s.stream))
+        if isinstance(s.payload, HostTransfer):
+            row["stream"] = s.payload.stream.name
         op_name = step_ops.get(s.name)
         hit = (op_name, ops.get(op_name, {})) if op_name else (_attribute(s.debug, ops) or _attribute(s.name, ops))
         if hit:
@@ -470,9 +330,9 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     if engine is not None:
         by_kind: dict[str, int] = {}
         by_class: dict[str, int] = {}
-        executed = counts * step_cycles
+        executed_cycles = counts * step_cycles
         for s in steps:
-            c = int(executed[s.id])
+            c = int(executed_cycles[s.id])
             if c or counts[s.id]:
                 by_kind[s.kind] = by_kind.get(s.kind, 0) + c
                 cl = KIND_CLASS.get(s.kind, s.kind)
@@ -487,7 +347,7 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             mat = np.stack(table_arrays)
             busy = {"compute": rle(w[:, 0] @ mat), "transfer": rle(w[:, 1] @ mat)}
         if runs is None:
-            runs = [{"program": 0, "first_entry": 0, "entries": int(ids.size),
+            runs = [{"program": 0, "first_entry": 0, "entries": int(executed),
                      "start_cycle": int(starts[0]) if ids.size else 0,
                      "cycles": total_cycles - (int(starts[0]) if ids.size else 0)}]
         keep = int(ids.size)
@@ -501,17 +361,17 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             "engine_runs": int(engine.runs),
             "replicas": int(engine.replicas),
             "runs": runs,
-            "steps_executed": int(ids.size),
+            "steps_executed": int(executed),
             "cycles_by_kind": by_kind,
             "cycles_by_class": by_class,
             "tile_busy_cycles": busy,
         }
         if execution:
             exe_doc["trace"] = encode_trace(ids[:keep], starts[:keep], step_cycles)
-            exe_doc["trace_truncated"] = keep < ids.size
+            exe_doc["trace_truncated"] = keep < executed
         else:
             exe_doc["trace"] = None
-            exe_doc["trace_truncated"] = bool(ids.size)
+            exe_doc["trace_truncated"] = bool(executed)
 
     run_s = info.get("run_seconds")
     wall = {k: info.pop(k) for k in ("compile_seconds", "lowering_seconds", "run_seconds") if k in info}

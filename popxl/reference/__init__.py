@@ -1,4 +1,4 @@
-"""A NumPy interpreter of popxl graphs, for checking gradient graphs independently of the lowering.
+"""popxl.reference: a NumPy interpreter of popxl graphs, independent of the lowering.
 
 ``evaluate(graph, inputs, upcast=False)`` runs ``graph`` on NumPy arrays (one per graph input) and
 returns the dict {tensor: array} of every tensor it computed. With ``upcast`` float32/float16 are
@@ -209,7 +209,22 @@ def _run(op, ins, upcast):
         out = ins[0].copy()
         np.put_along_axis(out, ins[1].astype(np.int64), ins[2], a["axis"])
         return [out]
-    if t == "scatter_reduce":
+    if t == "interpolate":
+        from popxl.ops._interpolation import reference
+        return [reference(ins[0], op.outputs[0].shape, a)]
+    if t == "roi_align":
+        from codelets.roi_align import reference
+        return [reference(ins[0], ins[1], ins[2], a["output_size"], a["spatial_scale"],
+                          a["sampling_ratio"]).astype(ins[0].dtype)]
+    if t == "roi_align_grad":
+        from codelets.roi_align import RoiAlignGrad
+        return [RoiAlignGrad().reference(ins[0], op.outputs[0].shape, ins[1], ins[2], a["output_size"],
+                                         a["spatial_scale"], a["sampling_ratio"]).astype(ins[0].dtype)]
+    if t == "grouped_gather":
+        ax = a["axis"]
+        return [np.stack([np.take(ins[0][g], ins[1][g].astype(np.int64), axis=ax - 1)
+                          for g in range(a["group_size"])])]
+    if t in ("scatter_reduce", "grouped_scatter_reduce"):
         data, idx = ins[0], ins[1].astype(np.int64)
         ax = a["axis"]
         shape = list(data.shape)
@@ -311,4 +326,4 @@ def _run(op, ins, upcast):
         for gi, oi in a[f"{key}_input_map"].items():
             vals[gi] = ins[oi]
         return run_graph(g, vals, upcast)
-    raise NotImplementedError(f"ir_eval: op type {t!r}")
+    raise NotImplementedError(f"popxl.reference: op type {t!r}")

@@ -1,0 +1,260 @@
+"""The compiler: a graph and its programs into an Executable.
+
+1. Walk the program trees in execution order (calls expanded) to get the timeline: when each
+   variable is first and last used, and which stretches are loops (`ipu.timeline`).
+2. Plan memory: an address for every piece of every used variable on its tile (`ipu.memory`).
+3. Turn every leaf into steps with precomputed tables through its program kind (`ipu.kinds`:
+   compute.py, exchange.py, streams.py, remote.py, collectives.py); control nodes (Sequence,
+   Repeat, If, Switch, Call) become the node tree the engine walks. Each step carries its cycles
+   on every tile from the cost models.
+
+Program kinds use the compiler through its public methods only: `add_step`, `sync`,
+`addresses`, `scalar_ref`, `cached`, `add_vertex_memory`, `add_exchange_code`, and the
+read-only `target`, `graph`, `layouts` and `steps`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import codeload, costs
+from . import collectives, compute, exchange, remote, streams  # noqa: F401  (the built-in program kinds)
+from .errors import CompileError, MappingError
+from .executable import Executable, Layout, Step
+from .graph import Function, Graph
+from .kinds import kind_of
+from .memory import CATEGORIES, MemoryPlan, align, check_fits, place_pieces
+from .program import Call, If, Program, Repeat, Sequence, Switch
+from .target import Target
+from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor
+from .timeline import Timeline
+
+__all__ = ["CONTROL_BYTES_PER_STEP", "Compiler", "compile"]
+
+# Non-data memory per tile (an assumption in the spirit of Poplar's code generation; a documented
+# constant, not a measurement; exchange code: exchange.py):
+CONTROL_BYTES_PER_STEP = 8  # one supervisor instruction pair per program step, on every tile
+
+_FOREVER = np.iinfo(np.int64).max // 4
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. memory
+
+
+def _plan_memory(graph: Graph, used: dict, first: dict, last: dict, target: Target):
+    pieces_tile, pieces_bytes, pieces_start, pieces_end, pieces_owner = [], [], [], [], []
+    live_vars = [v for v in graph.variables if v.category != TEMPORARY or v.id in used]
+    for v in live_vars:
+        if v.numel == 0:
+            continue
+        unmapped = np.count_nonzero(v.tile_of < 0)
+        if unmapped:
+            raise MappingError(
+                f"tensor {v.name!r} has {unmapped} of {v.numel} elements without a tile mapping; "
+                f"call set_tile_mapping or map_linearly on it before compiling"
+            )
+        starts, stops, tiles = v.pieces()
+        always = v.category != TEMPORARY
+        s = -1 if always else first[v.id]
+        e = _FOREVER if always else last[v.id]
+        pieces_tile.append(tiles.astype(np.int64))
+        pieces_bytes.append((stops - starts) * v.dtype.itemsize)
+        pieces_start.append(np.full(len(starts), s, np.int64))
+        pieces_end.append(np.full(len(starts), e, np.int64))
+        pieces_owner.append((v, starts, stops, tiles))
+    if pieces_tile:
+        tile = np.concatenate(pieces_tile)
+        nbytes = np.concatenate(pieces_bytes)
+        start = np.concatenate(pieces_start)
+        end = np.concatenate(pieces_end)
+    else:
+        tile = nbytes = start = end = np.zeros(0, np.int64)
+    local, peak = place_pieces(tile, nbytes, start, end, target)
+    tile_bytes = align(peak, target.alignment)
+    tile_base = np.concatenate(([0], np.cumsum(tile_bytes)[:-1])).astype(np.int64)
+    total = int(tile_bytes.sum())
+
+    layouts = {}
+    k = 0
+    for v, starts, stops, tiles in pieces_owner:
+        n = len(starts)
+        addr = tile_base[tiles.astype(np.int64)] + local[k:k + n]
+        layouts[v.id] = Layout(v, starts, stops, tiles.astype(np.int64), addr)
+        k += n
+
+    n = target.num_tiles
+    cats = {c: np.zeros(n, np.int64) for c in CATEGORIES}
+    size = align(nbytes, target.alignment)
+    always = start < 0
+    cat_of = np.array([{VARIABLE: 0, CONSTANT: 1, TEMPORARY: 2}[v.category]
+                       for v, s, _, _ in pieces_owner for _ in range(len(s))], dtype=np.int64)
+    if tile.size:
+        cats["variables"] += np.bincount(tile[cat_of == 0], weights=size[cat_of == 0], minlength=n).astype(np.int64)
+        cats["constants"] += np.bincount(tile[cat_of == 1], weights=size[cat_of == 1], minlength=n).astype(np.int64)
+        fixed = cats["variables"] + cats["constants"]
+        cats["temporaries"] = np.maximum(tile_bytes - fixed, 0)
+    cats["stack"][:] = target.stack_bytes_per_tile
+
+    # liveness over the timeline: not-always-live bytes (summed over tiles) at each position
+    length = max(1, max(last.values(), default=0) + 1)
+    diff = np.zeros(length + 1, np.int64)
+    temp = ~always
+    if temp.any():
+        np.add.at(diff, np.clip(start[temp], 0, length), size[temp])
+        np.add.at(diff, np.clip(end[temp] + 1, 0, length), -size[temp])
+    liveness = np.cumsum(diff)[:length]
+    return layouts, MemoryPlan(target, tile_bytes, tile_base, total, cats), liveness, cats["temporaries"].copy()
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. steps
+
+
+class Compiler:
+    """Turns program nodes into steps (see the module docstring for what program kinds may use)."""
+
+    def __init__(self, graph: Graph, layouts: dict, plan: MemoryPlan):
+        self.graph = graph
+        self.target = graph.target
+        self.layouts = layouts
+        self.plan = plan
+        self._steps: list[Step] = []
+        self._cache: dict = {}
+        self._functions: dict[int, int] = {}
+        self.function_nodes: list = []
+        n = self.target.num_tiles
+        self._code_keys = [set() for _ in range(n)]  # (codelet, types) per tile
+        self.code_bytes = np.zeros(n, np.int64)
+        self.state_bytes = np.zeros(n, np.int64)
+        self.exchange_bytes = np.zeros(n, np.int64)
+        self.control_steps = 0
+
+    # -- the API of program kinds
+    @property
+    def steps(self) -> list:
+        """The steps so far, in id order (read only: add steps with add_step)."""
+        return self._steps
+
+    def add_step(self, kind: str, name: str, cycles: int, tile_cycles=None, *, payload=None, vertices: int = 0,
+                 bytes_moved: int = 0, debug: str = "") -> Step:
+        """Append a step (one control-code step on every tile) and return it."""
+        s = Step(len(self._steps), kind, name, cycles, tile_cycles, payload, vertices, bytes_moved, debug)
+        self._steps.append(s)
+        self.control_steps += 1
+        return s
+
+    def sync(self, why: str = ""):
+        """A sync step across the replica's tiles (before an exchange or transfer); its node."""
+        c = costs.sync_cycles(self.target)
+        return ("step", self.add_step("sync", f"sync ({why})" if why else "sync", c).id)
+
+    def node(self, p: Program):
+        """The compiled node of a program (control nodes here, leaves through their kind)."""
+        if isinstance(p, Sequence):
+            return ("seq", [self.node(q) for q in p.programs])
+        if isinstance(p, Repeat):
+            if int(p.count) < 0:
+                raise CompileError(f"Repeat count must be >= 0, got {p.count}")
+            self.control_steps += 1
+            return ("repeat", int(p.count), self.node(p.body))
+        if isinstance(p, If):
+            ref = self.scalar_ref(p.condition, "If condition")
+            b = self.add_step("branch", p.name or "if", costs.branch_cycles(self.target))
+            return ("if", b.id, ref, self.node(p.then_), self.node(p.else_) if p.else_ is not None else ("seq", []))
+        if isinstance(p, Switch):
+            ref = self.scalar_ref(p.control, "Switch control")
+            b = self.add_step("branch", p.name or "switch", costs.branch_cycles(self.target))
+            cases = {int(k): self.node(v) for k, v in p.cases.items()}
+            default = self.node(p.default) if p.default is not None else ("seq", [])
+            return ("switch", b.id, ref, cases, default)
+        if isinstance(p, Call):
+            return ("call", self._function(p.function))
+        return kind_of(p).compile(self, p)
+
+    def addresses(self, t: Tensor, what: str):
+        """(byte addresses, tiles) of every element of `t`, in row-major order."""
+        L = self.layouts.get(t.variable.id)
+        if L is None:
+            raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
+        return L.element_addresses(t.flat_index())
+
+    def scalar_ref(self, t: Tensor, what: str):
+        """(storage dtype, element offset in that view) of a one-element tensor the engine reads."""
+        if t.numel != 1:
+            raise CompileError(f"{what} must be a tensor of one element, {t.name!r} has shape {t.shape}")
+        L = self.layouts[t.variable.id]
+        addr, _ = L.element_addresses(t.flat_index())
+        dt = t.dtype
+        return (dt.storage, int(addr[0]) // dt.itemsize)
+
+    def cached(self, key, build):
+        """build() once per key in this compilation (e.g. a compute set executed several times)."""
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    def add_vertex_memory(self, tiles: np.ndarray, code_key, code_bytes: int, state_bytes: int) -> None:
+        """Vertex state for every vertex on `tiles`; the code of `code_key` once per tile using it."""
+        self.state_bytes += np.bincount(tiles, minlength=self.target.num_tiles) * state_bytes
+        for t in np.unique(tiles):
+            if code_key not in self._code_keys[t]:
+                self._code_keys[t].add(code_key)
+                self.code_bytes[t] += code_bytes
+
+    def add_exchange_code(self, tile_bytes: np.ndarray) -> None:
+        """Exchange code bytes on every tile."""
+        self.exchange_bytes += tile_bytes
+
+    # -- functions
+    def _function(self, f: Function) -> int:
+        key = id(f)
+        if key not in self._functions:
+            self._functions[key] = len(self.function_nodes)
+            self.function_nodes.append(None)
+            self.function_nodes[self._functions[key]] = self.node(f.program)
+        return self._functions[key]
+
+
+def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural name
+    """Compile `programs` (one Program or a list; run them by index) for the graph's target."""
+    if isinstance(programs, Program):
+        programs = [programs]
+    programs = list(programs)
+    for p in programs:
+        if not isinstance(p, Program):
+            raise TypeError(f"compile takes ipu programs, got {type(p).__name__}")
+    target = graph.target
+    tl = Timeline()
+    for p in programs:
+        tl.walk(p)
+    first, last = tl.intervals()
+    layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, first, last, target)
+    comp = Compiler(graph, layouts, plan)
+    nodes = [comp.node(p) for p in programs]
+    plan.categories["vertex_code"] = comp.code_bytes
+    plan.categories["vertex_state"] = comp.state_bytes
+    plan.categories["exchange_code"] = comp.exchange_bytes
+    plan.categories["control_code"] = np.full(target.num_tiles, comp.control_steps * CONTROL_BYTES_PER_STEP, np.int64)
+    # code loaded from streaming memory (ipu/codeload.py): vertex code of functions that CodeLoad
+    # targets is live only from a load to the last call before the next load
+    code = codeload.analyse(programs, comp, tl.pos)
+    if code is not None:
+        plan.categories["vertex_code"] = code.resident
+        plan.categories["code_loaded"] = code.loaded_peak
+        n = max(len(liveness), len(code.live))
+        liveness = np.pad(liveness, (0, n - len(liveness))) + np.pad(code.live, (0, n - len(code.live)))
+        live_peak = live_peak + code.loaded_peak
+
+    def largest_on_tile(t):
+        items = []
+        for L in layouts.values():
+            m = L.tiles == t
+            if m.any():
+                items.append((L.variable.name, int(((L.stops[m] - L.starts[m]) * L.variable.dtype.itemsize).sum())))
+        return sorted(items, key=lambda x: -x[1])[:3]
+
+    check_fits(plan, largest_on_tile)
+    return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
+                      {v.id: v for v in graph.variables}, dict(graph.streams), plan,
+                      len(liveness), liveness, live_peak,
+                      remote_buffers=dict(graph.remote_buffers), code_liveness=code)

@@ -1,0 +1,76 @@
+"""The exchange kinds: `Copy(src, dst)` (an exchange phase after a sync) and `Sync`.
+
+A copy becomes a table of byte runs contiguous at both ends (`copytables.runs`); its cycles come
+from `costs.exchange_tile_cycles`, and its exchange code (one instruction per run a tile receives
+and per distinct run it sends) is charged to the tiles' `exchange_code` memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import costs
+from .copytables import CopyTable, copy_runs, copy_runs_staged, runs
+from .errors import CompileError
+from .kinds import ProgramKind, register_kind
+from .program import Copy, Sync
+
+__all__ = ["EXCHANGE_BYTES_PER_PHASE", "EXCHANGE_BYTES_PER_RUN"]
+
+# exchange code per tile (assumptions in the spirit of Poplar's code generation; each is a
+# documented constant, not a measurement):
+EXCHANGE_BYTES_PER_RUN = 8  # one send/receive instruction pair per contiguous run a tile moves
+EXCHANGE_BYTES_PER_PHASE = 16  # entering and leaving an exchange phase on a participating tile
+
+
+def _compile_copy(comp, p: Copy):
+    sync = comp.sync(p.name or "copy")
+    return ("seq", [sync, ("step", _copy_step(comp, p).id)])
+
+
+def _copy_step(comp, p: Copy):
+    src, dst = p.src, p.dst
+    if src.numel != dst.numel:
+        raise CompileError(f"Copy {p.name!r}: {src.name!r} has {src.numel} elements but {dst.name!r} has {dst.numel}")
+    if src.dtype != dst.dtype:
+        raise CompileError(f"Copy {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is {dst.dtype.name}; cast with a compute set")
+    if src.numel == 0:
+        return comp.add_step("exchange", p.name or "copy", 0)
+    isz = src.dtype.itemsize
+    sa, st = comp.addresses(src, "Copy source")
+    da, dt = comp.addresses(dst, "Copy destination")
+    src_off, dst_off, nbytes, src_tile, dst_tile = runs(sa, da, st, dt, isz)
+    target = comp.target
+    tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target)
+    # exchange code: one instruction per run a tile receives, and per distinct run it sends
+    # (a run multicast to several tiles is sent once)
+    n = target.num_tiles
+    first = costs.distinct_runs(src_off, nbytes)
+    runs_per_tile = np.bincount(src_tile[first], minlength=n) + np.bincount(dst_tile, minlength=n)
+    comp.add_exchange_code(runs_per_tile * EXCHANGE_BYTES_PER_RUN + (runs_per_tile > 0) * EXCHANGE_BYTES_PER_PHASE)
+    staged = src.variable is dst.variable
+    return comp.add_step("exchange", p.name or f"copy {src.name} -> {dst.name}",
+                         int(tile_cycles.max(initial=0)) + extra, tile_cycles,
+                         payload=CopyTable(src_off, dst_off, nbytes, staged), bytes_moved=int(nbytes.sum()))
+
+
+def _copy_uses(p: Copy):
+    return [(p.src.variable, True, False), (p.dst.variable, False, True)]
+
+
+def _run_copy(engine, table: CopyTable, reps) -> None:
+    if table.staged:
+        for r in reps:
+            copy_runs_staged(engine.memory[r], table.src_off, table.dst_off, table.nbytes)
+        return
+    dt, s, d, n = table.words()
+    for r in reps:
+        m = engine.view(r, np.dtype(dt))
+        copy_runs(m, m, s, d, n)
+
+
+def _compile_sync(comp, p: Sync):
+    return ("step", comp.add_step("sync", p.name or "sync", costs.sync_cycles(comp.target)).id)
+
+
+register_kind(ProgramKind("exchange", (Copy,), _compile_copy, _copy_uses, CopyTable, _run_copy))
+register_kind(ProgramKind("sync", (Sync,), _compile_sync, lambda p: []))
