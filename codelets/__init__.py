@@ -11,6 +11,7 @@ use of a codelet name. Each module holds one family: kernel, NumPy reference, co
 - fill: Fill, Copy, Arange
 - reduce: Reduce (op table REDUCE_OPS, layouts ROWS / PARTIALS)
 - select: Select, Clamp
+- transpose: Transpose2d
 """
 from . import scaled_add  # noqa: F401
 from . import matmul  # noqa: F401
@@ -26,3 +27,4 @@ from . import rowwise  # noqa: F401
 from . import rng  # noqa: F401
 from . import histogram  # noqa: F401
 from . import roi_align  # noqa: F401
+from . import transpose  # noqa: F401

@@ -140,6 +140,68 @@ def _gather(src3, cells, axes):
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
+def _is_transposed(src3) -> bool:
+    """True when a canonical operand [G, R, C] runs contiguously down its rows rather than along
+    them: a transposed view (autodiff's B^T and A^T, attention's K^T), whose blocks gathered row by
+    row would cross the exchange one element at a time."""
+    G, R, C = src3.shape
+    if G == 0 or R < 2 or C < 2:
+        return False
+    x = src3[0]
+    return bool(np.all(x[1:, :] - x[:-1, :] == 1)) and not bool(np.all(x[:, 1:] - x[:, :-1] == 1))
+
+
+_MIN_BAND = 32  # elements: shortest exchange run a band split may make
+
+
+def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, name):
+    """Copy every cell's operand block [g, r, c] (row-major) into `blocks` on the cell's tile.
+
+    A transposed source moves as poplibs moves it: each block crosses the exchange in the source's
+    own order ([g, c, r]: runs as long as a block's rows, so little exchange code) into a staging
+    block on the destination tile, and Transpose2d vertices (one per band of the block's rows, so
+    all six workers share a block) turn it into [g, r, c] there (cycles from the poplibs
+    estimator, codelets/transpose.py)."""
+    if not _is_transposed(src3):
+        flat = _gather(src3, cells, axes)
+        seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), blocks, name=name))
+        return
+    (r0k, rsk), (c0k, csk) = axes
+    # every cell's block is staged as up to 6 bands of its rows (one per worker), each band [c, r]
+    # in source order; a band's Transpose2d writes rows of the block, which are contiguous there.
+    # Bands are at least _MIN_BAND rows wide: narrower ones would cut the exchange runs short.
+    workers = graph.target.worker_contexts
+    src_t = src3.transpose(0, 2, 1)
+    parts, v_tile, v_off, v_rows, v_cols = [], [], [], [], []
+    for tile, base, g0, gs, r0, rs, c0, cs in zip(
+            cells["tile"].tolist(), off.tolist(), cells["g0"].tolist(), cells["gs"].tolist(),
+            cells[r0k].tolist(), cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
+        if gs * rs * cs == 0:
+            continue
+        bands = max(1, min(rs // _MIN_BAND, -(-workers // gs)))
+        edges = [rs * i // bands for i in range(bands + 1)]
+        pos = base
+        for g in range(g0, g0 + gs):
+            for b0, b1 in zip(edges[:-1], edges[1:]):
+                parts.append(src_t[g, c0:c0 + cs, r0 + b0:r0 + b1].reshape(-1))
+                v_tile.append(tile)
+                v_off.append(pos)
+                v_rows.append(cs)
+                v_cols.append(b1 - b0)
+                pos += cs * (b1 - b0)
+    stage, _ = _blocks_variable(graph, f"{name}/stage", blocks.dtype, cells["tile"], sizes)
+    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=name))
+    if not parts:
+        return
+    cs_ = graph.add_compute_set(f"{name}/transpose")
+    rows, cols = np.asarray(v_rows, np.int64), np.asarray(v_cols, np.int64)
+    field = (np.asarray(v_off, np.int64), rows * cols)
+    graph.add_vertices(cs_, "Transpose2d", np.asarray(v_tile, np.int64),
+                       {"src": (stage, *field), "dst": (blocks, *field)}, ip={"rows": rows, "cols": cols})
+    seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
+
+
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
                  name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False) -> ipu.Program:
     """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
@@ -222,10 +284,10 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
         b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", b.dtype, tiles, b_sizes)
         partials, p_off = _blocks_variable(graph, f"{name}/partials", ipu.FLOAT32, tiles, p_sizes)
-        a_src = _gather(A, cells, (("m0", "ms"), ("k0", "ks")))
-        b_src = _gather(B, cells, (("k0", "ks"), ("n0", "ns")))
-        seq.add(ipu.Copy(ipu.Tensor(a.variable, a_src, a_src.shape), a_blocks, name=f"{name}/exchange a"))
-        seq.add(ipu.Copy(ipu.Tensor(b.variable, b_src, b_src.shape), b_blocks, name=f"{name}/exchange b"))
+        _exchange_operand(graph, seq, a, A, cells, (("m0", "ms"), ("k0", "ks")), a_blocks, a_off, a_sizes,
+                          f"{name}/exchange a")
+        _exchange_operand(graph, seq, b, B, cells, (("k0", "ks"), ("n0", "ns")), b_blocks, b_off, b_sizes,
+                          f"{name}/exchange b")
 
         # 2. the AMP: one MatMulBlock per (cell, batch element of the cell)
         cs = graph.add_compute_set(f"{name}/amp")

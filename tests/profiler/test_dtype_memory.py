@@ -6,8 +6,8 @@ import numpy as np
 from rich.console import Console
 
 import ipu
+from profiler import build_profile
 from profiler._format import unrle
-from profiler.document import build_profile
 
 
 def test_dtypes_section_counts_float8_as_one_byte_per_element():

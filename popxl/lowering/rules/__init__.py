@@ -8,5 +8,5 @@ from . import misc  # noqa: F401
 from . import resize  # noqa: F401
 from . import remote  # noqa: F401
 from . import collectives  # noqa: F401
-from . import float8  # noqa: F401
 from . import roi_align  # noqa: F401
+from . import float8  # noqa: F401

@@ -4,7 +4,7 @@ conv.py (the same im2col + planned matmul, with the scale)."""
 from __future__ import annotations
 
 import ipu
-from codelets.plans.matmul_build import build_matmul
+from codelets.plans import build_matmul
 
 from .. import blocks as B
 from ..registry import lowering_rule
@@ -43,7 +43,7 @@ def matmul_pow2scaled(ctx, op):
     t_out = op.outputs[0]
     a2 = a.reshape(1, a.numel) if a.rank == 1 else a
     b2 = b.reshape(b.numel, 1) if b.rank == 1 else b
-    from codelets.plans.matmul_build import canonical_problem
+    from codelets.plans import canonical_problem
 
     shape = canonical_problem(a2.shape, b2.shape).out_shape
     out = ctx.g.add_variable(t_out.id, shape, ipu.FLOAT16, ipu.TEMPORARY, debug=ctx.name())
