@@ -325,3 +325,36 @@ def test_host_fp8_mse_scale_picks_a_scale_that_fits_the_data():
         assert np.isfinite(fu.host_pow2scale_cast_from_fp8(fu.host_pow2scale_cast_to_fp8(x, fmt, hist), popxl.float32)).all()
         assert errs[hist] <= 10 * errs[exact], (mag, hist, exact)
         assert -31 <= hist <= 31
+
+
+def _session_result(build, replication=1):
+    ir = popxl.Ir(replication=replication)
+    with ir.main_graph:
+        y = build()
+        o = popxl.d2h_stream(y.shape, y.dtype)
+        ops.host_store(o, y)
+    with popxl.Session(ir, "ipu_model") as sess:
+        return sess.run()[o]
+
+
+def test_float8_across_replicas_and_streaming_memory(monkeypatch):
+    monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
+    x = fu.host_pow2scale_cast_to_fp8(np.arange(8.0).reshape(2, 4), popxl.float8_143)
+    got = _session_result(lambda: ops.collectives.replicated_all_gather(popxl.variable(x, popxl.float8_143)), 2)
+    assert got.dtype == x.dtype
+    both = np.tile(x.view(np.uint8).reshape(-1), 2)  # every replica gathers both replicas' copies
+    np.testing.assert_array_equal(got.view(np.uint8).reshape(2, -1), np.stack([both, both]))
+
+    def remote():
+        buf = popxl.remote_buffer((2, 4), popxl.float8_143, 1)
+        popxl.remote_variable(x, buf, 0, popxl.float8_143)
+        return ops.remote_load(buf, 0)
+
+    np.testing.assert_array_equal(_session_result(remote).view(np.uint8), x.view(np.uint8))
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        v = popxl.variable(x, popxl.float8_143)
+        with pytest.raises(TypeError, match="cannot reduce"):
+            ops.collectives.replicated_all_reduce(v)
+        with pytest.raises(TypeError, match="cannot reduce"):
+            ops.collectives.replicated_reduce_scatter(v)
