@@ -36,7 +36,9 @@ _DEVICE_TARGETS = {
 _hw_warned = False
 
 
-def _target_for(device_desc: str) -> ipu.Target:
+def _target_for(device_desc) -> ipu.Target:
+    if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's DeviceInfo)
+        return device_desc
     if device_desc not in _DEVICE_TARGETS:
         raise ValueError(
             f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
@@ -441,6 +443,14 @@ class Session:
             buf = np.zeros(shape, s.dtype.as_numpy())
             staging[s] = buf
             self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+        self._run_engine()
+        for s, buf in staging.items():
+            if s in outputs:
+                res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
+                outputs[s][...] = res
+
+    def _run_engine(self) -> int:
+        """Run the program once with the streams already connected; returns its cycles."""
         self.engine.log.limit = _profile_trace_limit(self)
         # From here the device may change. A run that fails part way (a remote buffer offset out of
         # range, an index check, a host callback raising) leaves the steps before the failing one
@@ -448,8 +458,10 @@ class Session:
         # error return what the device holds (docs/errors.md).
         self._device_is_newer = True
         t0 = time.perf_counter()
+        cycles = 0
         try:
-            self.total_cycles += self.engine.run()
+            cycles = self.engine.run()
+            self.total_cycles += cycles
             if self._comm is not None:  # every instance ends the run: none took a path the others did not
                 self._comm.check_step(-self.engine.runs)
         except ipu.ApplicationRuntimeError as e:
@@ -461,10 +473,21 @@ class Session:
         finally:
             self.run_seconds += time.perf_counter() - t0
         _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
-        for s, buf in staging.items():
-            if s in outputs:
-                res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
-                outputs[s][...] = res
+        return cycles
+
+    def run_streams(self, h2d: Mapping[HostToDeviceStream, np.ndarray],
+                    d2h: Mapping[DeviceToHostStream, np.ndarray]) -> int:
+        """Run once with host buffers given per stream in the engine's layout ([replicas,]
+        transfers, *shape), each stream moving as many transfers as its buffer holds: for
+        frontends (popart) whose streams do not all move num_host_transfers elements. Returns the
+        run's cycles."""
+        with self._lock:
+            self._require_attached("run")
+            for s, buf in h2d.items():
+                self.engine.connect_stream(self._lowered.h2d[s].name, buf)
+            for s, buf in d2h.items():
+                self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+            return self._run_engine()
 
     def run(self, inputs=None, downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:
         outputs = self.create_host_outputs()
