@@ -257,9 +257,16 @@ def test_scale_out_of_range_raises_poplar_application_runtime_error(which, monke
     assert wrapped.tobytes() == same.tobytes()
 
 
-def test_poplar_application_runtime_error_is_an_ipu_application_error():
-    assert issubclass(popxl.errors.poplar_application_runtime_error, ipu.ApplicationRuntimeError)
-    assert issubclass(popxl.errors.poplar_application_runtime_error, RuntimeError)
+def test_poplar_application_runtime_error_is_popart_s_and_an_ipu_application_error(monkeypatch):
+    import popart
+
+    err = popxl.errors.poplar_application_runtime_error
+    assert popart.poplar_application_runtime_error is err  # what PopXL's float8 tests catch
+    assert issubclass(err, popart.poplar_runtime_error) and issubclass(err, popart.poplar_exception)
+    assert issubclass(err, ipu.ApplicationRuntimeError) and issubclass(err, RuntimeError)
+    monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
+    with pytest.raises(popart.poplar_application_runtime_error):
+        _run_with_scale("cast_from", 100, True)
 
 
 def test_no_gradients_through_float8_ops():
