@@ -102,6 +102,13 @@ class Session:
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
             self.target = self.target.with_ipus(self.ipus_per_replica)
+        popdist_settings = getattr(ir, "_popdist", None)
+        if popdist_settings is not None and popdist_settings.is_set and \
+                self.ipus_per_replica > popdist_settings.ipus_per_replica:
+            raise ValueError(
+                f"this program places ops on {self.ipus_per_replica} IPUs per replica (popxl.ipu), but PopRun gave "
+                f"each replica {popdist_settings.ipus_per_replica} (POPDIST_NUM_IPUS_PER_REPLICA): launch with "
+                f"poprun --ipus-per-replica {self.ipus_per_replica}")
         # replicas of this process (this instance's with PopDist), and the way to the others'
         self.replication_factor, self._comm = _replica_space(ir)
         self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
@@ -143,9 +150,8 @@ class Session:
             self._collective_step_ids = ids = np.asarray(ids, np.int64)
         if not ids.size:
             return 0
-        executed, _ = self.engine.log.arrays()
-        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
-        return int(cycles[executed[np.isin(executed, ids)]].sum())
+        counts = self.engine.step_counts()  # every run, whether the trace kept it or not
+        return int(sum(int(counts[i]) * self.executable.steps[i].cycles for i in ids))
 
     def instance_info(self):
         """This PopDist instance of a multi-instance run, for its profile (None in one process):
