@@ -100,6 +100,7 @@ def multi_slice_cycles(m, region, t) -> np.ndarray:
 class MultiSlice(Codelet):
     name = "MultiSlice"
     fields = (Field("base", IN), Field("offsets", IN), Field("out", OUT))
+    takes_float8 = True  # moves elements whole (copy_elem)
     int_params = ("region", "rows", "row_base")
     allowed_types = (None, _INDEX_TYPES, None)
 
@@ -440,6 +441,7 @@ def dynamic_slice_cycles(s, region, t, workers: int = 6) -> np.ndarray:
 
 class _DynamicBase(Codelet):
     int_params = ("region", "rows", "first")
+    takes_float8 = True  # moves elements whole (copy_elem)
     # poplibs' DynamicSlice1D is a MultiVertex: one vertex splits its region over the workers
     supervisor = True
     allowed_types = (None, _INDEX_TYPES, None)
