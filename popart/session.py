@@ -9,9 +9,7 @@ OutOfMemoryException when the program does not fit), `weightsFromHost()` writes 
 from __future__ import annotations
 
 import copy
-import os
-import warnings
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import numpy as np
 import onnx
@@ -270,7 +268,7 @@ class _Session:
             stepio = self._stepio_from_callbacks(stepio)
         if not isinstance(stepio, PyStepIO):
             raise popart_exception(f"run takes a popart.PyStepIO or PyStepIOCallback, not {type(stepio).__name__}")
-        bps, af, rf = self.dataFlow.batchesPerStep(), self._af, self._rf
+        rf = self._rf
         prog = self._program
         expected = [n for n, _ in self._io.inputs]
         h2d = {}
