@@ -315,6 +315,11 @@ class _Session:
                 f"Input {name!r} has shape {list(arr.shape)}; expected {list(want)} ([batchesPerStep={bps}, "
                 f"accumulationFactor={af}, replicationFactor={rf}] with size-1 dimensions dropped, then the tensor "
                 f"shape {list(shape)})")
+        if arr.dtype != want_np and arr.dtype.kind in "iu" and arr.size:
+            info_t = np.iinfo(want_np)  # the IPU has no 64-bit integers: the values must fit 32 bits
+            if arr.min() < info_t.min or arr.max() > info_t.max:
+                raise popart_exception(f"Input {name!r} has values outside the {np.dtype(want_np).name} range the IPU "
+                                       f"holds {info_t.min}..{info_t.max} (64-bit integers are narrowed to 32 bits)")
         full = arr.reshape((bps, af, rf) + shape)
         eng = np.moveaxis(full, 2, 0).reshape((rf, bps * af) + shape)
         eng = np.ascontiguousarray(eng.astype(want_np, copy=False))
