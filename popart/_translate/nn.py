@@ -73,12 +73,10 @@ def _pool_args(node, rank):
 
 @onnx_op("MaxPool", attrs=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"))
 def max_pool(node):
-    if node.output_used(1):
-        raise node.error("the Indices output is not supported")
     x = node.input(0)
     if int(node.attr("storage_order", 0)):
         raise node.error("storage_order=1 (column major) is not supported")
-    return ops.max_pool(x, **_pool_args(node, x.rank - 2))
+    return [ops.max_pool(x, **_pool_args(node, x.rank - 2)), None]  # no Indices output
 
 
 @onnx_op("AveragePool", attrs=("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
@@ -131,6 +129,11 @@ def log_softmax_rule(node):
     return _softmax_2d(node, log_softmax)
 
 
+@onnx_op("BatchNormalization", domain=GRAPHCORE, attrs=("epsilon", "momentum"))
+def gc_batch_norm(node):
+    return batch_norm(node)
+
+
 @onnx_op("BatchNormalization", attrs=("epsilon", "momentum", "spatial", "training_mode", "is_test",
                                       "consumed_inputs"))
 def batch_norm(node):
@@ -173,17 +176,14 @@ def layer_norm(node):
     y = ops.mul(y, node.input(1))
     if node.has_input(2):
         y = ops.add(y, node.input(2))
-    if node.output_used(1) or node.output_used(2):
-        raise node.error("the Mean / InvStdDev outputs are not supported")
-    return y
+    return [y, None, None]  # no Mean / InvStdDev outputs
 
 
 @onnx_op("GroupNormalization", domain=GRAPHCORE, attrs=("num_groups", "epsilon"))
 def group_norm(node):
     x, w, b = node.input(0), node.input(1), node.input(2)
-    if any(node.output_used(i) for i in (1, 2)):
-        raise node.error("the mean / inverse standard deviation outputs are not supported")
-    return [ops.group_norm(x, w, b, int(node.attr("num_groups")), float(node.attr("epsilon", 1e-5)))]
+    # no mean / inverse standard deviation outputs
+    return [ops.group_norm(x, w, b, int(node.attr("num_groups")), float(node.attr("epsilon", 1e-5))), None, None]
 
 
 @onnx_op("InstanceNormalization", attrs=("epsilon",))
@@ -197,12 +197,10 @@ def dropout(node):
     x = node.input(0)
     ratio = float(node.attr("ratio", 0.5)) if node.version < 12 else (
         float(np.asarray(node.const(1, "ratio"))) if node.has_input(1) else 0.5)
-    if node.output_used(1):
-        raise node.error("the mask output is not supported")
     if not node.tr.training or ratio == 0.0:
-        return ops.identity(x)
+        return [ops.identity(x), None]  # no mask output
     seed = node.tr.next_seed()
-    return ops.dropout(x, seed, ratio)
+    return [ops.dropout(x, seed, ratio), None]
 
 
 @onnx_op("ShapedDropout", domain=GRAPHCORE, attrs=("shape", "ratio"))
@@ -257,6 +255,14 @@ def arg_reduce(node):
         raise node.error("select_last_index=1 is not supported")
     fn = ops.argmax if node.op_type == "ArgMax" else ops.argmin
     return fn(node.input(0), int(node.attr("axis", 0)), bool(int(node.attr("keepdims", 1))))
+
+
+@onnx_op("ReduceMedian", domain=GRAPHCORE, attrs=("axes", "keepdims"))
+def reduce_median(node):
+    x = node.input(0)
+    axes = [int(a) % x.rank for a in node.attr("axes")] if node.attr("axes") else list(range(x.rank))
+    values = ops.median(x, axes, bool(int(node.attr("keepdims", 1))))
+    return [values, values.producer.outputs[1]]  # the median op's second output: the int32 indices
 
 
 @onnx_op("TopK", attrs=("axis", "k", "largest", "sorted"))

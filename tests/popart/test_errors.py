@@ -154,3 +154,14 @@ def test_int64_inputs_are_narrowed_only_when_they_fit():
     np.testing.assert_array_equal(out[y], [2, -4, 6])
     with pytest.raises(popart.popart_exception, match="outside the int32 range"):
         s.run(popart.PyStepIO({i: np.array([1, 2 ** 40, 3], np.int64)}, out))
+
+
+def test_an_unsupported_optional_output_is_an_error_only_when_used():
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [1, 1, 4, 4]), "x")
+    y, idx = b.aiOnnx.maxpool([x], 2, [2, 2])
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device())  # fine: idx unused
+    s.prepareDevice()
+    z = b.aiOnnx.cast([idx], "FLOAT")
+    with pytest.raises(popart.popart_exception, match=f"'{idx}', an output of MaxPool node .* is not supported"):
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [z]), device())

@@ -325,3 +325,24 @@ def test_transformer_block_matches_reference(rng):
     y = o.add([x1, o.matmul([gelu, w((H, D), "w2")])])
     check_against_reference(b.getModelProto(), {x: rng.normal(size=(B, S, D)).astype(np.float32)}, [y],
                             rtol=1e-4, atol=1e-5)
+
+
+def test_more_graphcore_ops_against_numpy(rng, capsys):
+    b = popart.Builder()
+    X = rng.normal(size=(3, 7)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "x")
+    d = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "d")
+    gc = b.aiGraphcore
+    outs = [gc.remainder([x, d]), gc.fmod([x, d]), gc.incrementmod([x], 0.5, 2.0), gc.reducemedian([x], axes=[1],
+                                                                                                 keepdims=0)[0],
+            gc.printtensor([x], title="my_x"), gc.swish([x]), gc.geluerf([x]), gc.expm1([x]), gc.log1p([gc.scale(
+                [b.aiOnnx.abs([x])], 1.0)]), gc.detach([x]), gc.nop([x])]
+    D = np.where(rng.random((3, 7)) > 0.5, 1.5, -1.5).astype(np.float32)
+    got = run_inference(b.getModelProto(), {x: X, d: D}, outs)
+    from math import erf
+    want = [np.mod(X, D), np.fmod(X, D), np.fmod(X + 0.5, 2.0), np.sort(X, 1)[:, 3], X, X / (1 + np.exp(-X)),
+            0.5 * X * (1 + np.vectorize(erf)(X / np.sqrt(2))), np.expm1(X), np.log1p(np.abs(X)), X, X]
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(got[o], w, rtol=2e-5, atol=2e-6, err_msg=o)
+    printed = capsys.readouterr()
+    assert "my_x: [" in printed.out + printed.err
