@@ -64,6 +64,53 @@ def conv(node):
     return y
 
 
+@onnx_op("ConvTranspose", attrs=("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                                 "output_shape", "pads", "strides"))
+def conv_transpose(node):
+    x, w = node.input(0), node.input(1)
+    r = x.rank - 2
+    y = ops.conv_transpose(x, w, stride=_spatial(node, r, "strides", 1), padding=_spatial(node, 2 * r, "pads", 0),
+                           dilation=_spatial(node, r, "dilations", 1), groups=int(node.attr("group", 1)),
+                           pad_type=_pad_type(node), output_padding=tuple(node.attr("output_padding") or ()),
+                           output_shape=tuple(node.attr("output_shape") or ()))
+    if node.has_input(2):
+        b = node.input(2)
+        y = ops.add(y, ops.reshape(b, (1, b.shape[0]) + (1,) * r))
+    return y
+
+
+@onnx_op("Upsample", "Resize", attrs=("mode", "scales", "coordinate_transformation_mode", "nearest_mode",
+                                      "cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias",
+                                      "keep_aspect_ratio_policy", "axes"))
+def resize(node):
+    """Upsample (scales attribute, opset < 9, or input 1) and Resize (scales input 2 or sizes input 3)."""
+    x = node.input(0)
+    if node.op_type == "Upsample":
+        scales = node.attr("scales") if node.has_attr("scales") else node.const(1, "scales")
+    elif node.has_input(2) and np.asarray(node.const(2, "scales")).size:
+        scales = node.const(2, "scales")
+    elif node.has_input(3):
+        sizes = np.asarray(node.const(3, "sizes")).reshape(-1)
+        scales = sizes / np.asarray(x.shape, np.float64)
+    else:
+        raise node.error("needs scales or sizes")
+    scales = [float(s) for s in np.asarray(scales).reshape(-1)]
+    mode = node.attr("mode", "nearest") or "nearest"
+    if mode not in ("nearest", "linear", "cubic"):
+        raise node.error(f"mode {mode!r} is not supported")
+    for a in ("cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias", "axes"):
+        if node.has_attr(a) and a != "cubic_coeff_a":
+            raise node.error(f"attribute {a!r} is not supported")
+    ctm = node.attr("coordinate_transformation_mode", "asymmetric" if node.op_type == "Upsample" else
+                    "half_pixel") or "half_pixel"
+    if node.op_type == "Upsample" or node.version < 11:
+        ctm = "asymmetric"  # what Upsample and Resize-10 mean
+    nearest = node.attr("nearest_mode", "round_prefer_floor") or "round_prefer_floor"
+    if node.op_type == "Upsample" or node.version < 11:
+        nearest = "floor"
+    return ops.interpolate(x, tuple(scales), mode=mode, nearest_mode=nearest, coordinate_transformation_mode=ctm)
+
+
 def _pool_args(node, rank):
     kernel = tuple(int(k) for k in node.attr("kernel_shape"))
     return dict(kernel_size=kernel, stride=_spatial(node, rank, "strides", 1),

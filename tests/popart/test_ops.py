@@ -346,3 +346,36 @@ def test_more_graphcore_ops_against_numpy(rng, capsys):
         np.testing.assert_allclose(got[o], w, rtol=2e-5, atol=2e-6, err_msg=o)
     printed = capsys.readouterr()
     assert "my_x: [" in printed.out + printed.err
+
+
+@pytest.mark.parametrize("stride,pads,out_pad", [(1, [0, 0, 0, 0], [0, 0]), (2, [1, 1, 1, 1], [1, 1])])
+def test_conv_transpose(stride, pads, out_pad, rng):
+    b = popart.Builder()
+    X = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    w = b.addInitializedInputTensor(rng.normal(size=(3, 2, 3, 3)).astype(np.float32), "w")
+    bias = b.addInitializedInputTensor(rng.normal(size=(2,)).astype(np.float32), "bias")
+    y = b.aiOnnx.convtranspose([x, w, bias], kernel_shape=[3, 3], strides=[stride, stride], pads=pads,
+                               output_padding=out_pad)
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_opset11(mode, rng):
+    b = popart.Builder()
+    o = b.aiOnnxOpset11
+    X = rng.normal(size=(1, 2, 3, 4)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    roi = o.constant(np.zeros(0, np.float32))
+    scales = o.constant(np.array([1, 1, 2, 2], np.float32))
+    y = o.resize([x, roi, scales], mode=mode)
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-5, atol=1e-5)
+
+
+def test_upsample_nearest(rng):
+    b = popart.Builder(opsets={"ai.onnx": 9, "ai.graphcore": 1})
+    X = rng.normal(size=(1, 1, 2, 3)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    y = b.aiOnnx.upsample([x, b.aiOnnx.constant(np.array([1, 1, 2, 3], np.float32))], mode="nearest")
+    got = run_inference(b.getModelProto(), {x: X}, [y])
+    np.testing.assert_array_equal(got[y], X.repeat(2, axis=2).repeat(3, axis=3))
