@@ -150,3 +150,16 @@ def test_engine_options_auto_report_write_a_profile(tmp_path):
     from popxl import _profiling
     _profiling._flush_all()
     assert os.path.exists(tmp_path / "profile.json")
+
+
+def test_patterns_as_scripts_use_them():
+    p = popart.Patterns(popart.PatternsLevel.NoPatterns)
+    p.enableRuntimeAsserts(False)
+    p.InPlace = False
+    assert not p.isInPlaceEnabled()
+    p2 = popart.Patterns(["MulArgGradOp"]).enablePattern("PreUniRepl", True)
+    assert p2.isPatternEnabled("PreUniRepl") and p2.isPatternEnabled("MulArgGradOp")
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    y = b.aiOnnx.relu([x])
+    popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device(), patterns=p)
