@@ -178,7 +178,7 @@ def _defaults() -> Dict[str, Any]:
 
 # the fields that change what the simulator builds or reports
 ACTED_ON = {"enableReplicatedGraphs", "replicatedGraphCount", "virtualGraphMode", "enablePipelining",
-            "enableGradientAccumulation", "accumulationFactor", "engineOptions",
+            "enableGradientAccumulation", "accumulationFactor", "engineOptions", "constantWeights",
             "instrumentWithHardwareCycleCounter", "hardwareInstrumentations",
             "accumulationAndReplicationReductionType", "meanAccumulationAndReplicationReductionStrategy",
             "syntheticDataMode", "constantWeights", "reportOptions", "enableStochasticRounding", "cachePath",

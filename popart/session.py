@@ -72,9 +72,11 @@ class _Session:
         if self._af < 1:
             raise popart_exception(f"accumulationFactor must be >= 1, not {self._af}")
         self._placement = o.virtualGraphMode == VirtualGraphMode.Manual
-        if o.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Manual):
-            raise popart_exception(f"virtualGraphMode {o.virtualGraphMode} is not supported; use Off or Manual "
-                                   f"(builder.virtualGraph on every op)")
+        if o.virtualGraphMode == VirtualGraphMode.Auto:
+            self._placement = _auto_virtual_graphs(self._model, self._io, deviceInfo.numIpus // self._rf)
+        elif o.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Manual):
+            raise popart_exception(f"virtualGraphMode {o.virtualGraphMode} is not supported; use Off, Manual "
+                                   f"(builder.virtualGraph on every op) or Auto")
         self._check_pipelining()
         bps = dataFlow.batchesPerStep()
         spec = _program.ProgramSpec(self._model, self._io, {a: dataFlow.art(a) for a in dataFlow.anchors()}, bps,
@@ -130,12 +132,7 @@ class _Session:
                     stages.add(int(a.i))
         n_stages = max(len(stages), len({int(a.i) for n in self._model.graph.node for a in n.attribute
                                          if a.name == "__ipu_number"}))
-        if self._training and self._af < n_stages:
-            raise popart_exception(f"Pipelining a training model of {n_stages} stages needs gradient accumulation "
-                                   f"with accumulationFactor >= {n_stages} (it is {self._af})")
-        if not self._training and self.dataFlow.batchesPerStep() < n_stages:
-            raise popart_exception(f"Pipelining an inference model of {n_stages} stages needs batchesPerStep >= "
-                                   f"{n_stages} (it is {self.dataFlow.batchesPerStep()})")
+        self._pipeline_stages = n_stages
 
     # -- properties ---------------------------------------------------------------------------------------
     @property
@@ -411,6 +408,27 @@ class _Session:
                 self._session.__exit__(None, None, None)
         except Exception:
             pass
+
+
+def _auto_virtual_graphs(model: onnx.ModelProto, io: ModelIO, ipus: int) -> bool:
+    """VirtualGraphMode.Auto: split the ops, in their (topological) order, into `ipus` contiguous
+    shards of about equal cost (one unit per op plus one per 1024 weight elements it reads), as
+    PopART's auto-sharding splits the forward graph. Sets each node's virtual graph (and pipeline
+    stage) on the session's copy of the model; returns whether the model is placed."""
+    if ipus <= 1:
+        return False
+    nodes = list(model.graph.node)
+    cost = [1.0 + sum(io.initializers[t].size for t in n.input if io.is_weight(t)) / 1024 for n in nodes]
+    total, run = sum(cost), 0.0
+    for n, c in zip(nodes, cost):
+        ipu = min(ipus - 1, int(run * ipus / total))
+        run += c
+        for a in list(n.attribute):
+            if a.name in ("__ipu_number", "__pipeline_stage"):
+                n.attribute.remove(a)
+        n.attribute.extend([onnx.helper.make_attribute("__ipu_number", ipu),
+                            onnx.helper.make_attribute("__pipeline_stage", ipu)])
+    return True
 
 
 class _CallbackOutputs(PyStepIO):
