@@ -19,7 +19,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _replication
+from . import _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -102,6 +102,13 @@ class Session:
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
             self.target = self.target.with_ipus(self.ipus_per_replica)
+        popdist_settings = getattr(ir, "_popdist", None)
+        if popdist_settings is not None and popdist_settings.is_set and \
+                self.ipus_per_replica > popdist_settings.ipus_per_replica:
+            raise ValueError(
+                f"this program places ops on {self.ipus_per_replica} IPUs per replica (popxl.ipu), but PopRun gave "
+                f"each replica {popdist_settings.ipus_per_replica} (POPDIST_NUM_IPUS_PER_REPLICA): launch with "
+                f"poprun --ipus-per-replica {self.ipus_per_replica}")
         # replicas of this process (this instance's with PopDist), and the way to the others'
         self.replication_factor, self._comm = _replica_space(ir)
         self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
@@ -143,9 +150,8 @@ class Session:
             self._collective_step_ids = ids = np.asarray(ids, np.int64)
         if not ids.size:
             return 0
-        executed, _ = self.engine.log.arrays()
-        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
-        return int(cycles[executed[np.isin(executed, ids)]].sum())
+        counts = self.engine.step_counts()  # every run, whether the trace kept it or not
+        return int(sum(int(counts[i]) * self.executable.steps[i].cycles for i in ids))
 
     def instance_info(self):
         """This PopDist instance of a multi-instance run, for its profile (None in one process):
@@ -286,7 +292,7 @@ class Session:
 
         if isinstance(data, numbers.Number):
             data = np.array(data).astype(tensor.dtype.as_numpy())
-        arr = np.asarray(data)
+        arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
                 f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
@@ -372,6 +378,7 @@ class Session:
                     f"the stream shape {tuple(s.shape)})"
                 )
             npd = s.dtype.as_numpy()
+            arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
             if arr.dtype != npd:
                 can_down = downcast_inputs and arr.dtype.itemsize == 8 and np.dtype(npd).itemsize == 4 \
                     and arr.dtype.kind == np.dtype(npd).kind
@@ -463,6 +470,12 @@ class Session:
             self.total_cycles += cycles
             if self._comm is not None:  # every instance ends the run: none took a path the others did not
                 self._comm.check_step(-self.engine.runs)
+        except ipu.ApplicationRuntimeError as e:
+            from popxl.errors import poplar_application_runtime_error
+            if isinstance(e, poplar_application_runtime_error):
+                raise
+            raise poplar_application_runtime_error(
+                f"The program stopped on the device: {' '.join(str(a) for a in e.args)}. ({type(e).__name__})") from e
         finally:
             self.run_seconds += time.perf_counter() - t0
         _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
@@ -489,3 +502,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<popxl.Session on simulated {self.target.name} ({self.device_desc})>"
+
+
+def _float8_bytes(arr: np.ndarray, dtype, what: str) -> np.ndarray:
+    """float8 host data is the encoded bytes: the format's structured dtype, or plain uint8 (taken as
+    that format's codes). Float data must be encoded first (its scale is the user's choice)."""
+    if dtype not in dtypes.FLOAT8_DTYPES or arr.dtype == dtype.as_numpy():
+        return arr
+    if arr.dtype == np.uint8:
+        return arr.view(dtype.as_numpy())
+    raise TypeError(f"{what}: {dtype.name} data must be the encoded bytes ({dtype.as_numpy()} or uint8), got "
+                    f"{arr.dtype}; encode it with popxl.fp8_utils.host_pow2scale_cast_to_fp8(data, "
+                    f"popxl.{dtype.name}, log2_scale).")

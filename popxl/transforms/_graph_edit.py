@@ -19,16 +19,18 @@ __all__ = ["placement", "add_op_output", "callers_of", "add_graph_output", "clon
 
 @contextmanager
 def placement(op: Op):
-    """Create ops on the IPU and tile set of ``op`` (and in its execution context)."""
+    """Create ops on the IPU and tile set of ``op``, in its execution context and its name scope
+    (so a gradient op says which layer it belongs to, as the forward op it differentiates does)."""
     ctx = get_current_context()
-    prev = (ctx._ipu_id, ctx._io_tile_set, ctx._execution_context)
+    prev = (ctx._ipu_id, ctx._io_tile_set, ctx._execution_context, ctx._name_scope)
     ctx._ipu_id = op.ipu if op.ipu is not None else prev[0]
     ctx._io_tile_set = op.tile_set == "io"
     ctx._execution_context = op.execution_context
+    ctx._name_scope = op.scope.split("/") if op.scope else []
     try:
         yield
     finally:
-        ctx._ipu_id, ctx._io_tile_set, ctx._execution_context = prev
+        ctx._ipu_id, ctx._io_tile_set, ctx._execution_context, ctx._name_scope = prev
 
 
 def add_op_output(op: Op, shape: Sequence[int], dtype: "dtypes.dtype", name: str,
