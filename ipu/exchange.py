@@ -37,7 +37,8 @@ def _copy_step(comp, p: Copy):
     target = comp.target
     tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target)
     # exchange code from the phase's messages: sends, receive regions, phase entry (costs.py)
-    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles))
+    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles),
+                           p.name or f"copy {src.name} -> {dst.name}")
     staged = src.variable is dst.variable
     return comp.add_step("exchange", p.name or f"copy {src.name} -> {dst.name}",
                          int(tile_cycles.max(initial=0)) + extra, tile_cycles,

@@ -19,7 +19,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _replication
+from . import _memory_report, _replication
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -108,7 +108,10 @@ class Session:
         t0 = time.perf_counter()
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
-        self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        try:
+            self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
+            raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
