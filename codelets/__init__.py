@@ -6,6 +6,8 @@ use of a codelet name. Each module holds one family: kernel, NumPy reference, co
 - scaled_add: ScaledAdd
 - elementwise: UnaryOp, BinaryOp (op tables UNARY_OPS, BINARY_OPS)
 - cast: Cast
+- cast_float8: Pow2ScaleThenCast, CastThenPow2Scale (float8, see float8.py for the formats)
+- matmul_float8: MatMulBlockPow2Scaled (the float8 AMP)
 - fill: Fill, Copy, Arange
 - reduce: Reduce (op table REDUCE_OPS, layouts ROWS / PARTIALS)
 - select: Select, Clamp
@@ -15,6 +17,8 @@ from . import scaled_add  # noqa: F401
 from . import matmul  # noqa: F401
 from . import elementwise  # noqa: F401
 from . import cast  # noqa: F401
+from . import cast_float8  # noqa: F401
+from . import matmul_float8  # noqa: F401
 from . import fill  # noqa: F401
 from . import reduce  # noqa: F401
 from . import select  # noqa: F401

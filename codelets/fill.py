@@ -125,6 +125,7 @@ class Copy(Codelet):
     """out = in (element copy on one tile)."""
 
     name = "Copy"
+    takes_float8 = True  # moves elements whole, whatever they are
     fields = (Field("in", IN), Field("out", OUT))
     supervisor = False
 

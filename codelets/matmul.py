@@ -219,7 +219,7 @@ def _reduce_partials_kernel(views, off, cnt, fp, ip):
 # cost models
 
 
-def amp_geometry(is_half: bool, target) -> dict:
+def amp_geometry(is_half: bool, target, float8: bool = False) -> dict:
     """The AMP unit of a target, as poplin's 1x1 convolution vertex uses it.
 
     - conv units per tile: 16 on Mk2, 8 on Mk1 (poplar Target getFp32InFp32OutConvUnitsPerTile /
@@ -236,8 +236,15 @@ def amp_geometry(is_half: bool, target) -> dict:
 
     Peak: float 8 in x 16 out per 8 cycles = 16 MACs/cycle (32 FLOP); half 16 x 16 per 4 cycles
     = 64 MACs/cycle (128 FLOP), the vendor peaks of 62.5 / 250 TFLOPS on 1472 tiles at 1.33 GHz.
+
+    float8 (the Bow-era AMP, see codelets/matmul_float8.py for the source): twice the half rate,
+    32 input channels per group at the half core loop; its weights are one byte, so the weight
+    loads take the same cycles as half's.
     """
     units = max(1, int(target.peak_flops_per_cycle_half) // 8)
+    if float8:
+        return {"units": units, "in_chans": 32, "out_chans": units, "core_cycles": 4,
+                "weight_loads": units * 32 // (16 if units >= 16 else 8)}
     in_chans = 16 if is_half else 8
     coeff_bytes_per_cycle = 16 if units >= 16 else 8
     return {
@@ -284,7 +291,7 @@ def _amp_worker_cycles(e, zeroing: bool, float_acts: bool, float_partials: bool,
     return c - saving
 
 
-def matmul_block_cycles(m, k, n, float_acts: bool, float_partials: bool, target):
+def matmul_block_cycles(m, k, n, float_acts: bool, float_partials: bool, target, float8: bool = False):
     """Tile cycles of one MatMulBlock (AMP) supervisor vertex computing an m x k by k x n product.
 
     Source: poplin PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate with
@@ -305,7 +312,7 @@ def matmul_block_cycles(m, k, n, float_acts: bool, float_partials: bool, target)
     m = np.asarray(m, np.int64)
     k = np.asarray(k, np.int64)
     n = np.asarray(n, np.int64)
-    g = amp_geometry(not float_acts, target)
+    g = amp_geometry(not float_acts, target, float8)
     w = target.worker_contexts
     in_groups = -(-k // g["in_chans"])
     out_groups = -(-n // g["out_chans"])

@@ -64,12 +64,15 @@ class Engine:
     """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
 
     def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True,
-                 trace_limit: int | None = DEFAULT_TRACE_LIMIT):
+                 trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None):
+        """communicator: which of a run's replicas this engine holds and how collectives reach the
+        others (`collectives.Communicator`; default: all `replicas` are here)."""
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
         self.target = executable.target
         self.replicas = int(replicas)
+        self.communicator = communicator
         self.log_steps = log_steps
         nbytes = max(executable.total_bytes, 8)
         self.memory = np.zeros((self.replicas, nbytes), np.uint8)

@@ -47,6 +47,7 @@ class _State:
         self.last_write = None
         self.dirty = True
         self.path = None
+        self.instance = None  # PopDist instance index of a multi-instance run (in the file name)
 
 
 def _options_for(session):
@@ -102,12 +103,24 @@ def _state(session, opts) -> _State:
         # next ones profile-1.json, profile-2.json, ...
         key = os.path.abspath(opts.directory)
         st = _State(opts, _sessions_per_dir.get(key, 0))
+        st.instance = _instance_index(session)
         _sessions_per_dir[key] = st.index + 1
         _states[session] = st
         if not _atexit_registered:
             atexit.register(_flush_all)
             _atexit_registered = True
     return st
+
+
+def _instance_info(session):
+    """The PopDist instance facts of a multi-instance session (None for one process)."""
+    fn = getattr(session, "instance_info", None)
+    return fn() if callable(fn) else None
+
+
+def _instance_index(session):
+    info = _instance_info(session)
+    return None if not info else int(info["index"])
 
 
 def _event(session, event, opts) -> None:
@@ -166,13 +179,16 @@ def _path_for(st: _State) -> str:
     if key not in _cleaned_dirs:
         # profiles of later sessions of an earlier process would read as this process's
         _cleaned_dirs.add(key)
+        own = "" if st.instance is None else re.escape(f".instance{st.instance}")
         for name in os.listdir(d):
-            if re.match(r"^profile-\d+\.json$", name):
+            if re.match(rf"^profile-\d+{own}\.json$", name):
                 try:
                     os.remove(os.path.join(d, name))
                 except OSError:
                     pass
-    return os.path.join(d, "profile.json" if st.index == 0 else f"profile-{st.index}.json")
+    name = "profile" if st.index == 0 else f"profile-{st.index}"
+    inst = st.instance
+    return os.path.join(d, f"{name}.json" if inst is None else f"{name}.instance{inst}.json")
 
 
 def build(session, st: _State | None = None) -> dict:
@@ -194,6 +210,9 @@ def build(session, st: _State | None = None) -> dict:
         "session_index": st.index if st is not None else 0,
         "frontend": "popxl",
     }
+    instance = _instance_info(session)
+    if instance:
+        info["instance"] = instance
     return build_profile(session.executable, session.engine, info=info, ops=op_table(session.ir),
                          step_ops=dict(session._lowered.op_names), runs=runs,
                          execution=opts.execution if opts is not None else True, trace_entries=trace_entries)

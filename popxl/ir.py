@@ -72,6 +72,10 @@ class Ir:
             self.replication_factor = replication
         from popxl._session_options import PbIr
         self._pb_ir = PbIr(self)  # scripts set session options through ir._pb_ir.getSessionOptions()
+        if self._use_popdist:  # as PopXL: PopDist writes the distributed options into the session options
+            from popxl._popdist import configure_session_options
+
+            configure_session_options(self._pb_ir.getSessionOptions())
         self._main_graph = Graph._create(self, "")
         self._graphs[""] = self._main_graph
 

@@ -19,7 +19,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _memory_report, _replication
+from . import _memory_report, _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -49,16 +49,15 @@ def _target_for(device_desc: str) -> ipu.Target:
     return ipu.get_target(name) if name else ipu.GC200
 
 
-def _check_instances(ir) -> int:
-    """The replicas this process runs: the Ir's, or this PopRun instance's with replication='popdist'."""
+def _replica_space(ir):
+    """(replicas this process runs, communicator): the Ir's replicas, or with replication='popdist'
+    this PopRun instance's, plus the MPI communicator to the other instances when there are any."""
     settings = getattr(ir, "_popdist", None)
-    if settings is not None and settings.num_instances > 1:
-        raise NotImplementedError(
-            f"This program was started as PopRun instance {settings.instance_index} of {settings.num_instances}; "
-            "the simulator runs every replica in one process and cannot exchange data with other instances. "
-            f"Run it as one instance (poprun --num-instances 1, or POPDIST_NUM_LOCAL_REPLICAS="
-            f"{settings.total_replicas}).")
-    return ir.instance_replication_factor
+    if settings is None or ir.instance_replication_factor >= ir.replication_factor:
+        return ir.instance_replication_factor, None
+    from ._popdist import communicator
+
+    return ir.instance_replication_factor, communicator(settings)
 
 
 def _locked(method):
@@ -101,7 +100,9 @@ class Session:
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
             self.target = self.target.with_ipus(self.ipus_per_replica)
-        self.replication_factor = _check_instances(ir)
+        # replicas of this process (this instance's with PopDist), and the way to the others'
+        self.replication_factor, self._comm = _replica_space(ir)
+        self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
         if device_desc == "ipu_hw" and not _hw_warned:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
@@ -115,7 +116,7 @@ class Session:
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
-        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor)
+        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm)
         self.num_ipus = self.replication_factor * self.ipus_per_replica
         _acquired(self)
         self._host_weights: Dict[Variable, np.ndarray] = {
@@ -131,6 +132,31 @@ class Session:
         self.run_seconds = 0.0
         self.total_cycles = 0
         self._write_weights()
+
+    # -- PopDist ----------------------------------------------------------------------------------
+    def collective_cycles(self) -> int:
+        """Cycles this session's runs spent in collectives between replicas (their syncs, link
+        exchanges and reductions)."""
+        ids = getattr(self, "_collective_step_ids", None)
+        if ids is None:
+            ids = sorted({i for st in self.executable.steps if isinstance(st.payload, ipu.collectives.Payload)
+                          for i in st.payload.step_ids})
+            self._collective_step_ids = ids = np.asarray(ids, np.int64)
+        if not ids.size:
+            return 0
+        executed, _ = self.engine.log.arrays()
+        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
+        return int(cycles[executed[np.isin(executed, ids)]].sum())
+
+    def instance_info(self):
+        """This PopDist instance of a multi-instance run, for its profile (None in one process):
+        index, replicas, cycles in collectives and the time spent in MPI."""
+        if self._comm is None:
+            return None
+        s = self._ir._popdist
+        return {"index": s.instance_index, "instances": s.num_instances, "replica_offset": self._replica_offset,
+                "local_replicas": self.engine.replicas, "total_replicas": self._ir.replication_factor,
+                "collective_cycles": self.collective_cycles(), **self._comm.stats()}
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -180,42 +206,59 @@ class Session:
     @_locked
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
+        fetched = self._fetch_replicas(list(self._host_weights))
         for v in self._host_weights:
-            if v in self._remote_vars:
-                self._host_weights[v] = self._read_remote_variable(v)
-                continue
-            self._host_weights[v] = self._read_variable(v)
+            self._host_weights[v] = _replication.host_value(v, lambda r: fetched[v][r], self._ir.replication_factor)
         self._device_is_newer = False
+
+    def _read_local(self, v, r: int) -> np.ndarray:
+        """Device storage of variable `v` on replica r of this process."""
+        if v in self._remote_vars:
+            rb, entry = self._remote_vars[v]
+            return self.engine.read_remote(rb, entry, replica=r)
+        return self.engine.read_tensor(self._lowered.variables[v], replica=r)
+
+    def _fetch_replicas(self, variables) -> dict:
+        """{variable: {global replica: device storage}} for the replicas each variable's host value
+        is read from. With PopDist every instance reads its own replicas and the instances exchange
+        what they read (PopXL's weights_to_host), so each ends with the whole value."""
+        R, off, local = self._ir.replication_factor, self._replica_offset, self.engine.replicas
+        want = {v: _replication.replicas_read(v, R) for v in variables}
+        got = {v: {r: self._read_local(v, r - off) for r in rs if off <= r < off + local} for v, rs in want.items()}
+        if self._comm is not None:
+            ids = {v: i for i, v in enumerate(variables)}
+            mine = {(ids[v], r): x for v, d in got.items() for r, x in d.items()}
+            for part in self._comm.allgather(mine):
+                for (i, r), x in part.items():
+                    got[variables[i]].setdefault(r, x)
+        return got
+
+    def _local_values(self, v, data):
+        """What to write on each replica of this process: one array for all, or a list per replica."""
+        values = _replication.device_values(v, data, self._ir.replication_factor)
+        if isinstance(values, list):
+            return values[self._replica_offset:self._replica_offset + self.engine.replicas]
+        return values
 
     def _write_variable(self, v, data) -> None:
         """Host data of variable `v` to every replica, following its replica grouping and sharding."""
         var = self._lowered.variables[v]
-        values = _replication.device_values(v, data, self.engine.replicas)
+        values = self._local_values(v, data)
         if isinstance(values, list):
             for r, x in enumerate(values):
                 self.engine.write_tensor(var, x, replica=r)
         else:
             self.engine.write_tensor(var, values)
 
-    def _read_variable(self, v) -> np.ndarray:
-        """The host data of variable `v` (retrieval mode, grouping and sharding applied)."""
-        var = self._lowered.variables[v]
-        return _replication.host_value(v, lambda r: self.engine.read_tensor(var, replica=r), self.engine.replicas)
-
     def _write_remote_variable(self, v, data) -> None:
         """Host data of remote variable `v` into its entry of streaming memory on every replica."""
         rb, entry = self._remote_vars[v]
-        values = _replication.device_values(v, data, self.engine.replicas)
+        values = self._local_values(v, data)
         if isinstance(values, list):
             for r, x in enumerate(values):
                 self.engine.write_remote(rb, x, entry, replica=r)
         else:
             self.engine.write_remote(rb, values, entry)
-
-    def _read_remote_variable(self, v) -> np.ndarray:
-        rb, entry = self._remote_vars[v]
-        return _replication.host_value(v, lambda r: self.engine.read_remote(rb, entry, replica=r),
-                                       self.engine.replicas)
 
     @_locked
     def get_tensor_data(self, tensor: Union[Variable, Constant]) -> np.ndarray:
@@ -230,7 +273,7 @@ class Session:
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
         # all_replicas: one value per replica, whether the host copy came from the device or not
-        return _replication.retrieved(tensor, self._host_weights[tensor], self.replication_factor)
+        return _replication.retrieved(tensor, self._host_weights[tensor], self._ir.replication_factor)
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
         return {t: self.get_tensor_data(t) for t in tensors}
@@ -244,16 +287,16 @@ class Session:
 
         if isinstance(data, numbers.Number):
             data = np.array(data).astype(tensor.dtype.as_numpy())
-        arr = np.asarray(data)
+        arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
                 f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
                 f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
             )
-        if not _replication.accepts_host_shape(tensor, arr.shape, self.replication_factor):
+        if not _replication.accepts_host_shape(tensor, arr.shape, self._ir.replication_factor):
             raise ValueError(
                 f"write_variable_data: variable {tensor.id!r} takes host data of shape "
-                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self.replication_factor))}"
+                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}"
                 f", the data has shape {arr.shape}"
             )
         arr = np.array(arr, copy=True)
@@ -284,8 +327,8 @@ class Session:
         lead = []
         if self._ir.num_host_transfers > 1:
             lead.append(self._ir.num_host_transfers)
-        if self._ir.replication_factor > 1:
-            lead.append(self._ir.replication_factor)
+        if self._ir.instance_replication_factor > 1:  # this instance's replicas (PopDist)
+            lead.append(self._ir.instance_replication_factor)
         return tuple(lead)
 
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
@@ -294,7 +337,7 @@ class Session:
 
     def _to_engine_layout(self, arr: np.ndarray) -> np.ndarray:
         """(transfers, replicas, ...) as PopXL takes it -> (replicas, transfers, ...) for the engine."""
-        if self._ir.num_host_transfers > 1 and self._ir.replication_factor > 1:
+        if self._ir.num_host_transfers > 1 and self._ir.instance_replication_factor > 1:
             return np.ascontiguousarray(np.moveaxis(arr, 1, 0))
         return np.ascontiguousarray(arr)
 
@@ -326,10 +369,11 @@ class Session:
             if arr.shape != want:
                 raise ValueError(
                     f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
-                    f"({'leading dims (num_host_transfers, replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
+                    f"({'leading dims (num_host_transfers, instance_replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
                     f"the stream shape {tuple(s.shape)})"
                 )
             npd = s.dtype.as_numpy()
+            arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
             if arr.dtype != npd:
                 can_down = downcast_inputs and arr.dtype.itemsize == 8 and np.dtype(npd).itemsize == 4 \
                     and arr.dtype.kind == np.dtype(npd).kind
@@ -409,6 +453,14 @@ class Session:
         t0 = time.perf_counter()
         try:
             self.total_cycles += self.engine.run()
+            if self._comm is not None:  # every instance ends the run: none took a path the others did not
+                self._comm.check_step(-self.engine.runs)
+        except ipu.ApplicationRuntimeError as e:
+            from popxl.errors import poplar_application_runtime_error
+            if isinstance(e, poplar_application_runtime_error):
+                raise
+            raise poplar_application_runtime_error(
+                f"The program stopped on the device: {' '.join(str(a) for a in e.args)}. ({type(e).__name__})") from e
         finally:
             self.run_seconds += time.perf_counter() - t0
         _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
@@ -424,3 +476,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<popxl.Session on simulated {self.target.name} ({self.device_desc})>"
+
+
+def _float8_bytes(arr: np.ndarray, dtype, what: str) -> np.ndarray:
+    """float8 host data is the encoded bytes: the format's structured dtype, or plain uint8 (taken as
+    that format's codes). Float data must be encoded first (its scale is the user's choice)."""
+    if dtype not in dtypes.FLOAT8_DTYPES or arr.dtype == dtype.as_numpy():
+        return arr
+    if arr.dtype == np.uint8:
+        return arr.view(dtype.as_numpy())
+    raise TypeError(f"{what}: {dtype.name} data must be the encoded bytes ({dtype.as_numpy()} or uint8), got "
+                    f"{arr.dtype}; encode it with popxl.fp8_utils.host_pow2scale_cast_to_fp8(data, "
+                    f"popxl.{dtype.name}, log2_scale).")

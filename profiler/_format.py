@@ -36,7 +36,8 @@ CLASSES = ("compute", "exchange", "sync", "host", "streaming", "control")
 CLASS_LABELS = {"streaming": "streaming memory"}
 STREAMING_KINDS = ("remote_load", "remote_store", "code_load")
 
-_PROFILE_RE = re.compile(r"^profile(-\d+)?\.json(\.gz)?$")
+# profile.json, profile-1.json, ... (sessions of a process); .instance<k> for PopDist instance k
+_PROFILE_RE = re.compile(r"^profile(-\d+)?(\.instance\d+)?\.json(\.gz)?$")
 
 
 def find_profiles(path) -> list[str]:
@@ -48,7 +49,8 @@ def find_profiles(path) -> list[str]:
 
         def key(n):
             m = re.match(r"^profile-(\d+)", n)
-            return int(m.group(1)) if m else 0
+            i = re.search(r"\.instance(\d+)\.", n)
+            return (int(m.group(1)) if m else 0, int(i.group(1)) if i else -1)
 
         names.sort(key=key)
         if not names:

@@ -142,6 +142,7 @@ def _etype(name: str):
 
 
 def _cycles(codelet_name, types, cnt, fp=None, ip=None):
+    import codelets  # noqa: F401  (registers the built-in codelets)
     import ipu
 
     cl = ipu.get_codelet(codelet_name)

@@ -203,7 +203,7 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
 
 
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
-                 name: str = "matmul") -> ipu.Program:
+                 name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False) -> ipu.Program:
     """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
 
     a [..., M, K], b [..., K, N] (float32, or float16) and out [..., M, N] (float32; float16 or
@@ -213,15 +213,29 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     the tiles that own each output element, one compute set of MatMulReducePartials summing them
     into out (and, when out's elements on a tile are too scattered to reduce in place, a last local
     Copy from a per-tile result into out).
+
+    float8 operands (either format each) need `log2_scale`, a one-element int32 tensor: out (float16)
+    = (a @ b) x 2**log2_scale, the scale sent to every AMP tile and applied by the
+    MatMulBlockPow2Scaled vertices (`check_range`: stop the program if it is outside [-32, 32)).
     """
     target = graph.target
     for t, what in ((a, "a"), (b, "b"), (out, "out")):
         if not isinstance(t, ipu.Tensor):
             raise TypeError(f"build_matmul: {what} must be an ipu.Tensor, got {type(t).__name__}")
-    if a.dtype != b.dtype:
+    float8 = a.dtype.is_float8
+    if float8:
+        if not b.dtype.is_float8:
+            raise TypeError(f"build_matmul: a is {a.dtype.name} but b is {b.dtype.name}; both must be float8")
+        if out.dtype != ipu.FLOAT16:
+            raise TypeError(f"build_matmul: a float8 product is float16, not {out.dtype.name}")
+        if not isinstance(log2_scale, ipu.Tensor) or log2_scale.numel != 1 or log2_scale.dtype != ipu.INT32:
+            raise TypeError("build_matmul: float8 operands need log2_scale, a one-element int32 tensor")
+    elif log2_scale is not None:
+        raise TypeError("build_matmul: log2_scale is only for float8 operands")
+    if a.dtype != b.dtype and not float8:
         raise TypeError(f"build_matmul: a is {a.dtype.name} but b is {b.dtype.name}")
-    if a.dtype not in (ipu.FLOAT32, ipu.FLOAT16):
-        raise TypeError(f"build_matmul: operands must be float32 or float16, not {a.dtype.name}")
+    if a.dtype not in (ipu.FLOAT32, ipu.FLOAT16) and not float8:
+        raise TypeError(f"build_matmul: operands must be float32, float16 or float8, not {a.dtype.name}")
     if out.dtype not in (ipu.FLOAT32, ipu.FLOAT16) or (a.dtype == ipu.FLOAT32 and out.dtype != ipu.FLOAT32):
         raise TypeError(f"build_matmul: a {a.dtype.name} product cannot be written to a {out.dtype.name} output")
     prob = canonical_problem(a.shape, b.shape)
@@ -253,7 +267,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         map_output(graph, out, plan)
         owners = out_var.tile_of[c_flat]
     if plan.sub is not None:
-        return _build_serial(graph, a, b, out, plan, prob, C, name, seq)
+        return _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale, check_range)
 
     cells = _cells(plan)
     tiles = cells["tile"]
@@ -268,7 +282,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         b_sizes = cells["gs"] * cells["ks"] * cells["ns"]
         p_sizes = cells["gs"] * cells["ms"] * cells["ns"]
         a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
-        b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", isz_t, tiles, b_sizes)
+        b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", b.dtype, tiles, b_sizes)
         partials, p_off = _blocks_variable(graph, f"{name}/partials", ipu.FLOAT32, tiles, p_sizes)
         _exchange_operand(graph, seq, a, A, cells, (("m0", "ms"), ("k0", "ks")), a_blocks, a_off, a_sizes,
                           f"{name}/exchange a")
@@ -283,11 +297,21 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         ms, ks, ns = cells["ms"][cell_of], cells["ks"][cell_of], cells["ns"][cell_of]
         keep = (ms > 0) & (ns > 0)
         cell_of, local, ms, ks, ns = cell_of[keep], local[keep], ms[keep], ks[keep], ns[keep]
-        graph.add_vertices(cs, "MatMulBlock", tiles[cell_of], {
+        fields = {
             "a": (a_blocks, a_off[cell_of] + local * ms * ks, ms * ks),
             "b": (b_blocks, b_off[cell_of] + local * ks * ns, ks * ns),
             "out": (partials, p_off[cell_of] + local * ms * ns, ms * ns),
-        }, ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
+        }
+        if float8:  # the scale, once on every AMP tile (one multicast exchange)
+            used = np.unique(tiles[cell_of])
+            scales, _ = _blocks_variable(graph, f"{name}/log2_scale", ipu.INT32, used, np.ones(used.size, np.int64))
+            src = np.repeat(log2_scale.index().reshape(-1)[:1], used.size)
+            seq.add(ipu.Copy(ipu.Tensor(log2_scale.variable, src, src.shape), scales, name=f"{name}/exchange scale"))
+            fields["log2_scale"] = (scales, np.searchsorted(used, tiles[cell_of]), np.ones(cell_of.size, np.int64))
+            graph.add_vertices(cs, "MatMulBlockPow2Scaled", tiles[cell_of], fields,
+                               ip={"m": ms, "k": ks, "n": ns, "check_range": int(check_range)})
+        else:
+            graph.add_vertices(cs, "MatMulBlock", tiles[cell_of], fields, ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
         seq.add(ipu.Execute(cs, name=f"{name}/amp"))
 
     # 3. partials to the tiles that reduce them: the owners of the outputs when out is spread
@@ -388,7 +412,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     return seq
 
 
-def _build_serial(graph, a, b, out, plan, prob, C, name, seq):
+def _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale=None, check_range=False):
     """The passes of a serially split plan, each a full build over a slice of the canonical
     problem (views of the same variables); their temporaries are dead between passes, so the
     memory planner reuses them."""
@@ -407,5 +431,6 @@ def _build_serial(graph, a, b, out, plan, prob, C, name, seq):
         As, Bs, Cs = (np.ascontiguousarray(x) for x in (As, Bs, Cs))
         sub = plan.sub if hi - lo == plan.serial_chunk else None
         seq.add(build_matmul(graph, ipu.Tensor(a.variable, As, As.shape), ipu.Tensor(b.variable, Bs, Bs.shape),
-                             ipu.Tensor(out.variable, Cs, Cs.shape), plan=sub, name=f"{name}/pass{s_}"))
+                             ipu.Tensor(out.variable, Cs, Cs.shape), plan=sub, name=f"{name}/pass{s_}",
+                             log2_scale=log2_scale, check_range=check_range))
     return seq

@@ -187,6 +187,7 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     isz = dtype.itemsize
     osz = out_dtype.itemsize
     is_half = dtype == ipu.FLOAT16
+    is_f8 = dtype.is_float8  # the float8 AMP: one-byte operands, half partials' cycles
     out_float = out_dtype == ipu.FLOAT32
     # operands and outputs are assumed spread evenly over all tiles (the caller's mapping is not
     # known here): each source tile sends its share once (multicast), each cell receives its block
@@ -204,7 +205,8 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     else:
         ex_a = _phase(target, a_share, a_blk)
         ex_b = _phase(target, b_share, b_blk)
-        compute = cg * matmul_block_cycles(cm, ck, cn, not is_half, True, target)
+        compute = cg * (matmul_block_cycles(cm, ck, cn, False, False, target, float8=True) if is_f8
+                        else matmul_block_cycles(cm, ck, cn, not is_half, True, target))
         ex_p = _phase(target, p_blk, pk * out_pt * 4)
         needs_reduce = (pk > 1) | (not out_float)
         red = np.where(needs_reduce,
@@ -244,17 +246,19 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     When no split fits in one pass, the product is split serially (see MatMulPlan.serial); with
     serial_ok=False, or when even that does not fit, raises OutOfMemoryError."""
     dtype = ipu.element_type(dtype)
-    if dtype not in (ipu.FLOAT32, ipu.FLOAT16):
-        raise TypeError(f"plan_matmul: operands must be float32 or float16, not {dtype.name}")
-    out_dtype = ipu.element_type(out_dtype) if out_dtype is not None else dtype
+    if dtype not in (ipu.FLOAT32, ipu.FLOAT16) and not dtype.is_float8:
+        raise TypeError(f"plan_matmul: operands must be float32, float16 or float8, not {dtype.name}")
+    out_dtype = ipu.element_type(out_dtype) if out_dtype is not None else (ipu.FLOAT16 if dtype.is_float8 else dtype)
     if dtype == ipu.FLOAT32 and out_dtype != ipu.FLOAT32:
         raise TypeError("plan_matmul: float32 operands give a float32 result")
+    if dtype.is_float8 and out_dtype != ipu.FLOAT16:
+        raise TypeError("plan_matmul: float8 operands give a float16 result")
     G, M, K, N = (int(batch), int(m), int(k), int(n))
     if min(G, M, K, N) < 0:
         raise ValueError(f"plan_matmul: negative size in batch={G}, m={M}, k={K}, n={N}")
     T = int(max_tiles or target.num_tiles)
     T = max(1, min(T, target.num_tiles))
-    geo = amp_geometry(dtype == ipu.FLOAT16, target)
+    geo = amp_geometry(dtype == ipu.FLOAT16, target, float8=dtype.is_float8)
 
     if G * M * N == 0:
         return MatMulPlan(target, dtype, out_dtype, G, M, K, N, (1, 1, 1, 1), (G, M, N, K),

@@ -431,6 +431,11 @@ class _GradBuilder:
             if all(g is None for g in grads):
                 return
             wants = [self._wants(op, i) for i in range(len(inputs))]
+            if any(wants) and op.type in FLOAT8_OP_TYPES:
+                raise RuntimeError(
+                    f"Floating point 8 is not supported for training: autodiff reached {op.type} ({op.name}), "
+                    "which has no gradient in PopXL. Keep float8 ops out of the differentiated graph (inference "
+                    "only), or detach their inputs with ops.detach.")
             rule = get_grad_rule(op.type)
             ctx = RuleContext(self, op, wants)
             result = rule(ctx, op, grads)
@@ -460,6 +465,13 @@ def _autodiff_stitched(graph: Graph, grads_provided: Sequence[Tensor], grads_req
             add_graph_output(graph, t)
             outs.add(t)
     return GradGraphInfo._create(grad_graph, graph, exp_in, exp_out)
+
+
+# ops PopART gives no gradient ("Floating point 8 is not supported for training", getGradOps of
+# Pow2ScaleThenCastOp / CastThenPow2ScaleOp; "Using a scaled matmul in a backwards pass is currently
+# not supported", MatMulOp / ConvOp with a log2 scale input)
+FLOAT8_OP_TYPES = frozenset({"pow2scale_then_cast", "cast_then_pow2scale", "matmul_pow2scaled", "conv_pow2scaled",
+                             "conv_transpose_pow2scaled"})
 
 
 def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,

@@ -9,7 +9,7 @@ import poplibs_estimators as pe
 from codelets.cast import cast_cycles
 from codelets.elementwise_costs import binary_cycles, unary_cycles
 from codelets.fill import fill_cycles
-from codelets.multislice import dynamic_slice_cycles, multi_slice_cycles
+from codelets.indexing import dynamic_slice_cycles, multi_slice_cycles
 from codelets.scaled_add import scaled_add_cycles
 
 N = np.concatenate([np.arange(0, 400), [511, 512, 513, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 65536, 65537]])
