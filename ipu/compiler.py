@@ -10,7 +10,7 @@
    on every tile from the cost models.
 
 Program kinds use the compiler through its public methods only: `add_step`, `sync`,
-`addresses`, `scalar_ref`, `cached`, `add_vertex_memory`, `add_exchange_code`, and the
+`addresses`, `address_runs`, `scalar_ref`, `cached`, `add_vertex_memory`, `add_exchange_code`, and the
 read-only `target`, `graph`, `layouts` and `steps`.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     for v in live_vars:
         if v.numel == 0:
             continue
-        unmapped = np.count_nonzero(v.tile_of < 0)
+        unmapped = v.unmapped()
         if unmapped:
             raise MappingError(
                 f"tensor {v.name!r} has {unmapped} of {v.numel} elements without a tile mapping; "
@@ -185,6 +185,14 @@ class Compiler:
             raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
         return L.element_addresses(t.flat_index())
 
+    def address_runs(self, t: Tensor, what: str):
+        """(byte addresses, tiles, element counts) of the stretches of `t` that are consecutive in
+        one piece, in row-major order (`Layout.run_addresses`): per run, not per element."""
+        L = self.layouts.get(t.variable.id)
+        if L is None:
+            raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
+        return L.run_addresses(*t.index_runs())
+
     def scalar_ref(self, t: Tensor, what: str):
         """(storage dtype, element offset in that view) of a one-element tensor the engine reads."""
         if t.numel != 1:
@@ -281,6 +289,8 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
         live_peak = live_peak + code.loaded_peak
 
     check_fits(plan, lambda t: comp.owners_on_tile(t, layouts))
+    for v in graph.variables:  # mappings are fixed now: keep them as pieces, not per element
+        v.compact()
     return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
                       {v.id: v for v in graph.variables}, dict(graph.streams), plan,
                       len(liveness), liveness, live_peak,
