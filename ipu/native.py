@@ -2,10 +2,13 @@
 
 The engine's Python walk over the node tree (`Engine(..., compiled=False)`) is the readable
 reference. With `compiled=True` (the default) every maximal part of a program whose steps need
-no host (compute sets, exchanges, syncs, code loads, loops and calls of those) becomes a
-*segment*: a table of ops that `_run_ops` walks in compiled code, calling the codelet kernels
-and copying the exchange tables without returning to Python. Host streams, streaming memory,
-collectives and branches (whose replicas may split) stay in Python between segments.
+no Python (compute sets, exchanges, syncs, code loads, host streams without callbacks, loops
+and calls of those) becomes a *segment*: a table of ops that `_run_ops` walks in compiled code,
+calling the codelet kernels, copying the exchange tables and moving stream elements without
+returning to Python. Stream callbacks, streaming memory, collectives and branches (whose
+replicas may split) stay in Python between segments; a segment whose stream is not connected
+(or whose device-to-host buffer is not contiguous) is walked in Python, so errors and results
+are the Python walk's.
 
 Calling many kernels from one compiled loop: each kernel group's kernel is compiled for the
 argument types the Python path uses, and the loop calls that overload's native entry point by
