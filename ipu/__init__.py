@@ -17,7 +17,7 @@ from .compiler import compile
 from .executable import Executable, Step
 from .kinds import ProgramKind, register_kind
 from .engine import Engine
-from .errors import CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
+from .errors import ApplicationRuntimeError, CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
 from .graph import ComputeSet, Function, Graph, HostStream
 from .half import load, store
 from .codeload import CodeLiveness
@@ -27,7 +27,7 @@ from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Progr
                       Switch, Sync)
 from .target import GC2, GC200, Target, get_target, small_target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
-from .types import (ALL_TYPES, BOOL, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
+from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
                     ElementType, element_type)
 
 __all__ = [

@@ -42,6 +42,9 @@ class Codelet:
     supervisor: bool = False
     # Element types the kernel accepts, per field; None means any type tile memory holds.
     allowed_types: tuple | None = None
+    # float8 data reaches only codelets that say they take it (the casts, the float8 AMP, copies):
+    # elsewhere its one-byte records would be misread as numbers
+    takes_float8: bool = False
 
     def kernel(self):
         raise NotImplementedError

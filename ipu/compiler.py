@@ -1,7 +1,8 @@
 """The compiler: a graph and its programs into an Executable.
 
-1. Walk the program trees in execution order (calls expanded) to get the timeline: when each
-   variable is first and last used, and which stretches are loops (`ipu.timeline`).
+1. Walk the program trees in execution order (calls expanded) to get the timeline: the segments
+   in which each variable is live (one per call for a function's temporaries) and the loops
+   (`ipu.timeline`).
 2. Plan memory: an address for every piece of every used variable on its tile (`ipu.memory`).
 3. Turn every leaf into steps with precomputed tables through its program kind (`ipu.kinds`:
    compute.py, exchange.py, streams.py, remote.py, collectives.py); control nodes (Sequence,
@@ -41,8 +42,8 @@ _FOREVER = np.iinfo(np.int64).max // 4
 # 2. memory
 
 
-def _plan_memory(graph: Graph, used: dict, first: dict, last: dict, target: Target):
-    pieces_tile, pieces_bytes, pieces_start, pieces_end, pieces_owner = [], [], [], [], []
+def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
+    pieces_tile, pieces_bytes, pieces_owner, seg_counts, seg_s, seg_e = [], [], [], [], [], []
     live_vars = [v for v in graph.variables if v.category != TEMPORARY or v.id in used]
     for v in live_vars:
         if v.numel == 0:
@@ -55,21 +56,25 @@ def _plan_memory(graph: Graph, used: dict, first: dict, last: dict, target: Targ
             )
         starts, stops, tiles = v.pieces()
         always = v.category != TEMPORARY
-        s = -1 if always else first[v.id]
-        e = _FOREVER if always else last[v.id]
+        # every piece of a temporary is live in the variable's segments (ipu/timeline.py)
+        segs = np.array([(-1, _FOREVER)] if always else segments[v.id], np.int64).reshape(-1, 2)
         pieces_tile.append(tiles.astype(np.int64))
         pieces_bytes.append((stops - starts) * v.dtype.itemsize)
-        pieces_start.append(np.full(len(starts), s, np.int64))
-        pieces_end.append(np.full(len(starts), e, np.int64))
+        seg_counts.append(np.full(len(starts), len(segs), np.int64))
+        seg_s.append(np.tile(segs[:, 0], len(starts)))
+        seg_e.append(np.tile(segs[:, 1], len(starts)))
         pieces_owner.append((v, starts, stops, tiles))
     if pieces_tile:
         tile = np.concatenate(pieces_tile)
         nbytes = np.concatenate(pieces_bytes)
-        start = np.concatenate(pieces_start)
-        end = np.concatenate(pieces_end)
+        counts = np.concatenate(seg_counts)
+        seg_start = np.concatenate(seg_s)
+        seg_end = np.concatenate(seg_e)
     else:
-        tile = nbytes = start = end = np.zeros(0, np.int64)
-    local, peak = place_pieces(tile, nbytes, start, end, target)
+        tile = nbytes = counts = seg_start = seg_end = np.zeros(0, np.int64)
+    seg_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    start = seg_start[seg_ptr[:-1]]
+    local, peak = place_pieces(tile, nbytes, seg_start, seg_end, target, seg_ptr)
     tile_bytes = align(peak, target.alignment)
     tile_base = np.concatenate(([0], np.cumsum(tile_bytes)[:-1])).astype(np.int64)
     total = int(tile_bytes.sum())
@@ -96,12 +101,13 @@ def _plan_memory(graph: Graph, used: dict, first: dict, last: dict, target: Targ
     cats["stack"][:] = target.stack_bytes_per_tile
 
     # liveness over the timeline: not-always-live bytes (summed over tiles) at each position
-    length = max(1, max(last.values(), default=0) + 1)
+    length = max(1, max((sg[-1][1] for sg in segments.values() if sg), default=0) + 1)
     diff = np.zeros(length + 1, np.int64)
-    temp = ~always
+    temp = np.repeat(~always, counts)
     if temp.any():
-        np.add.at(diff, np.clip(start[temp], 0, length), size[temp])
-        np.add.at(diff, np.clip(end[temp] + 1, 0, length), -size[temp])
+        seg_size = np.repeat(size, counts)[temp]
+        np.add.at(diff, np.clip(seg_start[temp], 0, length), seg_size)
+        np.add.at(diff, np.clip(seg_end[temp] + 1, 0, length), -seg_size)
     liveness = np.cumsum(diff)[:length]
     return layouts, MemoryPlan(target, tile_bytes, tile_base, total, cats), liveness, cats["temporaries"].copy()
 
@@ -231,8 +237,7 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
     tl = Timeline()
     for p in programs:
         tl.walk(p)
-    first, last = tl.intervals()
-    layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, first, last, target)
+    layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, tl.segments(), target)
     comp = Compiler(graph, layouts, plan)
     nodes = [comp.node(p) for p in programs]
     plan.categories["vertex_code"] = comp.code_bytes

@@ -25,3 +25,9 @@ class OutOfMemoryError(IpuError, MemoryError):
 
 class StreamError(IpuError, ValueError):
     """A host stream is not connected, or its buffer does not fit."""
+
+
+class ApplicationRuntimeError(IpuError, RuntimeError):
+    """The running program stopped itself: a device-side check failed (Poplar's
+    poplar::application_runtime_error, which PopART/PopXL surface as
+    `poplar_application_runtime_error`)."""

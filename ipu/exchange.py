@@ -1,8 +1,8 @@
 """The exchange kinds: `Copy(src, dst)` (an exchange phase after a sync) and `Sync`.
 
 A copy becomes a table of byte runs contiguous at both ends (`copytables.runs`); its cycles come
-from `costs.exchange_tile_cycles`, and its exchange code (one instruction per run a tile receives
-and per distinct run it sends) is charged to the tiles' `exchange_code` memory.
+from `costs.exchange_tile_cycles`, and its exchange code (`costs.exchange_code_bytes`: sends,
+receive regions and phase entry) is charged to the tiles' `exchange_code` memory.
 """
 from __future__ import annotations
 
@@ -14,12 +14,7 @@ from .errors import CompileError
 from .kinds import ProgramKind, register_kind
 from .program import Copy, Sync
 
-__all__ = ["EXCHANGE_BYTES_PER_PHASE", "EXCHANGE_BYTES_PER_RUN"]
-
-# exchange code per tile (assumptions in the spirit of Poplar's code generation; each is a
-# documented constant, not a measurement):
-EXCHANGE_BYTES_PER_RUN = 8  # one send/receive instruction pair per contiguous run a tile moves
-EXCHANGE_BYTES_PER_PHASE = 16  # entering and leaving an exchange phase on a participating tile
+__all__: list = []
 
 
 def _compile_copy(comp, p: Copy):
@@ -41,12 +36,8 @@ def _copy_step(comp, p: Copy):
     src_off, dst_off, nbytes, src_tile, dst_tile = runs(sa, da, st, dt, isz)
     target = comp.target
     tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target)
-    # exchange code: one instruction per run a tile receives, and per distinct run it sends
-    # (a run multicast to several tiles is sent once)
-    n = target.num_tiles
-    first = costs.distinct_runs(src_off, nbytes)
-    runs_per_tile = np.bincount(src_tile[first], minlength=n) + np.bincount(dst_tile, minlength=n)
-    comp.add_exchange_code(runs_per_tile * EXCHANGE_BYTES_PER_RUN + (runs_per_tile > 0) * EXCHANGE_BYTES_PER_PHASE)
+    # exchange code from the phase's messages: sends, receive regions, phase entry (costs.py)
+    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles))
     staged = src.variable is dst.variable
     return comp.add_step("exchange", p.name or f"copy {src.name} -> {dst.name}",
                          int(tile_cycles.max(initial=0)) + extra, tile_cycles,

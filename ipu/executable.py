@@ -66,7 +66,7 @@ class Step:
 
     id: int
     # compute | exchange | sync | branch | host_to_device | device_to_host | remote_load |
-    # remote_store | code_load (the profile's step classes)
+    # remote_store | code_load (profiler/_format.py's KIND_CLASS groups them into the profile's classes)
     kind: str
     name: str
     cycles: int  # the step's cost: the slowest tile (plus any global term)

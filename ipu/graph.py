@@ -290,6 +290,11 @@ class Graph:
                         f"codelet {c.name}: field {f.name!r} cannot be {v.dtype.name}; it takes "
                         f"{', '.join(t.name for t in allowed)}"
                     )
+        if not c.takes_float8:
+            for f, v in zip(c.fields, field_vars):
+                if v.dtype.is_float8:
+                    raise TypeError(f"codelet {c.name}: field {f.name!r} is {v.dtype.name}, which it does not take; "
+                                    f"convert float8 data with the pow2scale casts first")
         for j, v in enumerate(field_vars):
             if np.any(starts[:, j] < 0) or np.any(starts[:, j] + counts[:, j] > v.numel):
                 raise ValueError(f"codelet {c.name}: field {c.fields[j].name!r} reaches outside {v.name!r}")

@@ -2,7 +2,9 @@
 
 Every popxl dtype is a unique instance of :class:`dtype`; compare them with ``==`` or ``is``.
 The module-level names (``popxl.float32`` ...) are those instances.  The two float8
-formats have no NumPy equivalent here: ``as_numpy`` raises for them.
+formats have no native NumPy type: as in PopXL, their host arrays are structured dtypes of one
+uint8 field named after the format (``np_dtype_float8_143`` = ``np.dtype([("float8_143", "u1")])``),
+holding the encoded bytes.
 """
 
 import builtins
@@ -14,7 +16,11 @@ __all__ = [
     "dtype", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float8_143", "float8_152", "float16", "float32", "float64", "complex64", "complex128",
     "half", "float", "double", "downcast_np_dtypes", "downcast_numpy_dtype",
+    "np_dtype_float8_143", "np_dtype_float8_152",
 ]
+
+np_dtype_float8_143 = np.dtype([("float8_143", "u1")])
+np_dtype_float8_152 = np.dtype([("float8_152", "u1")])
 
 _BY_NAME: Dict[str, "dtype"] = {}
 _BY_NUMPY: Dict[np.dtype, "dtype"] = {}
@@ -135,11 +141,7 @@ class dtype:
             f"There is no popxl.dtype compatible with value: {type_value!r}, type: {type(type_value)}.")
 
     def as_numpy(self) -> np.dtype:
-        """The NumPy dtype of this dtype. Raises ``TypeError`` for the float8 types."""
-        if self._np_type is None:
-            raise TypeError(
-                f"popxl.{self._name} has no NumPy dtype: float8 data cannot be represented as a NumPy "
-                "array in this simulator yet (float8 arrives later).")
+        """The NumPy dtype of this dtype (for float8: the structured dtype of the encoded bytes)."""
         return self._np_type
 
     def as_torch(self):
@@ -197,8 +199,8 @@ uint8 = dtype._make("uint8", "int", False, 1, "uint8")
 uint16 = dtype._make("uint16", "int", False, 2, "uint16")
 uint32 = dtype._make("uint32", "int", False, 4, "uint32")
 uint64 = dtype._make("uint64", "int", False, 8, "uint64")
-float8_143 = dtype._make("float8_143", "float", True, 1, None)
-float8_152 = dtype._make("float8_152", "float", True, 1, None)
+float8_143 = dtype._make("float8_143", "float", True, 1, np_dtype_float8_143)
+float8_152 = dtype._make("float8_152", "float", True, 1, np_dtype_float8_152)
 float16 = dtype._make("float16", "float", True, 2, "float16")
 float32 = dtype._make("float32", "float", True, 4, "float32", builtins.float)
 float64 = dtype._make("float64", "float", True, 8, "float64")

@@ -105,10 +105,14 @@ def _memory(exe, worst: int = 10) -> tuple[dict, np.ndarray]:
 
     by_tile_vars: dict[int, list] = {int(w): [] for w in order}
     var_rows = []
+    by_dtype: dict[str, np.ndarray] = {}  # tensor bytes per tile by element type (float8: 1 byte each)
     for L in exe.layouts.values():
         v = L.variable
         isz = v.dtype.itemsize
         piece_bytes = (L.stops - L.starts) * isz
+        if piece_bytes.size:
+            acc = by_dtype.setdefault(v.dtype.name, np.zeros(n, np.int64))
+            acc += np.bincount(np.asarray(L.tiles, np.int64), weights=piece_bytes, minlength=n).astype(np.int64)[:n]
         tiles_of = np.unique(L.tiles)
         var_rows.append({"name": v.name, "category": v.category, "dtype": v.dtype.name,
                          "shape": [int(s) for s in v.shape], "bytes": int(piece_bytes.sum()),
@@ -144,6 +148,10 @@ def _memory(exe, worst: int = 10) -> tuple[dict, np.ndarray]:
         "data_bytes_allocated": int(exe.plan.total_bytes),
         "worst_tiles": worst_rows,
         "variables": var_rows,
+        # bytes of tensor data (variables, constants, temporaries as allocated) per element type
+        "dtypes": {d: {"total": int(a.sum()), "max_tile": int(a.max(initial=0)),
+                       "tiles_holding": int(np.count_nonzero(a)), "tile": rle(a)}
+                   for d, a in sorted(by_dtype.items(), key=lambda kv: -int(kv[1].sum()))},
     }
     return mem, total
 

@@ -106,17 +106,25 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 # building the programs
 
 
-def _reserved_bytes(graph: ipu.Graph) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds."""
+def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
     for v in graph.variables:
-        if v.category == TEMPORARY or v.numel == 0:
+        if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
         t = v.tile_of[v.tile_of >= 0]
         if t.size:
             per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
     return int(per_tile.max(initial=0))
+
+
+def _mapped_bytes(t: ipu.Tensor):
+    """Bytes of the view's variable on its busiest tile, or None when it is not mapped yet."""
+    v = t.variable
+    if v.numel == 0 or (v.tile_of < 0).any():
+        return None
+    return int(np.bincount(v.tile_of, minlength=1).max()) * v.dtype.itemsize
 
 
 def _blocks_variable(graph, name, dtype, tiles, sizes):
@@ -140,8 +148,71 @@ def _gather(src3, cells, axes):
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
+def _is_transposed(src3) -> bool:
+    """True when a canonical operand [G, R, C] runs contiguously down its rows rather than along
+    them: a transposed view (autodiff's B^T and A^T, attention's K^T), whose blocks gathered row by
+    row would cross the exchange one element at a time."""
+    G, R, C = src3.shape
+    if G == 0 or R < 2 or C < 2:
+        return False
+    x = src3[0]
+    return bool(np.all(x[1:, :] - x[:-1, :] == 1)) and not bool(np.all(x[:, 1:] - x[:, :-1] == 1))
+
+
+_MIN_BAND = 32  # elements: shortest exchange run a band split may make
+
+
+def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, name):
+    """Copy every cell's operand block [g, r, c] (row-major) into `blocks` on the cell's tile.
+
+    A transposed source moves as poplibs moves it: each block crosses the exchange in the source's
+    own order ([g, c, r]: runs as long as a block's rows, so little exchange code) into a staging
+    block on the destination tile, and Transpose2d vertices (one per band of the block's rows, so
+    all six workers share a block) turn it into [g, r, c] there (cycles from the poplibs
+    estimator, codelets/transpose.py)."""
+    if not _is_transposed(src3):
+        flat = _gather(src3, cells, axes)
+        seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), blocks, name=name))
+        return
+    (r0k, rsk), (c0k, csk) = axes
+    # every cell's block is staged as up to 6 bands of its rows (one per worker), each band [c, r]
+    # in source order; a band's Transpose2d writes rows of the block, which are contiguous there.
+    # Bands are at least _MIN_BAND rows wide: narrower ones would cut the exchange runs short.
+    workers = graph.target.worker_contexts
+    src_t = src3.transpose(0, 2, 1)
+    parts, v_tile, v_off, v_rows, v_cols = [], [], [], [], []
+    for tile, base, g0, gs, r0, rs, c0, cs in zip(
+            cells["tile"].tolist(), off.tolist(), cells["g0"].tolist(), cells["gs"].tolist(),
+            cells[r0k].tolist(), cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
+        if gs * rs * cs == 0:
+            continue
+        bands = max(1, min(rs // _MIN_BAND, -(-workers // gs)))
+        edges = [rs * i // bands for i in range(bands + 1)]
+        pos = base
+        for g in range(g0, g0 + gs):
+            for b0, b1 in zip(edges[:-1], edges[1:]):
+                parts.append(src_t[g, c0:c0 + cs, r0 + b0:r0 + b1].reshape(-1))
+                v_tile.append(tile)
+                v_off.append(pos)
+                v_rows.append(cs)
+                v_cols.append(b1 - b0)
+                pos += cs * (b1 - b0)
+    stage, _ = _blocks_variable(graph, f"{name}/stage", blocks.dtype, cells["tile"], sizes)
+    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=name))
+    if not parts:
+        return
+    cs_ = graph.add_compute_set(f"{name}/transpose")
+    rows, cols = np.asarray(v_rows, np.int64), np.asarray(v_cols, np.int64)
+    field = (np.asarray(v_off, np.int64), rows * cols)
+    graph.add_vertices(cs_, "Transpose2d", np.asarray(v_tile, np.int64),
+                       {"src": (stage, *field), "dst": (blocks, *field)}, ip={"rows": rows, "cols": cols})
+    seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
+
+
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
-                 name: str = "matmul") -> ipu.Program:
+                 name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False,
+                 available_memory_proportion: float | None = None) -> ipu.Program:
     """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
 
     a [..., M, K], b [..., K, N] (float32, or float16) and out [..., M, N] (float32; float16 or
@@ -151,15 +222,32 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     the tiles that own each output element, one compute set of MatMulReducePartials summing them
     into out (and, when out's elements on a tile are too scattered to reduce in place, a last local
     Copy from a per-tile result into out).
+
+    float8 operands (either format each) need `log2_scale`, a one-element int32 tensor: out (float16)
+    = (a @ b) x 2**log2_scale, the scale sent to every AMP tile and applied by the
+    MatMulBlockPow2Scaled vertices (`check_range`: stop the program if it is outside [-32, 32)).
+
+    available_memory_proportion: poplibs' option, the share of tile memory the product's
+    temporaries may take (None: all the tile has); see plan_matmul.
     """
     target = graph.target
     for t, what in ((a, "a"), (b, "b"), (out, "out")):
         if not isinstance(t, ipu.Tensor):
             raise TypeError(f"build_matmul: {what} must be an ipu.Tensor, got {type(t).__name__}")
-    if a.dtype != b.dtype:
+    float8 = a.dtype.is_float8
+    if float8:
+        if not b.dtype.is_float8:
+            raise TypeError(f"build_matmul: a is {a.dtype.name} but b is {b.dtype.name}; both must be float8")
+        if out.dtype != ipu.FLOAT16:
+            raise TypeError(f"build_matmul: a float8 product is float16, not {out.dtype.name}")
+        if not isinstance(log2_scale, ipu.Tensor) or log2_scale.numel != 1 or log2_scale.dtype != ipu.INT32:
+            raise TypeError("build_matmul: float8 operands need log2_scale, a one-element int32 tensor")
+    elif log2_scale is not None:
+        raise TypeError("build_matmul: log2_scale is only for float8 operands")
+    if a.dtype != b.dtype and not float8:
         raise TypeError(f"build_matmul: a is {a.dtype.name} but b is {b.dtype.name}")
-    if a.dtype not in (ipu.FLOAT32, ipu.FLOAT16):
-        raise TypeError(f"build_matmul: operands must be float32 or float16, not {a.dtype.name}")
+    if a.dtype not in (ipu.FLOAT32, ipu.FLOAT16) and not float8:
+        raise TypeError(f"build_matmul: operands must be float32, float16 or float8, not {a.dtype.name}")
     if out.dtype not in (ipu.FLOAT32, ipu.FLOAT16) or (a.dtype == ipu.FLOAT32 and out.dtype != ipu.FLOAT32):
         raise TypeError(f"build_matmul: a {a.dtype.name} product cannot be written to a {out.dtype.name} output")
     prob = canonical_problem(a.shape, b.shape)
@@ -167,7 +255,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
     if plan is None:
         plan = plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype,
-                               reserved_bytes=_reserved_bytes(graph))
+                               reserved_bytes=_reserved_bytes(graph, exclude=out.variable),
+                               out_live_bytes=_mapped_bytes(out),
+                               available_memory_proportion=available_memory_proportion)
     else:
         if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
             raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
@@ -191,7 +281,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         map_output(graph, out, plan)
         owners = out_var.tile_of[c_flat]
     if plan.sub is not None:
-        return _build_serial(graph, a, b, out, plan, prob, C, name, seq)
+        return _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale, check_range)
 
     cells = _cells(plan)
     tiles = cells["tile"]
@@ -206,12 +296,12 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         b_sizes = cells["gs"] * cells["ks"] * cells["ns"]
         p_sizes = cells["gs"] * cells["ms"] * cells["ns"]
         a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
-        b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", isz_t, tiles, b_sizes)
+        b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", b.dtype, tiles, b_sizes)
         partials, p_off = _blocks_variable(graph, f"{name}/partials", ipu.FLOAT32, tiles, p_sizes)
-        a_src = _gather(A, cells, (("m0", "ms"), ("k0", "ks")))
-        b_src = _gather(B, cells, (("k0", "ks"), ("n0", "ns")))
-        seq.add(ipu.Copy(ipu.Tensor(a.variable, a_src, a_src.shape), a_blocks, name=f"{name}/exchange a"))
-        seq.add(ipu.Copy(ipu.Tensor(b.variable, b_src, b_src.shape), b_blocks, name=f"{name}/exchange b"))
+        _exchange_operand(graph, seq, a, A, cells, (("m0", "ms"), ("k0", "ks")), a_blocks, a_off, a_sizes,
+                          f"{name}/exchange a")
+        _exchange_operand(graph, seq, b, B, cells, (("k0", "ks"), ("n0", "ns")), b_blocks, b_off, b_sizes,
+                          f"{name}/exchange b")
 
         # 2. the AMP: one MatMulBlock per (cell, batch element of the cell)
         cs = graph.add_compute_set(f"{name}/amp")
@@ -221,11 +311,21 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         ms, ks, ns = cells["ms"][cell_of], cells["ks"][cell_of], cells["ns"][cell_of]
         keep = (ms > 0) & (ns > 0)
         cell_of, local, ms, ks, ns = cell_of[keep], local[keep], ms[keep], ks[keep], ns[keep]
-        graph.add_vertices(cs, "MatMulBlock", tiles[cell_of], {
+        fields = {
             "a": (a_blocks, a_off[cell_of] + local * ms * ks, ms * ks),
             "b": (b_blocks, b_off[cell_of] + local * ks * ns, ks * ns),
             "out": (partials, p_off[cell_of] + local * ms * ns, ms * ns),
-        }, ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
+        }
+        if float8:  # the scale, once on every AMP tile (one multicast exchange)
+            used = np.unique(tiles[cell_of])
+            scales, _ = _blocks_variable(graph, f"{name}/log2_scale", ipu.INT32, used, np.ones(used.size, np.int64))
+            src = np.repeat(log2_scale.index().reshape(-1)[:1], used.size)
+            seq.add(ipu.Copy(ipu.Tensor(log2_scale.variable, src, src.shape), scales, name=f"{name}/exchange scale"))
+            fields["log2_scale"] = (scales, np.searchsorted(used, tiles[cell_of]), np.ones(cell_of.size, np.int64))
+            graph.add_vertices(cs, "MatMulBlockPow2Scaled", tiles[cell_of], fields,
+                               ip={"m": ms, "k": ks, "n": ns, "check_range": int(check_range)})
+        else:
+            graph.add_vertices(cs, "MatMulBlock", tiles[cell_of], fields, ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
         seq.add(ipu.Execute(cs, name=f"{name}/amp"))
 
     # 3. partials to the tiles that reduce them: the owners of the outputs when out is spread
@@ -326,7 +426,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     return seq
 
 
-def _build_serial(graph, a, b, out, plan, prob, C, name, seq):
+def _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale=None, check_range=False):
     """The passes of a serially split plan, each a full build over a slice of the canonical
     problem (views of the same variables); their temporaries are dead between passes, so the
     memory planner reuses them."""
@@ -345,5 +445,6 @@ def _build_serial(graph, a, b, out, plan, prob, C, name, seq):
         As, Bs, Cs = (np.ascontiguousarray(x) for x in (As, Bs, Cs))
         sub = plan.sub if hi - lo == plan.serial_chunk else None
         seq.add(build_matmul(graph, ipu.Tensor(a.variable, As, As.shape), ipu.Tensor(b.variable, Bs, Bs.shape),
-                             ipu.Tensor(out.variable, Cs, Cs.shape), plan=sub, name=f"{name}/pass{s_}"))
+                             ipu.Tensor(out.variable, Cs, Cs.shape), plan=sub, name=f"{name}/pass{s_}",
+                             log2_scale=log2_scale, check_range=check_range))
     return seq

@@ -9,3 +9,4 @@ from . import resize  # noqa: F401
 from . import remote  # noqa: F401
 from . import collectives  # noqa: F401
 from . import roi_align  # noqa: F401
+from . import float8  # noqa: F401
