@@ -60,8 +60,6 @@ NO_ESTIMATOR = [
 ]
 # codelets whose model follows a poplibs estimator that is not transcribed in poplibs_estimators.py yet
 NOT_TRANSCRIBED = [
-    ("poplin::ConvPartial1x1Out", "float", 64, "m=8;k=16;n=8",
-     "poplin getConvPartial1x1SupervisorCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
@@ -139,6 +137,12 @@ def rows():
         for region, m in ((1, 1), (3, 4), (8, 10), (64, 2), (100, 7)):
             add("popops::MultiSlice", t, region * m, f"regionSize={region};numOffsets={m}",
                 pe.multi_slice(region, m, t), src)
+
+    for t, fa in (("float", True), ("half", False)):
+        for m, k, n in ((1, 8, 16), (2, 16, 16), (3, 8, 16), (5, 24, 32), (6, 64, 64), (7, 100, 30), (13, 8, 16),
+                        (48, 256, 64), (64, 64, 64), (100, 300, 200), (114, 104, 64), (256, 256, 256)):
+            add("poplin::ConvPartial1x1Out", t, m * n, f"m={m};k={k};n={n}", pe.conv_partial_1x1(m, k, n, fa),
+                pe.PL_1X1)
 
     add("ipu::Exchange", "-", 8697 * 4, "tolerance=0.05", 8743, TUTORIAL6)
 

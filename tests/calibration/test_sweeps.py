@@ -93,3 +93,17 @@ def test_the_audit_figures():
     for n in (60, 64, 66):
         assert scaled_add_cycles(n, 2, True, False) == pe.scaled_add(n, "half")
     assert cast_cycles(64, ipu.FLOAT32, ipu.FLOAT16) == pe.cast_1d(64, "float", "half") == 294
+
+
+@pytest.mark.parametrize("float_acts", [True, False])
+@pytest.mark.parametrize("k,n", [(8, 16), (24, 40), (100, 64), (257, 17)])
+def test_amp_block_sweep(float_acts, k, n):
+    """MatMulBlock (poplin ConvPartial1x1Out) for every m in 1..200: every split of the positions
+    over the 6 workers, including idle workers and the 1- and 2-position paths."""
+    from codelets.matmul import matmul_block_cycles
+
+    m = np.arange(1, 201)
+    model = matmul_block_cycles(m, np.full(m.size, k), np.full(m.size, n), float_acts, True, ipu.GC200)
+    ref = np.array([pe.conv_partial_1x1(int(x), k, n, float_acts) for x in m])
+    bad = np.flatnonzero(model != ref)
+    assert bad.size == 0, f"m = {m[bad[:8]].tolist()}: {model[bad[:8]].tolist()} vs {ref[bad[:8]].tolist()}"
