@@ -227,6 +227,18 @@ def _matmul_block(row):
     return _cycles("MatMulBlock", (t, t, ipu.FLOAT32), [m * k, k * n, m * n], ip=[[m, k, n, 0]])
 
 
+def _reduce_add(row):
+    import ipu
+
+    if "->" not in row.dtype:
+        raise KeyError("ReduceAdd's dtype is PARTIALS->OUT, e.g. float->half")
+    f, t = (_etype(x.strip()) for x in row.dtype.split("->", 1))
+    p = int(row.params["numPartials"])
+    if f != ipu.FLOAT32:
+        raise KeyError("MatMulReducePartials takes float partials")
+    return _cycles("MatMulReducePartials", (f, t), [p * row.n, row.n], ip=[[p]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -251,6 +263,7 @@ ADAPTERS = {
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
     "poplin::ConvPartial1x1Out": _matmul_block,
+    "poplin::ReduceAdd": _reduce_add,
     "ipu::Exchange": _exchange,
 }
 

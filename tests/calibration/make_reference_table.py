@@ -63,8 +63,6 @@ NOT_TRANSCRIBED = [
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
-    ("ipu::MatMulReducePartials", "float", 64, "numPartials=4",
-     "poplin getReduceCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
     ("popops::MultiUpdate", "float", 64, "", "getMultiUpdateOpCycleEstimate (PerformanceEstimation.cpp)"),
     ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
     ("popops::Select", "float", 64, "", "popopsCycleEstimators.cpp Select / selectCycles"),
@@ -143,6 +141,13 @@ def rows():
                         (48, 256, 64), (64, 64, 64), (100, 300, 200), (114, 104, 64), (256, 256, 256)):
             add("poplin::ConvPartial1x1Out", t, m * n, f"m={m};k={k};n={n}", pe.conv_partial_1x1(m, k, n, fa),
                 pe.PL_1X1)
+
+    for t, of in (("float", True), ("half", False)):
+        for n in (1, 3, 4, 5, 8, 24, 25, 64, 100, 1000):
+            for p in (1, 2, 3, 10):
+                if p == 1 and of:
+                    continue  # float partials into a float output: nothing to do
+                add("poplin::ReduceAdd", f"float->{t}", n, f"numPartials={p}", pe.reduce_add(n, p, of), pe.PL_REDUCE)
 
     add("ipu::Exchange", "-", 8697 * 4, "tolerance=0.05", 8743, TUTORIAL6)
 

@@ -347,3 +347,34 @@ def conv_partial_1x1(m: int, k: int, n: int, float_acts: bool, units: int = 16) 
             + n_cg * (12 + common
                       + (n_in - 1) * (15 - common + 1 + n_out * (19 + passes * (6 + loads + inner_n)))
                       + (10 + 1 + n_out * (19 - common + passes * (7 + loads + inner_z)))))
+
+
+# --------------------------------------------------------------------------------------------
+# ReduceAdd of a matmul's partials (PL getReduceCycleEstimate, multi-input; estimateCastCycles)
+
+PL_REDUCE = f"{PL} getReduceCycleEstimate (not single-input) / estimateCastCycles (one partial)"
+
+
+def reduce_add(out_size: int, partials: int, out_float: bool) -> int:
+    """float partials: P >= 2 the supervisor ReduceAdd; P = 1 a cast of the partials."""
+    if partials == 1:
+        per = (out_size + NUM_WORKERS - 1) // NUM_WORKERS
+        load = (per + 2 - 1) // 2
+        write = (per + (2 if out_float else 4) - 1) // (2 if out_float else 4)
+        return (max(load, write) + 26) * NUM_WORKERS
+    acc = 4
+    in_dp = DATA_PATH_BITS // 32
+    cycles = 32
+    cpl = acc // min(acc, in_dp) + 1
+    loops = out_size // acc
+    for i in range((acc - 1).bit_length()):
+        if out_size & (1 << i):
+            loops += 1
+    per_worker = loops // NUM_WORKERS
+    if loops % NUM_WORKERS:
+        if out_size & (acc - 1):
+            cycles += 2 * partials + 13
+        else:
+            per_worker += 1
+    cycles += (cpl * partials + (7 if out_float else 6)) * per_worker
+    return cycles * NUM_WORKERS

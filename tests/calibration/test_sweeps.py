@@ -107,3 +107,15 @@ def test_amp_block_sweep(float_acts, k, n):
     ref = np.array([pe.conv_partial_1x1(int(x), k, n, float_acts) for x in m])
     bad = np.flatnonzero(model != ref)
     assert bad.size == 0, f"m = {m[bad[:8]].tolist()}: {model[bad[:8]].tolist()} vs {ref[bad[:8]].tolist()}"
+
+
+@pytest.mark.parametrize("out_float", [True, False])
+@pytest.mark.parametrize("partials", [1, 2, 3, 7, 16])
+def test_reduce_partials_sweep(out_float, partials):
+    """MatMulReducePartials (poplin ReduceAdd / the one-partial cast) for every output size."""
+    from codelets.matmul import reduce_partials_cycles
+
+    if partials == 1 and out_float:
+        pytest.skip("one float partial into a float output needs no vertex")
+    model = reduce_partials_cycles(N, np.full(N.size, partials), out_float)
+    _check(model, lambda n: pe.reduce_add(n, partials, out_float), f"ReduceAdd P={partials}")
