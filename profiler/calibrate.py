@@ -239,6 +239,19 @@ def _reduce_add(row):
     return _cycles("MatMulReducePartials", (f, t), [p * row.n, row.n], ip=[[p]])
 
 
+def _select(row, broadcast):
+    import ipu
+
+    t = _etype(row.dtype)
+    k = 1 if broadcast else row.n
+    return _cycles("Select", (ipu.BOOL, t, t, t), [row.n, k, k, row.n])
+
+
+def _clamp(row):
+    t = _etype(row.dtype)
+    return _cycles("Clamp", (t, t), [row.n, row.n], [[0.0, 1.0]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -264,6 +277,9 @@ ADAPTERS = {
     "popops::Fill": _fill,
     "poplin::ConvPartial1x1Out": _matmul_block,
     "poplin::ReduceAdd": _reduce_add,
+    "popops::Select": lambda r: _select(r, False),
+    "popops::BroadcastSelect": lambda r: _select(r, True),
+    "popops::Clamp": _clamp,
     "ipu::Exchange": _exchange,
 }
 

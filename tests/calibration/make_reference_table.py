@@ -65,8 +65,6 @@ NOT_TRANSCRIBED = [
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
     ("popops::MultiUpdate", "float", 64, "", "getMultiUpdateOpCycleEstimate (PerformanceEstimation.cpp)"),
     ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
-    ("popops::Select", "float", 64, "", "popopsCycleEstimators.cpp Select / selectCycles"),
-    ("popops::Clamp", "float", 64, "", "popopsCycleEstimators.cpp Clamp / clampCycles"),
     ("popops::Iota", "int", 64, "", "popopsCycleEstimators.cpp Iota (our Arange)"),
     ("popops::EncodeOneHotCustomValues", "float", 64, "", "popopsCycleEstimators.cpp EncodeOneHotCustomValues"),
     ("popops::Histogram2D", "float", 64, "", "popopsCycleEstimators.cpp Histogram2D"),
@@ -108,7 +106,8 @@ def rows():
                 add("popops::BroadcastScalar1D", t, n, f"op={op}", pe.broadcast_scalar_1d(n, op, t), src)
     src = f"{pe.CE} UnaryOp1D + unaryOpInnerLoopCycles"
     for op, types in (("TANH", ("float", "half")), ("EXPONENT", ("float", "half")), ("SQRT", ("float", "half")),
-                      ("NEGATE", ("float", "half", "int")), ("ABSOLUTE", ("float", "int"))):
+                      ("NEGATE", ("float", "half", "int")), ("ABSOLUTE", ("float", "int")),
+                      ("FLOOR", ("float", "half")), ("SIGNUM", ("float", "half")), ("LOGARITHM_ONE_PLUS", ("float",))):
         for t in types:
             for n in (SIZES if op == "TANH" else SHORT_SIZES):
                 add("popops::UnaryOp1D", t, n, f"op={op}", pe.unary_op_1d(n, op, t), src)
@@ -148,6 +147,15 @@ def rows():
                 if p == 1 and of:
                     continue  # float partials into a float output: nothing to do
                 add("poplin::ReduceAdd", f"float->{t}", n, f"numPartials={p}", pe.reduce_add(n, p, of), pe.PL_REDUCE)
+
+    for t in ("float", "half", "int", "bool"):
+        for n in (1, 2, 3, 4, 7, 64, 100):
+            add("popops::Select", t, n, "", pe.select(n, t), f"{pe.CE} Select / selectCycles")
+            if n > 1:  # with n = 1 nothing is broadcast
+                add("popops::BroadcastSelect", t, n, "", pe.broadcast_select(n, t), f"{pe.CE} BroadcastSelect")
+    for t in ("float", "half", "int"):
+        for n in (1, 2, 3, 4, 5, 7, 64, 100):
+            add("popops::Clamp", t, n, "", pe.clamp(n, t), f"{pe.CE} Clamp / clampCycles")
 
     add("ipu::Exchange", "-", 8697 * 4, "tolerance=0.05", 8743, TUTORIAL6)
 

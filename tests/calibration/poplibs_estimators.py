@@ -51,6 +51,10 @@ UNARY_PERF = {
     ("SQRT", "float"): (10, False, 2), ("SQRT", "half"): (23, False, 4),
     ("NEGATE", "float"): (2, False, 2), ("NEGATE", "half"): (2, False, 4), ("NEGATE", "int"): (2, False, 0),
     ("ABSOLUTE", "float"): (1, False, 0), ("ABSOLUTE", "int"): (2, False, 0),
+    ("FLOOR", "float"): (2, True, 0), ("FLOOR", "half"): (2, True, 0),
+    ("SIGNUM", "float"): (5, True, 0), ("SIGNUM", "half"): (5, True, 0),
+    ("IS_FINITE", "float"): (5, True, 0), ("IS_FINITE", "half"): (5, True, 0),
+    ("LOGARITHM_ONE_PLUS", "float"): (180, True, 0),
 }
 BINARY_PERF = {
     ("ADD", "float"): (1, True, 0), ("ADD", "half"): (1, True, 0), ("ADD", "int"): (7, False, 1),
@@ -378,3 +382,36 @@ def reduce_add(out_size: int, partials: int, out_float: bool) -> int:
             per_worker += 1
     cycles += (cpl * partials + (7 if out_float else 6)) * per_worker
     return cycles * NUM_WORKERS
+
+
+# --------------------------------------------------------------------------------------------
+# Select, BroadcastSelect, Clamp (CE selectCycles, BroadcastSelect, clampCycles; one region)
+
+
+def select(n: int, t: str) -> int:
+    """CE Select: 5 + selectCycles = 6 + basicOpLoopCycles(n, 1, 5)."""
+    return 5 + 6 + 5 * (n + 1 - 1) // 1
+
+
+def broadcast_select(n: int, t: str) -> int:
+    """CE BroadcastSelect (both value operands scalars): 9 + 1 + per region by type size."""
+    c = 9 + 1
+    size = TYPE_SIZE[t]
+    if size == 4:
+        c += 5 + 4 * n + 3
+    elif size == 2:
+        c += (23 + n * 4) if n & 1 else (30 + n * 4)
+    else:
+        c += 40 + (n // 4) * 17 + 26
+    return c
+
+
+def clamp(n: int, t: str) -> int:
+    """CE Clamp: 5 + clampCycles = 6 + basicOpLoopCycles(n, vw, cpv)."""
+    if t == "float":
+        vw, cpv = DATA_PATH_BITS // 32, 2
+    elif t == "half":
+        vw, cpv = DATA_PATH_BITS // 16, 2
+    else:
+        vw, cpv = 1, 7
+    return 5 + 6 + cpv * (n + vw - 1) // vw
