@@ -19,7 +19,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _replication, dtypes
+from . import _memory_report, _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -102,6 +102,13 @@ class Session:
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
             self.target = self.target.with_ipus(self.ipus_per_replica)
+        popdist_settings = getattr(ir, "_popdist", None)
+        if popdist_settings is not None and popdist_settings.is_set and \
+                self.ipus_per_replica > popdist_settings.ipus_per_replica:
+            raise ValueError(
+                f"this program places ops on {self.ipus_per_replica} IPUs per replica (popxl.ipu), but PopRun gave "
+                f"each replica {popdist_settings.ipus_per_replica} (POPDIST_NUM_IPUS_PER_REPLICA): launch with "
+                f"poprun --ipus-per-replica {self.ipus_per_replica}")
         # replicas of this process (this instance's with PopDist), and the way to the others'
         self.replication_factor, self._comm = _replica_space(ir)
         self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
@@ -111,7 +118,13 @@ class Session:
         t0 = time.perf_counter()
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
-        self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        try:
+            self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
+            raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
+        # the executable holds what running needs; the lowering's graph and program tree (index
+        # arrays of every view, vertex field tables) would otherwise stay for the session's life
+        self._lowered.graph = self._lowered.main = None
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
@@ -143,9 +156,8 @@ class Session:
             self._collective_step_ids = ids = np.asarray(ids, np.int64)
         if not ids.size:
             return 0
-        executed, _ = self.engine.log.arrays()
-        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
-        return int(cycles[executed[np.isin(executed, ids)]].sum())
+        counts = self.engine.step_counts()  # every run, whether the trace kept it or not
+        return int(sum(int(counts[i]) * self.executable.steps[i].cycles for i in ids))
 
     def instance_info(self):
         """This PopDist instance of a multi-instance run, for its profile (None in one process):
@@ -265,8 +277,8 @@ class Session:
             return np.array(tensor._data, copy=True)
         if not isinstance(tensor, Variable):
             raise TypeError(
-                f"get_tensor_data takes a Variable or Constant, not {type(tensor).__name__} "
-                f"{getattr(tensor, 'id', '')!r}; stream intermediate tensors out with host_store"
+                f"{tensor} is not of type Constant or Variable. get_tensor_data is not supported for this "
+                f"type. (It reads variables and constants; stream intermediate tensors out with host_store.)"
             )
         self._check_ir(tensor)
         if self.is_attached and self._device_is_newer:
@@ -275,12 +287,17 @@ class Session:
         return _replication.retrieved(tensor, self._host_weights[tensor], self._ir.replication_factor)
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
+        tensors = list(tensors)
+        for t in tensors:  # as PopXL: check every argument before reading any
+            if not isinstance(t, (Variable, Constant)):
+                self.get_tensor_data(t)
         return {t: self.get_tensor_data(t) for t in tensors}
 
     @_locked
     def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
         if not isinstance(tensor, Variable):
-            raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
+            raise TypeError(f"Tensor {getattr(tensor, 'id', tensor)} is not of type Variable. write_variable_data "
+                            f"is not supported for this type. (Got a {type(tensor).__name__}.)")
         self._check_ir(tensor)
         import numbers
 
@@ -289,14 +306,14 @@ class Session:
         arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
-                f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
-                f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
+                f"The dtype of the input array {arr.dtype} must match the equivalent type of the tensor "
+                f"{tensor.id} : {tensor.dtype}. (Convert it with .astype({tensor.dtype.as_numpy().name!r}).)"
             )
         if not _replication.accepts_host_shape(tensor, arr.shape, self._ir.replication_factor):
             raise ValueError(
-                f"write_variable_data: variable {tensor.id!r} takes host data of shape "
-                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}"
-                f", the data has shape {arr.shape}"
+                f"The shape of the input array {arr.shape} must match the shape of the tensor {tensor.id} : "
+                f"{tensor.shape}. (Variable {tensor.id!r} takes host data of shape "
+                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}.)"
             )
         arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
@@ -351,25 +368,31 @@ class Session:
                                  f"key the inputs by this Ir's streams {[x.tensor_id for x in expected]}")
             if s not in expected:
                 raise ValueError(
-                    f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
-                    f"expected inputs are {[x.tensor_id for x in expected]}"
+                    f"Unexpected/Missing input.\n  Unexpected: {{{str(s)!r}}}\n  Missing: "
+                    f"{set(x.tensor_id for x in expected if x not in inputs) or set()}\n(Input stream "
+                    f"{s.tensor_id!r} is not used by this program: no host_load reads it. Expected inputs are "
+                    f"{[x.tensor_id for x in expected]}.)"
                 )
         missing = [s.tensor_id for s in expected if s not in inputs]
         if missing:
-            raise ValueError(f"missing inputs for streams {missing}; pass an array for each in `inputs`")
+            raise ValueError(f"Unexpected/Missing input.\n  Unexpected: set()\n  Missing: {set(missing)}\n"
+                             f"(Pass an array for each of the session's input streams in `inputs`.)")
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
-            arr = to_numpy(data, downcast=False, copy=False)  # NumPy arrays, sequences, torch tensors
+            try:  # NumPy arrays, sequences, torch tensors
+                arr = to_numpy(data, downcast=False, copy=False)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"input for stream {s.tensor_id!r}: {e}") from None
             want = lead + tuple(s.shape)
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):
                 arr = arr.reshape(want)  # dimensions of size 1 dropped or added, as PopXL accepts
             if arr.shape != want:
                 raise ValueError(
-                    f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
-                    f"({'leading dims (num_host_transfers, instance_replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
-                    f"the stream shape {tuple(s.shape)})"
+                    f"Shape mismatch for input stream {s.tensor_id}:\nStream shape = {tuple(s.shape)}, therefore "
+                    f"expected full global batch shape {want}. Got array shape = {arr.shape}. (Input stream "
+                    f"{s.tensor_id!r}: {'the leading dims are (num_host_transfers, instance_replication_factor) = ' + str(lead) + '.' if lead else 'num_host_transfers and the replication factor are 1, so there are no leading dims.'})"
                 )
             npd = s.dtype.as_numpy()
             arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
@@ -389,8 +412,9 @@ class Session:
     def _require_attached(self, what: str, allow_exit: bool = False) -> None:
         if not self.is_attached and not allow_exit:
             raise ValueError(
-                f"Session.{what}: the session is not attached to a device. Use it inside "
-                f"`with session:` (which attaches and loads the weights)."
+                "Must be attached to device before calling a runtime function. Put the call inside a "
+                f"`Session` context, for example `with session: session.run()`. (Session.{what}: `with "
+                "session:` attaches and loads the weights.)"
             )
 
     def run_with_outputs(self, inputs=None, outputs=None, downcast_inputs: bool = True) -> None:

@@ -134,7 +134,7 @@ def _blocks_variable(graph, name, dtype, tiles, sizes):
     total = int(sizes.sum())
     var = graph.add_variable(name, (total,), dtype, category=TEMPORARY)
     if total:
-        var.tile_of[:] = np.repeat(np.asarray(tiles, np.int32), sizes)
+        var.set_tile_runs(tiles, sizes)  # one run per cell: no per-element tile table
     return var, off
 
 
