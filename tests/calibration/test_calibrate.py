@@ -35,8 +35,8 @@ def test_every_codelet_is_in_the_table():
     covered = {
         "ScaledAdd": "ScaledAddSupervisor", "BinaryOp": "BinaryOp1D", "UnaryOp": "UnaryOp1D", "Cast": "Cast1D",
         "DynamicSlice": "DynamicSlice1D", "DynamicUpdate": "DynamicSlice1D", "Fill": "popops::Fill",
-        "MultiSlice": "popops::MultiSlice", "MatMulBlock": "ConvPartial1x1Out",
-        "MatMulReducePartials": "MatMulReducePartials", "MultiUpdate": "MultiUpdate", "Reduce": "popops::Reduce",
+        "MultiSlice": "popops::MultiSlice", "MatMulBlock": "poplin::ConvPartial1x1Out,float,",
+        "MatMulReducePartials": "poplin::ReduceAdd,float->half", "MultiUpdate": "MultiUpdate", "Reduce": "popops::Reduce",
         "Select": "popops::Select", "Clamp": "popops::Clamp", "Arange": "popops::Iota",
         "EncodeOneHot": "EncodeOneHotCustomValues", "Histogram": "Histogram2D", "HistogramCombine": "HistogramCombine",
         "ArgMinMax": "ReduceMaxClassSparse", "ArgMinMaxPartial": "ReduceMaxClassSparse",
