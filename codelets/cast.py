@@ -11,7 +11,7 @@ Conversions:
   and NumPy's astype;
 - anything -> bool is `x != 0` (NaN is true); bool -> number is 0 / 1.
 
-Cost: poplibs SDK 3.x lib/popops/PerformanceEstimation.cpp, getCast1DCycleEstimate and
+Cost: poplibs lib/popops/PerformanceEstimation.cpp @ 03953b1c, getCast1DCycleEstimate and
 castWorkerCycles (see `cast_cycles`). Cast1D is a MultiVertex: it occupies the tile's 6 workers
 and its cycles are tile cycles.
 """
@@ -73,41 +73,35 @@ _POPLIBS_NAME = {"float32": "FLOAT", "float16": "HALF", "int32": "INT", "uint32"
 
 
 def cast_worker_cycles(n, t_from, t_to) -> np.ndarray:
-    """Cycles of one worker casting n elements: poplibs castWorkerCycles (PerformanceEstimation.cpp).
+    """Cycles of one worker casting n elements: poplibs castWorkerCycles
+    (lib/popops/PerformanceEstimation.cpp @ 03953b1c).
 
-    - 8-bit integers <-> float/half (the CastFromInt8.S / CastToInt8.S assembly): 4 cycles, plus
-      3 or 4 to set up clamping when casting to 8 bits, plus a pipelined loop over atoms of 4 (2 for
-      int8 -> float) elements: fill/drain + (atoms - 1) x loop cycles, and 2 / rem1 / rem2 / rem3
-      cycles for the 0-3 left over;
-    - otherwise 19 prologue cycles + cyclesPerVector per vector of opVectorWidth elements + 1 test
-      (+2 if taken) per remainder bit. For float<->half (aux pipeline) opVectorWidth = min(2 x
-      elements per 64-bit load, elements per 64-bit store) and cyclesPerVector = max(load, store)
-      cycles; other conversions (C++ codelets) take 1 element per vector at 2 cycles.
+    - to 64-bit integers: 3 + n x (4, +1 from int/char/short) (no 64-bit types here, unused);
+    - unsigned char -> half (CastFromInt8.S) and half -> 8-bit (CastToInt8.S): 4 cycles, plus 3
+      (from unsigned char) or 4 cycles of clamp setup for half -> 8-bit, plus a pipelined loop over
+      atoms of 4: fill/drain + (atoms - 1) x loop cycles, and 2 / rem1 / rem2 / rem3 cycles for
+      the 0-3 left over (14, 9, 12, 14, 22 from uchar; 19, 16, 14, 21, 29 from half);
+    - everything else: 19 prologue cycles + cyclesPerVector per vector of opVectorWidth elements
+      + 1 test (+2 if taken) per remainder bit. For float<->half (aux pipeline) opVectorWidth =
+      min(2 x elements per 64-bit load, elements per 64-bit store) and cyclesPerVector =
+      max(load, store cycles); other conversions (C++ codelets) take 1 element per vector at
+      2 cycles (poplibs calls this guess inaccurate for them).
     """
     f, t = _POPLIBS_NAME[t_from.name], _POPLIBS_NAME[t_to.name]
     n = np.asarray(n, np.int64)
-    chars = ("UNSIGNED_CHAR", "SIGNED_CHAR")
-    floats = ("FLOAT", "HALF")
-    if (f in chars and t in floats) or (f in floats and t in chars):
-        if f == "UNSIGNED_CHAR" and t == "HALF":
-            atom, fill, loop, r = 4, 14, 9, (12, 14, 22)
-        elif f == "SIGNED_CHAR" and t == "HALF":
-            atom, fill, loop, r = 4, 15, 13, (12, 14, 22)
-        elif f == "UNSIGNED_CHAR" and t == "FLOAT":
-            atom, fill, loop, r = 4, 14, 10, (9, 15, 21)
-        elif f == "SIGNED_CHAR" and t == "FLOAT":
-            atom, fill, loop, r = 2, 9, 7, (10, 0, 0)
-        elif f == "HALF":
-            atom, fill, loop, r = 4, 19, 16, (14, 21, 29)
+    char_float = f == "UNSIGNED_CHAR" and t == "HALF"
+    float_char = f == "HALF" and t in ("UNSIGNED_CHAR", "SIGNED_CHAR")
+    if char_float or float_char:
+        if char_float:
+            clamp, atom, fill, loop, r = 0, 4, 14, 9, (12, 14, 22)
         else:
-            atom, fill, loop, r = 4, 18, 14, (13, 21, 28)
-        clamp = 4 if f in floats else 0  # clampSetupCycles (fromType is never UNSIGNED_CHAR here)
+            clamp, atom, fill, loop, r = 4, 4, 19, 16, (14, 21, 29)
         atoms = n // atom
         rem = n % atom
         body = np.where(atoms > 0, fill + (atoms - 1) * loop, 0)
         tail = np.select([rem == 0, rem == 1, rem == 2], [2, r[0], r[1]], r[2])
         return 4 + clamp + body + tail
-    aux = f in floats and t in floats
+    aux = f in ("FLOAT", "HALF") and t in ("FLOAT", "HALF")
     from_load = 8 // t_from.itemsize
     to_store = 8 // t_to.itemsize
     op_vw = min(from_load * 2, to_store) if aux else 1
@@ -124,14 +118,13 @@ def cast_worker_cycles(n, t_from, t_to) -> np.ndarray:
 def cast_cycles(n, t_from, t_to, workers: int = 6) -> np.ndarray:
     """Tile cycles of one Cast vertex over n elements.
 
-    Source: getCast1DCycleEstimate (poplibs PerformanceEstimation.cpp): 19 supervisor cycles
-    (setzi, runall, sync, br) + 6 x (23 cycles of worker entry + castWorkerCycles of the most
-    loaded worker). Derivation of the split: Cast1D deals the elements to the workers in 4-element
-    grains (64 bits of half), so the most loaded worker casts min(n, 4 x ceil(ceil(n / 4) / 6)).
+    Source: getCast1DCycleEstimate (poplibs lib/popops/PerformanceEstimation.cpp @ 03953b1c):
+    12 supervisor cycles + 6 x (castWorkerCycles of ceil(n / 6) elements + 18 cycles of worker
+    entry and exit).
     """
     n = np.asarray(n, np.int64)
-    most = np.minimum(n, 4 * ceil_div(ceil_div(n, 4), workers))
-    return 19 + workers * (23 + cast_worker_cycles(most, t_from, t_to))
+    per_worker = ceil_div(n, workers)
+    return 12 + workers * (cast_worker_cycles(per_worker, t_from, t_to) + 18)
 
 
 @ipu.register

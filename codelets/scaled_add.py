@@ -7,7 +7,6 @@ from numba import njit
 import ipu
 from ipu import INOUT, IN, Codelet, Field, load, store
 
-from ._costs import worker_split
 
 _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
 
@@ -31,35 +30,49 @@ def _scaled_add(views, off, cnt, fp, ip):
 
 
 def scaled_add_cycles(n: np.ndarray, itemsize: int, is_float: bool, axpby: np.ndarray, workers: int = 6) -> np.ndarray:
-    """Tile cycles of one ScaledAdd supervisor vertex over n elements.
+    """Tile cycles of one ScaledAdd supervisor vertex over n elements (constant scales, data and
+    deltas of one type, not memory constrained).
 
-    Source: poplibs popopsCycleEstimators.cpp, ScaledAddSupervisor (float/half, data and deltas of
-    one type, not memory constrained): the supervisor splits the elements over 6 workers in 64-bit
-    atoms; a worker costs a 15-cycle prologue, 6 + 3 cycles per further 64-bit vector in the inner
-    loop, 2 cycles to check its remainder, the remainder itself (8 cycles for a last float; 5, +7,
-    +6 for 1-3 trailing halves) and 1 to exit; the vertex costs 9 supervisor cycles plus 6 x the
-    slowest worker. This reproduces the published poplibs estimate of 279 / 369 / 567 / 945 cycles
-    for 64 / 128 / 256 / 512 floats. aXPlusbY (a != 1) adds 4 supervisor cycles to load a second
-    scale (poplibs aXPlusbY estimate: +4 for constant scales). int32: no vector path, 5 cycles per
-    element per worker (poplibs ScaledAdd2D int estimate).
+    Source: poplibs lib/popops/PerformanceEstimation.cpp @ 03953b1c,
+    getScaledArithmeticSupervisorCycleEstimate:
+    - float/half: the elements are cut into 64-bit vectors (2 floats, 4 halves); every worker
+      takes totalVectors / 6 of them and the n % vectorWidth elements left over go to the worker
+      whose id is totalVectors % 6 (the vectors of totalVectors % 6 are not dealt out: poplibs
+      adds `remainingVectors < 0`, always false). Supervisor: 21 + 6 (ScaledPtr64 operand, the
+      layout poplibs' own ScaledAddModelling assumes) + 11 (basicOpSupervisorOverhead) + 7 (no
+      leftover) or 13 + 12. Worker: 15 prologue + (6 + 3 x (vectors - 1) when it has vectors) + 2
+      (worker id test) + on the leftover worker 1 + (8 for a last float; 5, +7 for two halves, +6
+      for a third) + 1 exit. Vertex = supervisor + 6 x the slowest worker.
+    - aXPlusbY (a != 1) on float: the float aX+bY worker: 16 prologue + (6 + 3 x (vectors - 1))
+      + on the leftover worker 1 + (5 for a last float) + 1 (no worker id test); half aX+bY uses the
+      ScaledAdd worker above.
+    - int: no worker split, the supervisor loops 3 elements at a time: 53 + 26 x (n / 3) + 6
+      (+ 26 x (n % 3) when n % 3 != 0) + 8.
+    Checked against Graphcore's published Mk2 hardware measurements (375 / 467 / 665 / 1043 cycles
+    for 64 / 128 / 256 / 512 floats including ~96 probe cycles): 279 / 369 / 567 / 945 here.
     """
     n = np.asarray(n, np.int64)
-    extra = np.where(axpby, 4, 0)
+    axpby = np.broadcast_to(np.asarray(axpby, bool), n.shape)
     if not is_float:
-        per_worker = -(-n // workers)
-        return 9 + extra + workers * (15 + 5 * per_worker + 3)
-    atom = 8 // itemsize
-    count, final, rem = worker_split(n, atom, workers)
-    vectors = count // atom
-    base = 15 + np.where(vectors > 0, 6 + 3 * np.maximum(vectors - 1, 0), 0) + 2 + 1
+        return 53 + 26 * (n // 3) + 6 + np.where(n % 3 != 0, 26 * (n % 3), 0) + 8
+    vw = 8 // itemsize
+    total_vectors = n // vw
+    left = n % vw
+    vpw = total_vectors // workers
+    supervisor = 21 + 6 + 11 + np.where(left == 0, 7, 13) + 12
+    loop = np.where(vpw > 0, 6 + 3 * np.maximum(vpw - 1, 0), 0)
     if itemsize == 4:
-        tail = np.where(final > 0, 8, 0)
+        tail = np.where(left > 0, 8, 0)
     else:
-        tail = np.where(final > 0, 5, 0) + np.where(final >= 2, 7, 0) + np.where(final == 3, 6, 0)
-    # the worker whose id equals `rem` also does the remainder; poplibs counts ids 0..6 so
-    # that worker always exists
-    slowest = base + np.where(rem <= workers, 1 + tail, 0)
-    return 9 + extra + workers * slowest
+        tail = np.where(left > 0, 5, 0) + np.where(left >= 2, 7, 0) + np.where(left == 3, 6, 0)
+    # the leftover worker (id totalVectors % 6 < 6) always exists, so it is the slowest
+    add_worker = 15 + loop + 2 + 1 + tail + 1
+    if itemsize == 4:
+        axpby_worker = 16 + loop + 1 + np.where(left > 0, 5, 0) + 1
+        worker = np.where(axpby, axpby_worker, add_worker)
+    else:
+        worker = add_worker
+    return supervisor + workers * worker
 
 
 @ipu.register

@@ -1,6 +1,7 @@
 """Data-parallel MNIST training on several replicas, the way PopXL scales a model out.
 
     python examples/data_parallel_mnist.py [--replicas 4] [--batch-size 8] [--steps 30] [--rts]
+    poprun --num-instances 2 --num-replicas 4 python examples/data_parallel_mnist.py --popdist [--rts]
 
 Every replica runs the MLP of examples/mnist.py on its own micro-batch; the gradients are averaged
 over the replicas with `ops.collectives.replicated_all_reduce(g, "mean")` before the SGD update,
@@ -12,6 +13,11 @@ each replica stores 1 / replicas of each matrix, gathers the whole matrix for th
 (`replicated_all_gather`), and updates only its shard with the mean gradient's shard
 (`replicated_reduce_scatter(..., "mean", configure_output_for_replicated_tensor_sharding=True)`),
 as in the PopXL user guide's "MNIST with replication and RTS". The result is the same.
+
+With --popdist the replicas come from PopRun (`popxl.Ir(replication="popdist")`): each instance
+runs its own replicas on its share of every step's batch, the collectives cross the instances
+through MPI, and at the end instance 0 trains the same model on all the replicas in one process
+and checks the weights are bitwise identical (`--save FILE` keeps them in an .npz).
 """
 from __future__ import annotations
 
@@ -35,8 +41,9 @@ Net, init_weights, synthetic_mnist, fwd_bwd, NAMES = (_MNIST[k] for k in ("Net",
 SHARDED = ("fc1.W", "fc2.W")  # the matrices; the biases stay ordinary (replicated) variables
 
 
-def train_ir(replicas: int, batch: int, hidden: int, lr: float, weights: dict, rts: bool = False):
-    """An Ir of one SGD step on `replicas` replicas of `batch` images each."""
+def train_ir(replicas, batch: int, hidden: int, lr: float, weights: dict, rts: bool = False):
+    """An Ir of one SGD step on `replicas` replicas of `batch` images each (replicas="popdist":
+    those PopRun describes)."""
     ir = popxl.Ir(replication=replicas)
     with ir.main_graph, popxl.in_sequence():
         img_stream = popxl.h2d_stream((batch, 28, 28), popxl.float32, "images")
@@ -69,19 +76,23 @@ def train_ir(replicas: int, batch: int, hidden: int, lr: float, weights: dict, r
     return ir, {"images": img_stream, "labels": label_stream, "loss": loss_stream, "variables": handles}
 
 
-def train(replicas: int, batch: int, hidden: int, lr: float, weights: dict, images: np.ndarray, labels: np.ndarray,
+def train(replicas, batch: int, hidden: int, lr: float, weights: dict, images: np.ndarray, labels: np.ndarray,
           steps: int, rts: bool = False, device: str = "ipu_model"):
-    """Train for `steps` steps of replicas x batch images; returns (weights, losses, session)."""
+    """Train for `steps` steps of replicas x batch images; returns (weights, losses, session).
+    replicas="popdist": this PopRun instance's replicas of the global replication factor."""
     ir, h = train_ir(replicas, batch, hidden, lr, weights, rts)
     session = popxl.Session(ir, device)
-    per_step = replicas * batch
+    R, local = ir.replication_factor, ir.instance_replication_factor
+    first = session._replica_offset  # this instance's first replica (0 without PopDist)
+    per_step = R * batch
     losses = []
     with session:
         for s in range(steps):
-            x = images[s * per_step:(s + 1) * per_step]
-            y = labels[s * per_step:(s + 1) * per_step]
-            if replicas > 1:  # replica r gets images [r b, (r + 1) b) of the step's batch
-                x, y = x.reshape(replicas, batch, 28, 28), y.reshape(replicas, batch)
+            # replica r gets images [r b, (r + 1) b) of the step's batch; an instance feeds its own
+            x = images[s * per_step + first * batch:s * per_step + (first + local) * batch]
+            y = labels[s * per_step + first * batch:s * per_step + (first + local) * batch]
+            if local > 1:
+                x, y = x.reshape(local, batch, 28, 28), y.reshape(local, batch)
             out = session.run({h["images"]: x, h["labels"]: y})
             losses.append(float(np.ravel(out[h["loss"]])[0]))
     trained = {k: session.get_tensor_data(v) for k, v in h["variables"].items()}
@@ -97,7 +108,11 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--rts", action="store_true", help="replica-shard the weight matrices")
     ap.add_argument("--device", default="ipu_model")
+    ap.add_argument("--popdist", action="store_true", help="take the replicas from PopRun (run under poprun)")
+    ap.add_argument("--save", metavar="FILE.npz", help="write the trained weights (instance 0 with --popdist)")
     args = ap.parse_args(argv)
+    if args.popdist:
+        return main_popdist(args)
 
     R, b = args.replicas, args.batch_size
     x_tr, y_tr, _, _ = synthetic_mnist(R * b * args.steps, 1)
@@ -124,6 +139,36 @@ def main(argv=None):
     console.print(f"largest weight difference after training: {diff:.3g}")
     return {"replicated": par, "single": one, "max_diff": diff, "losses": par_losses, "single_losses": one_losses,
             "cycles_per_step": sess.total_cycles // args.steps}
+
+
+def main_popdist(args):
+    """Train on the replicas PopRun describes; instance 0 checks the weights against one process."""
+    import popdist
+
+    R, b = popdist.getNumTotalReplicas(), args.batch_size
+    x_tr, y_tr, _, _ = synthetic_mnist(R * b * args.steps, 1)
+    weights = init_weights(args.hidden)
+    t0 = time.perf_counter()
+    par, losses, sess = train("popdist", b, args.hidden, args.lr, weights, x_tr, y_tr, args.steps, args.rts,
+                              args.device)
+    t_par = time.perf_counter() - t0
+    mpi = sess._comm.stats() if sess._comm is not None else {"mpi_seconds": 0.0, "mpi_calls": 0}
+    me = popdist.getInstanceIndex()
+    console.print(f"instance {me} of {popdist.getNumInstances()}: replicas {sess._replica_offset}.."
+                  f"{sess._replica_offset + sess.replication_factor - 1} of {R}, loss {losses[0]:.4f} -> "
+                  f"{losses[-1]:.4f}, {sess.total_cycles // args.steps:,} cycles / step, {t_par:.1f} s "
+                  f"({mpi['mpi_seconds']:.3f} s in {mpi['mpi_calls']} MPI calls)", soft_wrap=True)
+    result = {"replicated": par, "losses": losses, "cycles_per_step": sess.total_cycles // args.steps}
+    if me != 0:
+        return result
+    if args.save:
+        np.savez(args.save, **par)
+    one, one_losses, _ = train(R, b, args.hidden, args.lr, weights, x_tr, y_tr, args.steps, args.rts, args.device)
+    same = all(np.array_equal(par[k].view(np.uint8), one[k].view(np.uint8)) for k in NAMES)
+    console.print(f"weights after {args.steps} steps on {popdist.getNumInstances()} instances vs {R} replicas in one "
+                  f"process: {'bitwise identical' if same else 'DIFFERENT'}", soft_wrap=True)
+    result.update(single=one, identical=same)
+    return result
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 `ipu/` imports nothing else of the project. Write a tile-level program directly:
 
     import ipu
+    import codelets  # registers the built-in vertex types (ScaledAdd, UnaryOp, ...)
     g = ipu.Graph(ipu.GC200)
     x = g.add_variable("x", (1024,), "float32"); g.map_linearly(x)
     ...
@@ -12,9 +13,11 @@
 """
 from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, registered_codelets
 from .collectives import CrossReplica, groups_from_assignment, replica_groups
-from .compile import Executable, Step, compile
+from .compiler import compile
+from .executable import Executable, Step
+from .kinds import ProgramKind, register_kind
 from .engine import Engine
-from .errors import CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
+from .errors import ApplicationRuntimeError, CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
 from .graph import ComputeSet, Function, Graph, HostStream
 from .half import load, store
 from .codeload import CodeLiveness
@@ -24,7 +27,17 @@ from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Progr
                       Switch, Sync)
 from .target import GC2, GC200, Target, get_target, small_target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
-from .types import (ALL_TYPES, BOOL, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
+from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
                     ElementType, element_type)
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "ALL_TYPES", "BOOL", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8", "INT16", "INT32", "OUT",
+    "TEMPORARY", "UINT8", "UINT16", "UINT32", "VARIABLE",
+    "Call", "CodeLiveness", "CodeLoad", "Codelet", "CompileError", "ComputeSet", "Copy", "CrossReplica", "DeviceToHost",
+    "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream", "HostToDevice", "If",
+    "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind", "RemoteBuffer",
+    "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StreamError", "StreamingMemory", "Switch", "Sync",
+    "Target", "Tensor", "Variable",
+    "compile", "element_type", "get_codelet", "get_target", "groups_from_assignment", "load", "register",
+    "register_kind", "registered_codelets", "replica_groups", "small_target", "store",
+]

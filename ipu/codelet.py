@@ -12,12 +12,13 @@ elements on the vertex's tile) and per-vertex parameters, and provides:
 - `code_bytes` and `state_bytes`: what the vertex code and each vertex's state occupy on a tile;
 - `reference`: a NumPy implementation of the same arithmetic, for tests.
 
-Codelets register themselves by name with `register`. `ipu/` has none of its own: the built-in
-ones live in the `codelets` package, found on first use like a plugin.
+Codelets register themselves by name with `register`, which refuses a second codelet of a name.
+`ipu/` has none of its own and imports nothing of the project: the built-in ones live in the
+`codelets` package, registered when the layer above imports it (`import codelets`; popxl does).
 """
 from __future__ import annotations
 
-import importlib
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,9 @@ class Codelet:
     supervisor: bool = False
     # Element types the kernel accepts, per field; None means any type tile memory holds.
     allowed_types: tuple | None = None
+    # float8 data reaches only codelets that say they take it (the casts, the float8 AMP, copies):
+    # elsewhere its one-byte records would be misread as numbers
+    takes_float8: bool = False
 
     def kernel(self):
         raise NotImplementedError
@@ -72,43 +76,46 @@ class Codelet:
 
 
 _REGISTRY: dict[str, Codelet] = {}
-_builtins_loaded = False
 
 
 def register(codelet):
-    """Register a codelet instance (or class, which is instantiated). Returns it, so it can decorate."""
+    """Register a codelet instance (or class, which is instantiated). Returns it, so it can decorate.
+
+    A name is registered once: a codelet of another class under a registered name raises
+    ValueError. The same class defined again (a reloaded module) replaces its earlier definition."""
     inst = codelet() if isinstance(codelet, type) else codelet
     if not inst.name:
         raise ValueError(f"{codelet!r} has no name")
+    have = _REGISTRY.get(inst.name)
+    if have is not None:
+        if have is inst:
+            return codelet
+        if not _same_class(type(have), type(inst)):
+            raise ValueError(
+                f"A codelet named {inst.name!r} is already registered ({type(have).__module__}."
+                f"{type(have).__qualname__}); give {type(inst).__qualname__} another name.")
     _REGISTRY[inst.name] = inst
     return codelet
 
 
-def _load_builtins() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        try:
-            importlib.import_module("codelets")
-        except ImportError:  # pragma: no cover - running ipu/ without the codelets package
-            pass
+def _same_class(a: type, b: type) -> bool:
+    return a is b or (a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__)
 
 
 def get_codelet(name_or_codelet) -> Codelet:
     if isinstance(name_or_codelet, Codelet):
         return name_or_codelet
-    if name_or_codelet not in _REGISTRY:
-        _load_builtins()
     try:
         return _REGISTRY[name_or_codelet]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY)) or "none"
+        hint = ("" if "codelets" in sys.modules else
+                " The built-in codelets register when their package is imported: `import codelets`.")
         raise KeyError(
-            f"No codelet named {name_or_codelet!r}. Registered codelets: {known}. "
+            f"No codelet named {name_or_codelet!r}. Registered codelets: {known}.{hint} "
             f"Define one by subclassing ipu.Codelet and decorating it with @ipu.register."
         ) from None
 
 
 def registered_codelets() -> dict:
-    _load_builtins()
     return dict(_REGISTRY)

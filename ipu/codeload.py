@@ -38,6 +38,8 @@ from . import costs, remote
 from .errors import CompileError
 from .program import Call, CodeLoad, Execute, If, Repeat, Sequence, Switch
 
+__all__ = ["CodeLiveness", "analyse"]
+
 
 @dataclass
 class CodeLiveness:
@@ -46,7 +48,7 @@ class CodeLiveness:
     Arrays over tiles: `resident` (vertex code always live), `loaded_peak` (the most loaded code
     live at once: the `code_loaded` category), `all_resident` (the vertex code per tile if nothing
     were loaded), `saved` (all_resident - resident - loaded_peak). Arrays over timeline positions
-    (the positions of Executable.liveness; `ipu.profile.timeline_steps` maps them to steps): `live`
+    (the positions of Executable.liveness; `ipu.timeline.timeline_steps` maps them to steps): `live`
     (loaded code summed over tiles) and `live_busiest` (loaded code on `busiest_tile`, the tile
     with the most code when loading).
     """
@@ -94,7 +96,7 @@ class CodeLiveness:
     def by_step(self, exe) -> dict | None:
         """step id -> the most loaded code (summed over tiles) live at any position of that step,
         or None when positions cannot be matched to steps."""
-        from .profile import timeline_steps
+        from .timeline import timeline_steps
 
         steps = timeline_steps(exe)
         if steps is None:
@@ -119,7 +121,7 @@ def _collect(programs):
         if id(f) in seen:
             return
         seen.add(id(f))
-        if getattr(f, "code_in_streaming_memory", False):
+        if f.code_in_streaming_memory:
             loaded[id(f)] = f
         visit(f.program, f)
 
@@ -337,12 +339,12 @@ def analyse(programs, comp, positions: int) -> CodeLiveness | None:
     sync = costs.sync_cycles(target)
     load_steps = []
     for s in comp.steps:
-        if s.kind != "code_load" or not isinstance(s.remote, remote.CodeLoadInfo):
+        if not isinstance(s.payload, remote.CodeLoadInfo):
             continue
-        tb = _union_bytes(key_bytes, fmasks, [id(f) for f in s.remote.objects])
+        tb = _union_bytes(key_bytes, fmasks, [id(f) for f in s.payload.objects])
         s.tile_cycles, s.cycles = remote.code_load_cycles(tb, target, sync)
         s.bytes_moved = int(tb.sum())
-        s.remote.tile_bytes = tb
+        s.payload.tile_bytes = tb
         load_steps.append(s.id)
 
     functions = {}

@@ -39,6 +39,19 @@ of RING_LINKS = 2 links (a derivation from the method's description, not a measu
 several IPUs per replica every IPU holding part of the tensor drives its own ring, so the IPU with
 the largest part of each chunk sets the time.
 
+Groups that span IPU-POD64 racks (GW-Links): the replicas of a run are numbered as their IPUs sit
+in the system, replica r on IPUs r x k .. (r + 1) x k - 1 (k IPUs per replica), 64 IPUs per
+IPU-POD64 logical rack. Racks are joined by GW-Links through the IPU-Gateway of each IPU-M2000:
+two GW-Link ports ('east' and 'west') of 100 Gbit/s per IPU-M2000 of 4 IPUs (Graphcore,
+"Switched GW-Links in large scale Pod systems" and the IPU-POD128 datasheet: IPU-POD64 racks
+joined by GW-Link cables). A ring edge between replicas of different racks goes through the
+sender's gateway: its clockwise half-chunk over the east port, the anticlockwise half over the
+west port, at 100 Gbit/s x 0.85 (the IPU-Link efficiency, assumed for GW-Links too). All the rings
+crossing at one IPU-M2000 share its ports, so a hop takes the slower of the IPU-Link time and the
+busiest GW-Link port's bytes over its bandwidth. Which instance (host process) holds a replica
+does not change the cost: the same collective costs the same on one IPU-POD whether one or many
+PopDist instances drive it.
+
 Reduction compute: poplibs' BinaryOp1D estimate (popopsCycleEstimators.cpp), the same model the
 BinaryOp codelet uses: 11 + 6 x (29 + 2 + loops) tile cycles for float / half add-like operators,
 one cycle per 64-bit vector (2 float, 4 half) per worker; integers run one element per 7 cycles;
@@ -47,23 +60,34 @@ min / max 4 cycles per vector (popops binaryOpPerfInfo).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .copytables import copy_runs, runs
 from .errors import CompileError, IpuError
+from .kinds import ProgramKind, register_kind
 from .program import Program
 
 if TYPE_CHECKING:  # pragma: no cover
     from .target import Target
     from .tensor import Tensor
 
+__all__ = ["CollectiveStep", "CrossReplica", "KINDS", "OPS", "Payload", "RING_LINKS", "cross_replica_sync_cycles",
+           "groups_from_assignment", "link_bytes", "model_cycles", "plan", "reduce_tile_cycles", "replica_groups",
+           "ring_bytes_per_cycle", "run", "Communicator", "gw_link_bytes_per_cycle", "gw_port_load", "spans_racks",
+           "IPUS_PER_RACK", "IPUS_PER_M2000", "GW_LINK_GBPS"]
+
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "slice")
 OPS = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
 
 # Links a replica drives at once in a ring step: GCL's bi-directional ring pair (see above).
 RING_LINKS = 2
+# IPU-POD systems (see the module docstring for the sources)
+IPUS_PER_RACK = 64  # an IPU-POD64 logical rack
+IPUS_PER_M2000 = 4
+GW_LINK_GBPS = 100.0  # one GW-Link port; two ports (east, west) per IPU-M2000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -156,6 +180,47 @@ def ring_bytes_per_cycle(target: "Target") -> float:
     return RING_LINKS * target.ipu_link_bytes_per_cycle()
 
 
+def gw_link_bytes_per_cycle(target: "Target") -> float:
+    """Bytes per cycle over one GW-Link port: 100 Gbit/s x the link efficiency / clock."""
+    return GW_LINK_GBPS * 1e9 / 8 * target.ipu_link_efficiency / target.clock_hz
+
+
+def rack_of_ipu(ipu: int) -> int:
+    return int(ipu) // IPUS_PER_RACK
+
+
+def gw_port_load(groups, ipus_per_replica: int, ipu_bytes) -> float:
+    """Bytes the busiest GW-Link port carries in one ring hop: every ring edge between replicas in
+    different IPU-POD64 racks sends half its chunk through the east port of the sender's IPU-M2000
+    and half (the anticlockwise ring) through the west port of the receiver's. ipu_bytes[i]: the
+    chunk bytes on IPU i of a replica. 0 when no group leaves its rack."""
+    k = max(1, int(ipus_per_replica))
+    east: dict[int, float] = {}
+    west: dict[int, float] = {}
+    for g in groups or ():
+        n = len(g)
+        if n < 2:
+            continue
+        for j in range(n):
+            a, b = int(g[j]), int(g[(j + 1) % n])
+            if n == 2 and j == 1:
+                break  # a ring of two has one edge (both directions)
+            for i in range(k):
+                ia, ib = a * k + i, b * k + i
+                if rack_of_ipu(ia) == rack_of_ipu(ib):
+                    continue
+                half = float(ipu_bytes[i]) / 2
+                ma, mb = ia // IPUS_PER_M2000, ib // IPUS_PER_M2000
+                east[ma] = east.get(ma, 0.0) + half
+                west[mb] = west.get(mb, 0.0) + half
+    return max([0.0, *east.values(), *west.values()])
+
+
+def spans_racks(groups, ipus_per_replica: int) -> bool:
+    k = max(1, int(ipus_per_replica))
+    return any(len({rack_of_ipu(int(r) * k) for r in g}) > 1 for g in groups or ())
+
+
 def link_bytes(kind: str, group_size: int, full_bytes: int) -> int:
     """Bytes each replica sends over its links: 2 (n-1)/n x B for all_reduce, (n-1)/n x B for
     reduce_scatter and all_gather (B the whole, unsharded tensor), 0 for slice."""
@@ -200,10 +265,12 @@ class CollectiveStep:
 
 def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_tile_bytes: np.ndarray,
          src_bytes: int, dst_bytes: int, itemsize: int, is_float: bool, target: "Target",
-         name: str = "") -> list:
+         name: str = "", groups=None) -> list:
     """The steps of a collective and their cycles (see the module docstring).
 
-    src_tile_bytes / dst_tile_bytes: bytes of src / dst on every tile of a replica.
+    src_tile_bytes / dst_tile_bytes: bytes of src / dst on every tile of a replica. groups: the
+    global replicas of every group, in ring order (for the GW-Links of groups that leave their
+    IPU-POD64 rack; None: every group within one rack).
     """
     n = int(group_size)
     base = name or kind
@@ -231,6 +298,12 @@ def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_ti
     ipu_share = np.bincount(np.arange(len(share)) // target.tiles_per_ipu, weights=share,
                             minlength=target.ipus) if target.ipus > 1 else np.array([chunk])
     link = int(math.ceil(min(chunk, int(ipu_share.max(initial=0))) / ring_bytes_per_cycle(target)))
+    via = "IPU-Links"
+    if groups is not None and spans_racks(groups, target.ipus):
+        per_ipu = ipu_share if target.ipus > 1 else np.array([chunk])
+        gw = int(math.ceil(gw_port_load(groups, target.ipus, per_ipu) / gw_link_bytes_per_cycle(target)))
+        link = max(link, gw)
+        via = "IPU-Links + GW-Links"
     sync = cross_replica_sync_cycles(target, n)
     tile_x = np.where(share > 0, ovh + -(-share // bpc), 0).astype(np.int64)
     x_cycles = max(ovh + link, int(tile_x.max(initial=0)))
@@ -242,7 +315,7 @@ def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_ti
 
     def hop(phase, i, reduce):
         steps.append(CollectiveStep("sync", f"{base}/{phase} {i}/{n - 1} sync ({n * target.ipus} IPUs)", sync))
-        steps.append(CollectiveStep("exchange", f"{base}/{phase} {i}/{n - 1} (ring, IPU-Links)", x_cycles,
+        steps.append(CollectiveStep("exchange", f"{base}/{phase} {i}/{n - 1} (ring, {via})", x_cycles,
                                     tile_x, chunk))
         if reduce and r_cycles:
             steps.append(CollectiveStep("compute", f"{base}/{phase} {i}/{n - 1} reduce ({op})", r_cycles, tile_r))
@@ -280,6 +353,9 @@ class Payload:
     dst_numel: int
     src_runs: tuple  # (memory offsets, host byte offsets, byte counts)
     dst_runs: tuple  # (host byte offsets, memory offsets, byte counts)
+    tag: int = 0  # the step carrying it: instances check they are at the same collective
+    step_ids: tuple = ()  # every step of the collective (syncs, link exchanges, reductions)
+    _spans: dict = field(default_factory=dict, repr=False)  # communicator -> members of spanning groups
 
 
 def _reduce(op: str, data: np.ndarray) -> np.ndarray:
@@ -309,33 +385,89 @@ def _reduce(op: str, data: np.ndarray) -> np.ndarray:
     return np.asarray(out).astype(dt, copy=False)
 
 
-def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
+class Communicator:
+    """The replicas an engine holds among all replicas of a run, and how it reaches the others.
+
+    The default (one process, every replica local) never communicates. A multi-instance run
+    (PopDist, `popdist._backend.InstanceCommunicator`) holds replicas
+    replica_offset .. replica_offset + local_replicas - 1 of total_replicas, and its `exchange`
+    gives every instance the rows of the replicas it asks for (MPI, in rank order)."""
+
+    replica_offset = 0
+    local_replicas: int
+    total_replicas: int
+
+    def __init__(self, replicas: int):
+        self.local_replicas = self.total_replicas = int(replicas)
+
+    def instance_of(self, replica: int):
+        return 0
+
+    def exchange(self, tag: int, wanted, rows: dict, row_bytes: int) -> dict:  # pragma: no cover - never spans
+        raise IpuError("internal: a single-process engine has no other instance to exchange with")
+
+
+def _spanning(payload: Payload, comm) -> tuple:
+    """Members of the groups whose replicas live in several instances (cached per communicator)."""
+    key = id(comm)
+    cached = payload._spans.get(key)
+    if cached is None:
+        cached = tuple(r for g in payload.groups if len({comm.instance_of(r) for r in g}) > 1 for r in g)
+        payload._spans[key] = cached
+    return cached
+
+
+def run(payload: Payload, memory: np.ndarray, reps, copy_runs, comm: Communicator | None = None) -> None:
     """Carry out a collective on the replicas `reps` (those running this step in lock step).
 
-    memory: the engine's (replicas, bytes) array. copy_runs(src, dst, src_off, dst_off, nbytes)
-    copies byte runs (the engine's compiled copier)."""
-    present = set(int(r) for r in reps)
-    if sum(len(g) for g in payload.groups) != memory.shape[0]:
+    memory: the engine's (local replicas, bytes) array; row i is global replica
+    comm.replica_offset + i. copy_runs(src, dst, src_off, dst_off, nbytes) copies byte runs (the
+    engine's compiled copier). A group whose replicas live in several instances gets the other
+    instances' source data through comm.exchange; every instance then reduces the same rows in
+    the same rank order, so the result is bitwise what one instance holding all replicas computes."""
+    if comm is None:
+        comm = Communicator(memory.shape[0])
+    off = comm.replica_offset
+    local = range(off, off + memory.shape[0])
+    present = set(off + int(r) for r in reps)
+    covered = sum(len(g) for g in payload.groups)
+    if covered != comm.total_replicas or memory.shape[0] != comm.local_replicas:
         raise IpuError(
-            f"collective {payload.kind}: its replica groups cover {sum(len(g) for g in payload.groups)} replicas "
-            f"but the engine runs {memory.shape[0]}; compile for the replication the engine uses")
+            f"collective {payload.kind}: its replica groups cover {covered} replicas but the engine runs "
+            f"{memory.shape[0]} of {comm.total_replicas}; compile for the replication the engine uses")
     dt = payload.dtype
     m_src, m_dst = payload.src_numel, payload.dst_numel
     s_mem, s_host, s_n = payload.src_runs
     d_host, d_mem, d_n = payload.dst_runs
-    for group in payload.groups:
-        inside = [r in present for r in group]
-        if not any(inside):
-            continue
-        if not all(inside):
+    row_bytes = m_src * np.dtype(dt).itemsize
+
+    def read_src(r):
+        row = np.zeros(m_src, dt)
+        copy_runs(memory[r - off], row.view(np.uint8), s_mem, s_host, s_n)
+        return row
+
+    for group in payload.groups:  # replicas of a group split by a branch: the hardware would hang
+        mine = [r for r in group if r in local]
+        if mine and any(r in present for r in mine) and not all(r in present for r in mine):
             raise IpuError(
-                f"collective {payload.kind}: replicas {[r for r in group if r not in present]} of group "
+                f"collective {payload.kind}: replicas {[r for r in mine if r not in present]} of group "
                 f"{list(group)} took another branch; on an IPU the collective would never complete")
+    remote = {}
+    wanted = _spanning(payload, comm)
+    if wanted:
+        rows = {r: read_src(r).view(np.uint8) for r in wanted if r in local}
+        remote = comm.exchange(payload.tag, wanted, rows, row_bytes)
+    for group in payload.groups:
+        if not any(r in present for r in group):
+            continue
         n = len(group)
         width = max(m_src, m_dst * n if payload.kind in ("reduce_scatter", "slice") else m_src)
         data = np.zeros((n, width), dt)
         for j, r in enumerate(group):
-            copy_runs(memory[r], data[j].view(np.uint8), s_mem, s_host, s_n)
+            if r in local:
+                copy_runs(memory[r - off], data[j].view(np.uint8), s_mem, s_host, s_n)
+            else:
+                data[j, :m_src] = remote[r].view(dt)
         kind, op = payload.kind, payload.op
         if kind == "all_gather":
             same = np.ascontiguousarray(data[:, :m_src]).reshape(-1)  # every replica gets all of it
@@ -345,6 +477,8 @@ def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
             same = None
             full = data if (op == "local" or kind == "all_reduce") else _reduce(op, data)
         for j, r in enumerate(group):
+            if r not in local:
+                continue
             if same is not None:
                 row = same
             elif kind == "all_reduce":  # 'local': each keeps its own
@@ -354,18 +488,16 @@ def run(payload: Payload, memory: np.ndarray, reps, copy_runs) -> None:
             else:  # slice (or a 'local' reduce_scatter): the rank's chunk of its own data
                 row = full[j, j * m_dst:(j + 1) * m_dst]
             row = np.ascontiguousarray(row, dt)
-            copy_runs(row.view(np.uint8), memory[r], d_host, d_mem, d_n)
+            copy_runs(row.view(np.uint8), memory[r - off], d_host, d_mem, d_n)
 
 
 # ------------------------------------------------------------------------------------------------
 # compiling
 
 
-def compile_node(compiler, p: CrossReplica):
+def _compile(compiler, p: CrossReplica):
     """The program node of a CrossReplica: its planned steps in order, the last one carrying the
     payload the engine runs (replicas run in lock step, so nothing observes the steps between)."""
-    from .compile import _runs
-
     src, dst = p.src, p.dst
     if src.dtype != dst.dtype:
         raise CompileError(f"CrossReplica {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is "
@@ -384,31 +516,43 @@ def compile_node(compiler, p: CrossReplica):
     isz = et.itemsize
     T = compiler.target.num_tiles
     if ms:
-        sa, st = compiler._addresses(src, "CrossReplica source")
+        sa, st = compiler.addresses(src, "CrossReplica source")
         host = np.arange(ms, dtype=np.int64) * isz
-        s_mem, s_host, s_n, s_tile, _ = _runs(sa, host, st, np.zeros_like(st), isz)
+        s_mem, s_host, s_n, s_tile, _ = runs(sa, host, st, np.zeros_like(st), isz)
         src_tile_bytes = np.bincount(s_tile, weights=s_n, minlength=T).astype(np.int64)
     else:
         s_mem = s_host = s_n = np.zeros(0, np.int64)
         src_tile_bytes = np.zeros(T, np.int64)
     if md:
-        da, dtl = compiler._addresses(dst, "CrossReplica destination")
+        da, dtl = compiler.addresses(dst, "CrossReplica destination")
         host = np.arange(md, dtype=np.int64) * isz
-        d_host, d_mem, d_n, _, d_tile = _runs(host, da, np.zeros_like(dtl), dtl, isz)
+        d_host, d_mem, d_n, _, d_tile = runs(host, da, np.zeros_like(dtl), dtl, isz)
         dst_tile_bytes = np.bincount(d_tile, weights=d_n, minlength=T).astype(np.int64)
     else:
         d_host = d_mem = d_n = np.zeros(0, np.int64)
         dst_tile_bytes = np.zeros(T, np.int64)
     base = p.name or f"{p.kind} ({p.op})"
     steps = plan(p.kind, p.op, n, src_tile_bytes, dst_tile_bytes, ms * isz, md * isz, isz, et.is_float,
-                 compiler.target, base)
+                 compiler.target, base, groups=p.groups)
     payload = Payload(p.kind, p.op, p.groups, et.numpy, ms, md, (s_mem, s_host, s_n), (d_host, d_mem, d_n))
     nodes = []
     for i, s in enumerate(steps):
         last = i == len(steps) - 1
-        st = compiler._step(kind=s.kind, name=s.name, cycles=int(s.cycles), tile_cycles=s.tile_cycles,
-                            bytes_moved=int(s.bytes_moved), debug=p.name)
+        st = compiler.add_step(s.kind, s.name, int(s.cycles), s.tile_cycles, payload=payload if last else None,
+                               bytes_moved=int(s.bytes_moved), debug=p.name)
         if last:
-            st.collective = payload
+            payload.tag = st.id
         nodes.append(("step", st.id))
+    payload.step_ids = tuple(n[1] for n in nodes)
     return ("seq", nodes)
+
+
+def _uses(p: CrossReplica):
+    return [(p.src.variable, True, False), (p.dst.variable, False, True)]
+
+
+def _run(engine, payload: Payload, reps) -> None:
+    run(payload, engine.memory, reps, copy_runs, engine.communicator)
+
+
+register_kind(ProgramKind("cross_replica", (CrossReplica,), _compile, _uses, Payload, _run))

@@ -10,6 +10,9 @@ from numba import njit
 
 from .target import Target
 
+__all__ = ["branch_cycles", "compute_set_tile_cycles", "distinct_runs", "exchange_tile_cycles",
+           "host_transfer_tile_cycles", "sync_cycles"]
+
 
 @njit(cache=True)
 def _schedule(tiles, cycles, supervisor, num_tiles, workers):
@@ -63,6 +66,48 @@ def distinct_runs(src_off, nbytes) -> np.ndarray:
     else:
         _, first = np.unique(np.stack([src_off, nbytes], 1), axis=0, return_index=True)
     return first
+
+
+# Exchange code: the per-tile instructions of one exchange phase, counted from the phase's actual
+# messages. The exchange is scheduled by the compiler: a sender executes a `send` per message
+# (with the source address set up first), a receiver points its incoming multiplexer at the
+# sending tile and its incoming address at the destination, and data then lands at consecutive
+# addresses with no further instruction (Graphcore IPU Programmer's Guide, "Exchange"; Jia et al.
+# 2019, "Dissecting the Graphcore IPU architecture via microbenchmarking", section 3). Tile
+# instructions are 32 bits, so (assumption: one instruction per register set-up):
+EXCHANGE_CODE_SEND = 8  # address set-up + send, per distinct run sent (a multicast run is sent once)
+EXCHANGE_CODE_RECEIVE = 4  # one put, whenever the sending tile changes or the destination jumps
+EXCHANGE_CODE_PHASE = 16  # entering and leaving the phase, on every tile that takes part
+
+
+def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles: int) -> np.ndarray:
+    """Bytes of exchange code every tile needs for one exchange phase, from its runs (in the
+    order the copy lists them, which is the order each receiver takes them in).
+
+    sends: EXCHANGE_CODE_SEND per distinct (source offset, size) run leaving a tile; receives:
+    EXCHANGE_CODE_RECEIVE per *receive region*, a stretch of runs from one sending tile landing
+    at consecutive addresses (a new region starts when the sender changes or the destination is
+    not contiguous with the previous run); plus EXCHANGE_CODE_PHASE per tile taking part. Runs
+    within one tile are on-tile copies and need no exchange code.
+    """
+    src_tile = np.asarray(src_tile, np.int64)
+    dst_tile = np.asarray(dst_tile, np.int64)
+    remote = src_tile != dst_tile
+    out = np.zeros(num_tiles, np.int64)
+    if not remote.any():
+        return out
+    st, dt = src_tile[remote], dst_tile[remote]
+    so, do, nb = (np.asarray(x, np.int64)[remote] for x in (src_off, dst_off, nbytes))
+    first = distinct_runs(so, nb)
+    out += np.bincount(st[first], minlength=num_tiles) * EXCHANGE_CODE_SEND
+    order = np.argsort(dt, kind="stable")
+    st, dt, do, nb = st[order], dt[order], do[order], nb[order]
+    new = np.ones(dt.size, bool)
+    new[1:] = (dt[1:] != dt[:-1]) | (st[1:] != st[:-1]) | (do[1:] != do[:-1] + nb[:-1])
+    out += np.bincount(dt[new], minlength=num_tiles) * EXCHANGE_CODE_RECEIVE
+    busy = (np.bincount(st, minlength=num_tiles) + np.bincount(dt, minlength=num_tiles)) > 0
+    out += busy * EXCHANGE_CODE_PHASE
+    return out
 
 
 def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target) -> tuple[np.ndarray, int]:

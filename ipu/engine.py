@@ -8,56 +8,21 @@ order, bulk-synchronously, and every executed step is logged with its start cycl
 """
 from __future__ import annotations
 
+import os
 from array import array
 
+import numba
 import numpy as np
-from numba import njit
 
-from . import collectives as _collectives
-from . import remote as _remote
-from .compile import Executable
+from .copytables import copy_runs
 from .errors import IpuError, StreamError
+from .executable import Executable
+from .kinds import run_payload
+from .native import Plan
+from .remote import StreamingMemory
 from .tensor import Variable
 
-
-@njit(cache=True)
-def _copy_runs(src, dst, src_off, dst_off, nbytes):
-    """Copy runs of elements (units of the arrays' type); short runs element by element, since
-    a slice assignment costs more than a few scalar moves."""
-    for i in range(src_off.shape[0]):
-        a = src_off[i]
-        b = dst_off[i]
-        n = nbytes[i]
-        if n <= 16:
-            for k in range(n):
-                dst[b + k] = src[a + k]
-        else:
-            dst[b:b + n] = src[a:a + n]
-
-
-def _word_tables(src_off, dst_off, nbytes):
-    """The copy table in the widest unit (8, 4 or 2 bytes) that divides every offset and size:
-    copying words instead of bytes is several times faster."""
-    for unit, dt in ((8, np.uint64), (4, np.uint32), (2, np.uint16)):
-        if not ((src_off % unit).any() or (dst_off % unit).any() or (nbytes % unit).any()):
-            return dt, src_off // unit, dst_off // unit, nbytes // unit
-    return np.uint8, src_off, dst_off, nbytes
-
-
-@njit(cache=True)
-def _copy_runs_staged(mem, src_off, dst_off, nbytes):
-    total = 0
-    for i in range(nbytes.shape[0]):
-        total += nbytes[i]
-    tmp = np.empty(total, np.uint8)
-    k = 0
-    for i in range(src_off.shape[0]):
-        tmp[k:k + nbytes[i]] = mem[src_off[i]:src_off[i] + nbytes[i]]
-        k += nbytes[i]
-    k = 0
-    for i in range(dst_off.shape[0]):
-        mem[dst_off[i]:dst_off[i] + nbytes[i]] = tmp[k:k + nbytes[i]]
-        k += nbytes[i]
+__all__ = ["Engine", "StepLog"]
 
 
 class StepLog:
@@ -82,6 +47,21 @@ class StepLog:
             self.step_ids.append(step_id)
             self.start_cycles.append(start)
 
+    def add_counted(self, counts: np.ndarray, executed: int, step_ids: np.ndarray, start_cycles: np.ndarray) -> None:
+        """Add what a compiled segment ran: per-step counts, the number of steps executed, and the
+        trace entries it recorded (at most the room the trace limit left)."""
+        if counts.size > self.counts.size:
+            self.counts = np.concatenate([self.counts, np.zeros(counts.size - self.counts.size, np.int64)])
+        self.counts[:counts.size] += counts
+        self.entries += int(executed)
+        if step_ids.size:
+            self.step_ids.frombytes(np.ascontiguousarray(step_ids, np.int64).tobytes())
+            self.start_cycles.frombytes(np.ascontiguousarray(start_cycles, np.int64).tobytes())
+
+    def room(self) -> int | None:
+        """Trace entries that may still be recorded (None: no limit)."""
+        return None if self.limit is None else max(0, self.limit - len(self.step_ids))
+
     @property
     def truncated(self) -> bool:
         """True when the trace holds fewer entries than executed."""
@@ -98,30 +78,58 @@ class StepLog:
 DEFAULT_TRACE_LIMIT = 1 << 20  # entries an Engine traces unless told otherwise (16 MiB)
 
 
+def default_compiled() -> bool:
+    """Whether engines use the compiled step loop unless told: yes, unless IPU_SIM_COMPILED=0
+    (the Python walk gives Python tracebacks from kernels and is the reference)."""
+    return os.environ.get("IPU_SIM_COMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def default_threads() -> int:
+    """Host threads of the compiled step loop: IPU_SIM_THREADS, else the threads Numba has."""
+    env = os.environ.get("IPU_SIM_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, numba.get_num_threads())
+
+
 class Engine:
     """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
 
     def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True,
-                 trace_limit: int | None = DEFAULT_TRACE_LIMIT):
+                 trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None, compiled: bool | None = None,
+                 threads: int | None = None):
+        """communicator: which of a run's replicas this engine holds and how collectives reach the
+        others (`collectives.Communicator`; default: all `replicas` are here).
+
+        compiled: run the straight-line parts of programs in the compiled step loop
+        (ipu/native.py); False walks every step in Python (the reference: memory, cycles and the
+        step log are identical); default IPU_SIM_COMPILED (on unless "0").
+        threads: host threads for large compute sets and exchanges in the compiled loop (results
+        are identical on any count); default IPU_SIM_THREADS, else Numba's thread count."""
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
         self.target = executable.target
         self.replicas = int(replicas)
+        self.communicator = communicator
         self.log_steps = log_steps
-        nbytes = max(executable.total_bytes, 8)
+        self.compiled = default_compiled() if compiled is None else bool(compiled)
+        self._plan = None  # native.Plan of the executable, once a compiled run needs it
+        self.threads = default_threads() if threads is None else int(threads)
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1, not {threads}")
+        nbytes = -(-max(executable.total_bytes, 8) // 8) * 8  # whole 8-byte words: views of any type fit
         self.memory = np.zeros((self.replicas, nbytes), np.uint8)
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}
         self._stream_pos: dict[str, int] = {}
-        self._words: dict[int, tuple] = {}  # exchange step id -> copy table in words
         self.cycles = 0
         self.log = StepLog(len(executable.steps), trace_limit)
         self.runs = 0
         # streaming memory (remote buffers) of every replica, in host memory (ipu/remote.py)
-        self.streaming = _remote.StreamingMemory(getattr(executable, "remote_buffers", {}), self.replicas)
+        self.streaming = StreamingMemory(executable.remote_buffers, self.replicas)
         for s in executable.streams.values():
-            if getattr(s, "callback", None) is not None:  # host callback streams own a buffer
+            if s.callback is not None:  # host callback streams own a buffer
                 self.connect_stream(s.name, np.zeros(s.shape, s.dtype.numpy))
         for v in executable.variables.values():
             if v.initial is not None and v.id in executable.layouts:
@@ -129,16 +137,14 @@ class Engine:
                     self.write_tensor(v, v.initial, replica=r)
 
     # -- memory views -----------------------------------------------------------------------
-    def _view(self, r: int, storage: np.dtype):
+    def view(self, r: int, storage: np.dtype):
+        """Replica r's memory as an array of `storage` (a type's storage dtype, or a word type)."""
         d = self._views[r]
         v = d.get(storage)
         if v is None:
             v = self.memory[r].view(storage)
             d[storage] = v
         return v
-
-    def _group_views(self, r, group):
-        return tuple(self._view(r, t.storage) for t in group.types)
 
     # -- host access ----------------------------------------------------------------------------
     def _layout(self, var: Variable):
@@ -157,7 +163,7 @@ class Engine:
         out = np.empty(var.numel, var.dtype.numpy)
         if L is not None:
             isz = var.dtype.itemsize
-            _copy_runs(self.memory[replica], out.view(np.uint8), L.addr, L.starts * isz, (L.stops - L.starts) * isz)
+            copy_runs(self.memory[replica], out.view(np.uint8), L.addr, L.starts * isz, (L.stops - L.starts) * isz)
         return out.reshape(var.shape)
 
     def write_tensor(self, var, data, replica: int | None = None) -> None:
@@ -174,7 +180,7 @@ class Engine:
         isz = var.dtype.itemsize
         reps = range(self.replicas) if replica is None else [replica]
         for r in reps:
-            _copy_runs(arr.view(np.uint8), self.memory[r], L.starts * isz, L.addr, (L.stops - L.starts) * isz)
+            copy_runs(arr.view(np.uint8), self.memory[r], L.starts * isz, L.addr, (L.stops - L.starts) * isz)
 
     def connect_stream(self, name: str, buffer) -> None:
         """Give a host stream its host buffer: an array of the stream's shape (used on every
@@ -197,7 +203,9 @@ class Engine:
         self._streams[name] = buf
         self._stream_pos[name] = 0
 
-    def _stream_elem(self, s, r: int):
+    def stream_element(self, s, r: int) -> np.ndarray:
+        """The host element the next transfer of stream `s` moves for replica r (a view of the
+        connected buffer)."""
         buf = self._streams.get(s.name)
         if buf is None:
             raise StreamError(f"stream {s.name!r} is not connected: call connect_stream({s.name!r}, array) before run()")
@@ -211,6 +219,10 @@ class Engine:
         base = ((r if reps_in_buf > 1 else 0) * per_replica + k) * per
         return flat[base:base + per]
 
+    def advance_stream(self, s) -> None:
+        """Count one transfer of stream `s` (the next moves the following element)."""
+        self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
+
     # -- running --------------------------------------------------------------------------------
     def run(self, program: int = 0) -> int:
         """Run program `program`; returns the cycles it took."""
@@ -219,7 +231,12 @@ class Engine:
         for k in self._stream_pos:
             self._stream_pos[k] = 0
         start = self.cycles
-        self.cycles = self._run(self.exe.programs[program], list(range(self.replicas)), self.cycles)
+        if self.compiled:
+            self._plan = Plan.of(self.exe)
+            root = self._plan.root(program)
+        else:
+            root = self.exe.programs[program]
+        self.cycles = self._run(root, list(range(self.replicas)), self.cycles)
         self.runs += 1
         return self.cycles - start
 
@@ -227,6 +244,8 @@ class Engine:
         kind = node[0]
         if kind == "step":
             return self._run_step(self.exe.steps[node[1]], reps, clock)
+        if kind == "native":  # a compiled segment (ipu/native.py)
+            return self._plan.run_segment(self, node[1], reps, clock)
         if kind == "seq":
             for n in node[1]:
                 clock = self._run(n, reps, clock)
@@ -244,7 +263,7 @@ class Engine:
                 self.log.add(step.id, clock)
             clock += step.cycles
             storage, off = node[2]
-            values = [self._view(r, storage)[off] for r in reps]
+            values = [self.view(r, storage)[off] for r in reps]
             values = [int(v["bits"]) if storage.names else v for v in values]
             if kind == "if":
                 choose = lambda v: node[3] if v else node[4]  # noqa: E731
@@ -263,58 +282,8 @@ class Engine:
     def _run_step(self, step, reps, clock):
         if self.log_steps:
             self.log.add(step.id, clock)
-        k = step.kind
-        if getattr(step, "collective", None) is not None:  # a collective between replicas (ipu/collectives.py)
-            _collectives.run(step.collective, self.memory, reps, _copy_runs)
-            return clock + step.cycles
-        if getattr(step, "parts", None) is not None:  # merged transfers, one phase (ipu/remote.py)
-            log, self.log_steps = self.log_steps, False
-            try:
-                for part in step.parts:
-                    self._run_step(part, reps, clock)
-            finally:
-                self.log_steps = log
-            return clock + step.cycles
-        if k in ("remote_load", "remote_store"):  # streaming memory (ipu/remote.py)
-            _remote.run_step(self, step, reps)
-            return clock + step.cycles
-        if k == "compute":
-            for g in step.groups:
-                kern = g.codelet.kernel()
-                for r in reps:
-                    kern(self._group_views(r, g), g.off, g.cnt, g.fp, g.ip)
-        elif k == "exchange":
-            if step.copy is not None:
-                src_off, dst_off, nbytes, staged = step.copy
-                if staged:
-                    for r in reps:
-                        _copy_runs_staged(self.memory[r], src_off, dst_off, nbytes)
-                else:
-                    words = self._words.get(step.id)
-                    if words is None:
-                        words = self._words[step.id] = _word_tables(src_off, dst_off, nbytes)
-                    dt, s, d, n = words
-                    for r in reps:
-                        m = self._view(r, np.dtype(dt))
-                        _copy_runs(m, m, s, d, n)
-        elif k == "host_to_device":
-            src_off, dst_off, nbytes, _ = step.copy
-            s = step.stream
-            for r in reps:
-                elem = np.ascontiguousarray(self._stream_elem(s, r)).view(np.uint8)
-                _copy_runs(elem, self.memory[r], src_off, dst_off, nbytes)
-            self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
-        elif k == "device_to_host":
-            src_off, dst_off, nbytes, _ = step.copy
-            s = step.stream
-            for r in reps:
-                elem = self._stream_elem(s, r)
-                if not elem.flags.c_contiguous:
-                    raise StreamError(f"stream {s.name!r}: the host buffer must be C-contiguous")
-                _copy_runs(self.memory[r], elem.view(np.uint8), src_off, dst_off, nbytes)
-                if getattr(s, "callback", None) is not None:
-                    s.callback(elem.reshape(s.shape).copy(), r)
-            self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
+        if step.payload is not None:  # what the step's program kind runs (ipu/kinds.py)
+            run_payload(self, step.payload, reps)
         return clock + step.cycles
 
     # -- streaming memory -------------------------------------------------------------------------

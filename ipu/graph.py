@@ -24,6 +24,8 @@ from .target import Target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
 from .types import ElementType, element_type
 
+__all__ = ["ComputeSet", "Function", "Graph", "HostStream", "VertexChunk"]
+
 _graph_ids = itertools.count()
 
 
@@ -91,6 +93,7 @@ class Graph:
         if not isinstance(target, Target):
             raise TypeError(f"ipu.Graph needs an ipu.Target, got {type(target).__name__}")
         self.target = target
+        self._num_tiles = target.num_tiles  # checked once per tile of every mapping
         self.id = next(_graph_ids)
         self.variables: list[Variable] = []
         self.compute_sets: list[ComputeSet] = []
@@ -131,7 +134,7 @@ class Graph:
 
     def _check_tile(self, tile: int) -> int:
         tile = int(tile)
-        if not 0 <= tile < self.target.num_tiles:
+        if not 0 <= tile < self._num_tiles:
             raise MappingError(
                 f"tile {tile} does not exist on {self.target.name}: tiles are 0..{self.target.num_tiles - 1}"
             )
@@ -287,6 +290,11 @@ class Graph:
                         f"codelet {c.name}: field {f.name!r} cannot be {v.dtype.name}; it takes "
                         f"{', '.join(t.name for t in allowed)}"
                     )
+        if not c.takes_float8:
+            for f, v in zip(c.fields, field_vars):
+                if v.dtype.is_float8:
+                    raise TypeError(f"codelet {c.name}: field {f.name!r} is {v.dtype.name}, which it does not take; "
+                                    f"convert float8 data with the pow2scale casts first")
         for j, v in enumerate(field_vars):
             if np.any(starts[:, j] < 0) or np.any(starts[:, j] + counts[:, j] > v.numel):
                 raise ValueError(f"codelet {c.name}: field {c.fields[j].name!r} reaches outside {v.name!r}")

@@ -2,7 +2,9 @@
 
 Always-live data (variables, constants) is placed first at the bottom of each tile's memory;
 temporaries are placed first-fit in order of their first use, reusing the memory of temporaries
-whose last use has passed (interval-graph allocation on every tile). The planner then adds the
+that are not live at the same time (interval-graph allocation on every tile). A temporary may be
+live in several segments (`ipu.timeline`: a function's temporaries once per call), and shares
+bytes with any piece none of whose segments meets its own. The planner then adds the
 non-data categories (vertex code and state, exchange code, control code, stack) and raises
 OutOfMemoryError with a per-tile report when a tile overflows.
 """
@@ -16,24 +18,42 @@ from numba import njit
 from .errors import OutOfMemoryError
 from .target import Target
 
+__all__ = ["CATEGORIES", "MemoryPlan", "align", "check_fits", "place_pieces"]
+
 CATEGORIES = ("variables", "constants", "temporaries", "vertex_code", "vertex_state",
               "exchange_code", "control_code", "stack")
 
 
 @njit(cache=True)
-def _place(order, tile, size, start, end, num_tiles):
+def _overlap(ss, se, a0, a1, b0, b1):
+    """True if a segment of [a0, a1) intersects a segment of [b0, b1) (each sorted by start)."""
+    i = a0
+    j = b0
+    while i < a1 and j < b1:
+        if se[i] < ss[j]:
+            i += 1
+        elif se[j] < ss[i]:
+            j += 1
+        else:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
     """First-fit placement of pieces (visited in `order`: by tile, then first use) on their tiles.
 
-    A piece is live over [start, end] of the program timeline; its memory is free again for a
-    piece whose start is after end. Returns the tile-local address of each piece and the high-water
-    mark of each tile.
+    A piece is live over its segments [seg_start, seg_end] of the program timeline (a function's
+    temporaries have one per call); two pieces may share bytes when no segment of one intersects
+    a segment of the other. The placed pieces whose last segment has not ended yet stay on an
+    active list kept sorted by address; a new piece goes into the lowest gap between the active
+    pieces it conflicts with. Returns the tile-local address of each piece and the high-water mark
+    of each tile.
     """
     n = order.shape[0]
     addr = np.zeros(n, np.int64)
     peak = np.zeros(num_tiles, np.int64)
-    act_addr = np.empty(n, np.int64)
-    act_size = np.empty(n, np.int64)
-    act_end = np.empty(n, np.int64)
+    act = np.empty(n, np.int64)  # active pieces, sorted by address
     i = 0
     while i < n:
         t = tile[order[i]]
@@ -41,33 +61,38 @@ def _place(order, tile, size, start, end, num_tiles):
         j = i
         while j < n and tile[order[j]] == t:
             p = order[j]
-            # drop allocations whose life ended before this piece starts
+            p0 = seg_ptr[p]
+            p1 = seg_ptr[p + 1]
+            first = seg_start[p0]
+            # drop pieces whose last segment ended before this piece starts
             k = 0
             for q in range(na):
-                if act_end[q] >= start[p]:
-                    act_addr[k] = act_addr[q]
-                    act_size[k] = act_size[q]
-                    act_end[k] = act_end[q]
+                if seg_end[seg_ptr[act[q] + 1] - 1] >= first:
+                    act[k] = act[q]
                     k += 1
             na = k
-            # lowest gap that fits (actives are kept sorted by address)
+            # lowest gap among the conflicting actives that fits
             cur = 0
+            for q in range(na):
+                o = act[q]
+                if p1 - p0 > 1 or seg_ptr[o + 1] - seg_ptr[o] > 1:
+                    if not _overlap(seg_start, seg_end, p0, p1, seg_ptr[o], seg_ptr[o + 1]):
+                        continue
+                if addr[o] - cur >= size[p]:
+                    break
+                if addr[o] + size[o] > cur:
+                    cur = addr[o] + size[o]
+            addr[p] = cur
+            # insert by address
             pos = na
             for q in range(na):
-                if act_addr[q] - cur >= size[p]:
+                if addr[act[q]] > cur:
                     pos = q
                     break
-                if act_addr[q] + act_size[q] > cur:
-                    cur = act_addr[q] + act_size[q]
             for q in range(na, pos, -1):
-                act_addr[q] = act_addr[q - 1]
-                act_size[q] = act_size[q - 1]
-                act_end[q] = act_end[q - 1]
-            act_addr[pos] = cur
-            act_size[pos] = size[p]
-            act_end[pos] = end[p]
+                act[q] = act[q - 1]
+            act[pos] = p
             na += 1
-            addr[p] = cur
             if cur + size[p] > peak[t]:
                 peak[t] = cur + size[p]
             j += 1
@@ -91,41 +116,93 @@ class MemoryPlan:
         return sum(self.categories.values())
 
 
-def place_pieces(tile, nbytes, start, end, target: Target):
-    """Addresses for pieces; returns (tile-local addresses, per-tile high-water mark)."""
+def place_pieces(tile, nbytes, start, end, target: Target, seg_ptr=None):
+    """Addresses for pieces; returns (tile-local addresses, per-tile high-water mark).
+
+    Each piece is live over one segment [start, end], or, with `seg_ptr`, over the segments
+    start[seg_ptr[i]:seg_ptr[i + 1]] (sorted, disjoint).
+    """
     size = align(nbytes, target.alignment)
-    order = np.lexsort((-size, start, tile))
-    return _place(order.astype(np.int64), np.asarray(tile, np.int64), size,
-                  np.asarray(start, np.int64), np.asarray(end, np.int64), target.num_tiles)
+    start = np.asarray(start, np.int64)
+    end = np.asarray(end, np.int64)
+    if seg_ptr is None:
+        seg_ptr = np.arange(len(size) + 1, dtype=np.int64)
+    seg_ptr = np.asarray(seg_ptr, np.int64)
+    first = start[seg_ptr[:-1]] if len(size) else np.zeros(0, np.int64)
+    order = np.lexsort((-size, first, tile))
+    return _place(order.astype(np.int64), np.asarray(tile, np.int64), size, seg_ptr, start, end,
+                  target.num_tiles)
 
 
-def check_fits(plan: MemoryPlan, variables_by_tile=None) -> None:
-    """Raise OutOfMemoryError naming the worst tiles and what fills them."""
+# What to do about each category, when it is one of those that fill the overflowing tiles.
+ADVICE = {
+    "variables": "variables (weights, optimiser state): spread them over more tiles, keep them in "
+                 "streaming memory (remote buffers) or shard them over replicas, or store them in float16",
+    "constants": "constants: spread large constants over more tiles, or make them host inputs",
+    "temporaries": "temporaries (activations and intermediates): use a smaller batch or float16, call "
+                   "a repeated layer as one graph (its temporaries are then live once per call), or "
+                   "lower matmuls' available_memory_proportion",
+    "vertex_code": "vertex code: fewer distinct vertex types per tile, or keep called graphs' code in "
+                   "streaming memory (remote_code_load)",
+    "vertex_state": "vertex state: fewer, larger vertices (bigger tensors per tile, fewer small ops)",
+    "exchange_code": "exchange code: fewer exchanged runs: keep tensors in the layout their consumers "
+                     "read (avoid element-wise transposes and reshuffles), and outline repeated layers "
+                     "as one called graph (its exchanges are compiled once)",
+    "control_code": "control code: fewer program steps: outline repeated layers as a called graph or "
+                    "a repeat loop",
+    "code_loaded": "code loaded from streaming memory: load fewer graphs' code at a time",
+}
+
+
+def overflowing_categories(plan: MemoryPlan, tiles: np.ndarray) -> list[tuple[str, int]]:
+    """The categories that fill the given (overflowing) tiles: those holding at least a fifth of
+    their bytes, and always the largest; [(category, bytes summed over the tiles)], largest first.
+    The stack is a fixed reserve of the target, not something a program can shrink."""
+    sums = [(c, int(v[tiles].sum())) for c, v in plan.categories.items() if int(v[tiles].sum()) and c != "stack"]
+    sums.sort(key=lambda x: -x[1])
+    total = sum(b for _, b in sums)
+    return [x for i, x in enumerate(sums) if i == 0 or x[1] * 5 >= total]
+
+
+def _kib(b: int) -> str:
+    return f"{b / 1024:,.1f} KiB"
+
+
+def check_fits(plan: MemoryPlan, owners_on_tile=None) -> None:
+    """Raise OutOfMemoryError naming the worst tiles, the categories that fill them (with advice
+    for those) and, per category, what owns the bytes on the worst tile (`owners_on_tile(t)` ->
+    {category: [(name, bytes)]}: tensors by the op that made them, exchanges and compute sets by
+    their step names, which carry the name scope of their op)."""
     target = plan.target
     total = plan.tile_total()
     over = np.flatnonzero(total > target.bytes_per_tile)
     if over.size == 0:
         return
     worst = over[np.argsort(-total[over], kind="stable")][:5]
+    cats_over = overflowing_categories(plan, over)
     lines = [
         f"Out of tile memory: {over.size} of {target.num_tiles} tiles need more than the "
         f"{target.bytes_per_tile:,} bytes a {target.name} tile has.",
+        "What fills them (summed over those tiles): "
+        + ", ".join(f"{c} {b / max(1, sum(x[1] for x in cats_over)) * 100:.0f}%" for c, b in cats_over) + ".",
         "Worst tiles (bytes by category):",
     ]
     report = []
-    for t in worst:
-        cats = {c: int(plan.categories[c][t]) for c in CATEGORIES if plan.categories[c][t]}
+    for i, t in enumerate(worst):
+        cats = {c: int(plan.categories[c][t]) for c in plan.categories if plan.categories[c][t]}
         entry = {"tile": int(t), "total": int(total[t]), "categories": cats}
         desc = ", ".join(f"{c} {b:,}" for c, b in cats.items())
         lines.append(f"  tile {t}: {int(total[t]):,} bytes ({desc})")
-        if variables_by_tile is not None:
-            big = variables_by_tile(int(t))
-            entry["largest"] = big
-            if big:
-                lines.append("    largest tensors: " + ", ".join(f"{n} ({b:,} B)" for n, b in big))
+        if owners_on_tile is not None and i == 0:
+            owners = owners_on_tile(int(t))
+            entry["owners"] = owners
+            for c, _ in cats_over:
+                if owners.get(c):
+                    note = " (sizes; not all live at once)" if c == "temporaries" else ""
+                    lines.append(f"    {c}{note}: " + ", ".join(f"{n} ({_kib(b)})" for n, b in owners[c]))
         report.append(entry)
-    lines.append(
-        "Fix: spread the large tensors over more tiles (map them linearly over all tiles), use a "
-        "smaller batch, or a target with more tiles or IPUs."
-    )
-    raise OutOfMemoryError("\n".join(lines), report)
+    lines.append("Fix what overflows:")
+    for c, _ in cats_over:
+        lines.append(f"  - {ADVICE.get(c, c)}.")
+    lines.append("  (or a target with more tiles or IPUs)")
+    raise OutOfMemoryError("\n".join(lines), report, [c for c, _ in cats_over])

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+__all__ = ["Call", "CodeLoad", "Copy", "DeviceToHost", "Execute", "HostToDevice", "If", "MultiExchange",
+           "Program", "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Switch", "Sync"]
+
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import ComputeSet, Function, HostStream
     from .tensor import Tensor

@@ -29,13 +29,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .copytables import copy_runs
 from .errors import CompileError, IpuError
+from .kinds import ProgramKind, register_kind, run_payload
 from .program import CodeLoad, DeviceToHost, HostToDevice, MultiExchange, RemoteLoad, RemoteStore
+from .streams import HostTransfer, check_stream, host_table
 from .target import Target
 from .tensor import Tensor
 from .types import ElementType
 
-TRANSFER_NODES = (RemoteLoad, RemoteStore, MultiExchange, CodeLoad)
+__all__ = ["CodeLoadInfo", "MultiTransfer", "RemoteBuffer", "RemoteTransfer", "StreamingMemory",
+           "code_load_cycles", "exchange_tile_cycles", "remote_link_cycles", "remote_transfer_cycles",
+           "transfer_limit_message", "transfer_uses"]
 
 
 @dataclass(eq=False)
@@ -73,8 +78,20 @@ class RemoteTransfer:
 
     buffer: RemoteBuffer
     load: bool
-    entry: int | None = None
-    offset_ref: tuple | None = None
+    entry: int | None
+    offset_ref: tuple | None
+    name: str  # the step's name, for messages
+    src_off: np.ndarray  # byte runs between the entry and tile memory
+    dst_off: np.ndarray
+    nbytes: np.ndarray
+
+
+@dataclass(eq=False)
+class MultiTransfer:
+    """What a merged transfer step (MultiExchange) moves: its parts (HostTransfer / RemoteTransfer),
+    carried out in order in one phase."""
+
+    parts: list
 
 
 @dataclass(eq=False)
@@ -154,22 +171,6 @@ def transfer_uses(p):
 # compile
 
 
-def _table(comp, t: Tensor, to_device: bool, what: str):
-    """Copy runs between the host-side image of `t` (row-major bytes) and its tile memory:
-    (src_off, dst_off, nbytes, run_tiles)."""
-    from .compile import _runs
-
-    isz = t.dtype.itemsize
-    addr, tiles = comp._addresses(t, what)
-    host = np.arange(t.numel, dtype=np.int64) * isz
-    zeros = np.zeros_like(tiles)
-    if to_device:
-        src_off, dst_off, nbytes, _, run_tiles = _runs(host, addr, zeros, tiles, isz)
-    else:
-        src_off, dst_off, nbytes, run_tiles, _ = _runs(addr, host, tiles, zeros, isz)
-    return src_off, dst_off, nbytes, run_tiles
-
-
 def transfer_limit_message(nbytes: int, what: str, target: Target) -> str:
     limit = target.max_transfer_bytes
     return (f"{what} moves {nbytes:,} bytes in one transfer; the limit is {limit:,} bytes ({limit / 2**20:g} MiB, "
@@ -182,10 +183,19 @@ def _check_size(nbytes: int, what: str, target: Target) -> None:
         raise CompileError(transfer_limit_message(nbytes, what, target))
 
 
-def _remote_part(comp, p, step_id: int):
-    """Keyword arguments of the Step of one RemoteLoad / RemoteStore (and its run tiles)."""
-    from .compile import Step
+@dataclass
+class _Part:
+    """One transfer of a merged or single transfer step, before it becomes a step."""
 
+    kind: str
+    name: str
+    payload: object
+    run_tiles: np.ndarray
+    nbytes: np.ndarray
+    bytes_moved: int
+
+
+def _remote_part(comp, p) -> _Part:
     load = isinstance(p, RemoteLoad)
     t = p.dst if load else p.src
     rb = p.buffer
@@ -203,7 +213,7 @@ def _remote_part(comp, p, step_id: int):
         if not (p.offset.dtype.name.startswith("int") or p.offset.dtype.name.startswith("uint")):
             raise CompileError(f"{kind} {p.name!r}: the offset tensor {p.offset.name!r} must be an integer, "
                                f"not {p.offset.dtype.name}")
-        ref = comp._scalar_ref(p.offset, f"{kind} offset")
+        ref = comp.scalar_ref(p.offset, f"{kind} offset")
         where = f"[{p.offset.name}]"
     else:
         entry = int(p.offset)
@@ -212,67 +222,54 @@ def _remote_part(comp, p, step_id: int):
                                f"{rb.entries} entries")
         where = f"[{entry}]"
     if t.numel:
-        src_off, dst_off, nbytes, run_tiles = _table(comp, t, load, f"{kind} {rb.name!r}")
+        src_off, dst_off, nbytes, run_tiles = host_table(comp, t, load, f"{kind} {rb.name!r}")
     else:
         src_off = dst_off = nbytes = run_tiles = np.zeros(0, np.int64)
-    tile_cycles, cycles = remote_transfer_cycles(run_tiles, nbytes, comp.target)
     name = p.name or f"{kind} {rb.name}{where}"
-    step = Step(id=step_id, kind=kind, name=name, cycles=cycles, tile_cycles=tile_cycles,
-                copy=(src_off, dst_off, nbytes, False), bytes_moved=rb.entry_bytes)
-    step.remote = RemoteTransfer(rb, load, entry, ref)
-    return step, run_tiles, nbytes
+    payload = RemoteTransfer(rb, load, entry, ref, name, src_off, dst_off, nbytes)
+    return _Part(kind, name, payload, run_tiles, nbytes, rb.entry_bytes)
 
 
-def _host_part(comp, p, step_id: int):
-    from .compile import Step
-
+def _host_part(comp, p) -> _Part:
     to_dev = isinstance(p, HostToDevice)
     t = p.dst if to_dev else p.src
     s = p.stream
-    if s.to_device != to_dev:
-        raise CompileError(f"stream {s.name!r} goes the other way")
-    if t.numel != s.numel or t.dtype != s.dtype:
-        raise CompileError(f"stream {s.name!r} carries {s.dtype.name}{list(s.shape)} but tensor {t.name!r} is "
-                           f"{t.dtype.name}{list(t.shape)}")
+    check_stream(p)
     _check_size(s.nbytes, f"stream {s.name!r}", comp.target)
-    src_off, dst_off, nbytes, run_tiles = _table(comp, t, to_dev, f"stream {s.name!r}")
+    src_off, dst_off, nbytes, run_tiles = host_table(comp, t, to_dev, f"stream {s.name!r}")
     kind = "host_to_device" if to_dev else "device_to_host"
-    step = Step(id=step_id, kind=kind, name=p.name or f"{kind} {s.name}", cycles=0,
-                copy=(src_off, dst_off, nbytes, False), stream=s, bytes_moved=s.nbytes)
-    return step, run_tiles, nbytes
+    payload = HostTransfer(s, to_dev, src_off, dst_off, nbytes)
+    return _Part(kind, p.name or f"{kind} {s.name}", payload, run_tiles, nbytes, s.nbytes)
 
 
-def compile_transfer(comp, p):
-    """The Step of a RemoteLoad / RemoteStore (registered with the compiler)."""
-    step, _, _ = _remote_part(comp, p, len(comp.steps))
-    comp.steps.append(step)
-    comp.control_steps += 1
-    return step
+def _compile_transfer(comp, p):
+    """A RemoteLoad / RemoteStore: a sync, then the transfer."""
+    sync = comp.sync(p.name or "remote")
+    part = _remote_part(comp, p)
+    tile_cycles, cycles = remote_transfer_cycles(part.run_tiles, part.nbytes, comp.target)
+    step = comp.add_step(part.kind, part.name, cycles, tile_cycles, payload=part.payload,
+                         bytes_moved=part.bytes_moved)
+    return ("seq", [sync, ("step", step.id)])
 
 
-def compile_multi(comp, p: MultiExchange):
-    """One Step for merged transfers: parts run in order in one phase."""
-    from .compile import Step
-
+def _compile_multi(comp, p: MultiExchange):
+    """Merged transfers: a sync, then one step whose parts run in order in one phase."""
+    sync = comp.sync(p.name or "multi_exchange")
     if not p.programs:
         raise CompileError("MultiExchange needs at least one transfer")
-    sid = len(comp.steps)
     target = comp.target
     parts, host_bytes, remote_tiles, remote_bytes = [], 0, [], []
-    all_tiles, all_bytes = [], []
     for q in p.programs:
         if isinstance(q, (RemoteLoad, RemoteStore)):
-            part, tiles, nb = _remote_part(comp, q, sid)
-            remote_tiles.append(tiles)
-            remote_bytes.append(nb)
+            part = _remote_part(comp, q)
+            remote_tiles.append(part.run_tiles)
+            remote_bytes.append(part.nbytes)
         else:
-            part, tiles, nb = _host_part(comp, q, sid)
-            host_bytes += int(np.sum(nb))
+            part = _host_part(comp, q)
+            host_bytes += int(np.sum(part.nbytes))
         parts.append(part)
-        all_tiles.append(tiles)
-        all_bytes.append(nb)
-    tiles = np.concatenate(all_tiles) if all_tiles else np.zeros(0, np.int64)
-    nbytes = np.concatenate(all_bytes) if all_bytes else np.zeros(0, np.int64)
+    tiles = np.concatenate([x.run_tiles for x in parts])
+    nbytes = np.concatenate([x.nbytes for x in parts])
     tile_cycles = exchange_tile_cycles(tiles, nbytes, target)
     link, latency = 0, 0
     if any(isinstance(q, (HostToDevice, DeviceToHost)) for q in p.programs):
@@ -285,40 +282,22 @@ def compile_multi(comp, p: MultiExchange):
             link += int(np.ceil(per_ipu.max() / target.remote_bytes_per_cycle()))
             latency = max(latency, target.remote_latency_cycles())
     cycles = max(int(tile_cycles.max(initial=0)), link + latency)
-    for part in parts:  # each part alone, for the record; the step's cycles are the merged phase's
-        part.tile_cycles = None
     names = ", ".join(q.name or parts[i].name for i, q in enumerate(p.programs))
-    step = Step(id=sid, kind=parts[0].kind, name=p.name or f"multi_exchange ({names})", cycles=cycles,
-                tile_cycles=tile_cycles, bytes_moved=int(sum(x.bytes_moved for x in parts)))
-    step.parts = parts
-    comp.steps.append(step)
-    comp.control_steps += 1
-    return step
+    step = comp.add_step(parts[0].kind, p.name or f"multi_exchange ({names})", cycles, tile_cycles,
+                         payload=MultiTransfer([x.payload for x in parts]),
+                         bytes_moved=int(sum(x.bytes_moved for x in parts)))
+    return ("seq", [sync, ("step", step.id)])
 
 
-def compile_code_load(comp, p: CodeLoad):
-    """The Step of a CodeLoad; its cycles are set by ipu/codeload.py once the code of every
-    function is known."""
-    from .compile import Step
-
+def _compile_code_load(comp, p: CodeLoad):
+    """One step whose cycles (its sync included) are set by ipu/codeload.py once the code of
+    every function is known."""
     if not p.functions:
         raise CompileError("CodeLoad needs at least one function")
     names = tuple(f.name for f in p.functions)
-    step = Step(id=len(comp.steps), kind="code_load", name=p.name or f"code_load {', '.join(names)}", cycles=0)
-    step.remote = CodeLoadInfo(names, tuple(p.functions))
-    comp.steps.append(step)
-    comp.control_steps += 1
-    return step
-
-
-def compile_node(comp, p):
-    """The compiled node of a streaming-memory program node (RemoteLoad, RemoteStore, MultiExchange:
-    a sync then the transfer; CodeLoad: one step whose cycles include its sync)."""
-    if isinstance(p, CodeLoad):
-        return ("step", compile_code_load(comp, p).id)
-    sync = comp._sync(p.name or ("multi_exchange" if isinstance(p, MultiExchange) else "remote"))
-    step = compile_multi(comp, p) if isinstance(p, MultiExchange) else compile_transfer(comp, p)
-    return ("seq", [sync, ("step", step.id)])
+    step = comp.add_step("code_load", p.name or f"code_load {', '.join(names)}", 0,
+                         payload=CodeLoadInfo(names, tuple(p.functions)))
+    return ("step", step.id)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -385,22 +364,30 @@ class StreamingMemory:
 
 def _offset_value(engine, r: int, ref) -> int:
     storage, off = ref
-    return int(engine._view(r, storage)[off])
+    return int(engine.view(r, storage)[off])
 
 
-def run_step(engine, step, reps) -> None:
-    """Run a remote_load / remote_store step (or part of a merged one) on the replicas `reps`."""
-    from .engine import _copy_runs
-
-    info: RemoteTransfer = step.remote
-    src_off, dst_off, nbytes, _ = step.copy
+def _run_transfer(engine, x: RemoteTransfer, reps) -> None:
+    """Carry out a remote load / store (or a part of a merged transfer) on the replicas `reps`."""
     for r in reps:
-        entry = info.entry if info.offset_ref is None else _offset_value(engine, r, info.offset_ref)
-        if not 0 <= entry < info.buffer.entries:
-            raise IpuError(f"{step.name}: offset {entry} is outside remote buffer {info.buffer.name!r} of "
-                           f"{info.buffer.entries} entries (replica {r})")
-        buf = engine.streaming.entry(r, info.buffer, entry)
-        if info.load:
-            _copy_runs(buf, engine.memory[r], src_off, dst_off, nbytes)
+        entry = x.entry if x.offset_ref is None else _offset_value(engine, r, x.offset_ref)
+        if not 0 <= entry < x.buffer.entries:
+            raise IpuError(f"{x.name}: offset {entry} is outside remote buffer {x.buffer.name!r} of "
+                           f"{x.buffer.entries} entries (replica {r})")
+        buf = engine.streaming.entry(r, x.buffer, entry)
+        if x.load:
+            copy_runs(buf, engine.memory[r], x.src_off, x.dst_off, x.nbytes)
         else:
-            _copy_runs(engine.memory[r], buf, src_off, dst_off, nbytes)
+            copy_runs(engine.memory[r], buf, x.src_off, x.dst_off, x.nbytes)
+
+
+def _run_multi(engine, x: MultiTransfer, reps) -> None:
+    for part in x.parts:
+        run_payload(engine, part, reps)
+
+
+register_kind(ProgramKind("remote_transfer", (RemoteLoad, RemoteStore), _compile_transfer, transfer_uses,
+                          RemoteTransfer, _run_transfer))
+register_kind(ProgramKind("multi_exchange", (MultiExchange,), _compile_multi, transfer_uses, MultiTransfer,
+                          _run_multi))
+register_kind(ProgramKind("code_load", (CodeLoad,), _compile_code_load, transfer_uses, CodeLoadInfo))

@@ -9,6 +9,8 @@ import math
 import os
 from dataclasses import dataclass, replace
 
+__all__ = ["GC2", "GC200", "Target", "get_target", "small_target"]
+
 
 @dataclass(frozen=True)
 class Target:

@@ -1,15 +1,15 @@
 """PopDist settings for ``popxl.Ir(replication='popdist')``.
 
 PopRun starts one process per instance and describes the run to each in environment variables
-(PopDist reads them): POPDIST_NUM_TOTAL_REPLICAS, POPDIST_NUM_LOCAL_REPLICAS,
-POPDIST_REPLICA_INDEX_OFFSET, POPDIST_NUM_IPUS_PER_REPLICA. Without them (the program was not
-started by PopRun) PopDist's defaults apply: one replica, one instance. When the real `popdist`
-package is importable its functions are used instead.
+(read by the `popdist` package): the global replication factor, this instance's replicas and its
+offset among them, IPUs per replica. Without them (the program was not started by PopRun)
+PopDist's defaults apply: one replica, one instance. A run of several instances gets a
+communicator (MPI, popdist/_backend.py) that the engine's collectives and the Session's weight
+transfers use to reach the replicas of the other instances.
 """
-import os
 from dataclasses import dataclass
 
-__all__ = ["PopDistSettings", "settings"]
+__all__ = ["PopDistSettings", "settings", "communicator", "configure_session_options"]
 
 
 @dataclass(frozen=True)
@@ -29,29 +29,35 @@ class PopDistSettings:
 
     @property
     def is_set(self) -> bool:
-        return "POPDIST_NUM_TOTAL_REPLICAS" in os.environ
+        import popdist
 
-
-def _env_int(name: str, default: int) -> int:
-    v = os.environ.get(name)
-    if v is None or v.strip() == "":
-        return default
-    try:
-        return int(v)
-    except ValueError:
-        raise ValueError(f"PopDist environment variable {name}={v!r} is not an integer") from None
+        return popdist.isPopdistEnvSet()
 
 
 def settings() -> PopDistSettings:
-    """The PopDist description of this process (popdist package if installed, else environment)."""
-    try:  # pragma: no cover - the real package is not part of this simulator
-        import popdist  # type: ignore
+    """The PopDist description of this process (checked for consistency)."""
+    import popdist
 
-        return PopDistSettings(int(popdist.getNumTotalReplicas()), int(popdist.getNumLocalReplicas()),
-                               int(popdist.getReplicaIndexOffset()), int(popdist.getNumIpusPerReplica()))
-    except ImportError:
-        pass
-    total = _env_int("POPDIST_NUM_TOTAL_REPLICAS", 1)
-    local = _env_int("POPDIST_NUM_LOCAL_REPLICAS", total)
-    return PopDistSettings(total, local, _env_int("POPDIST_REPLICA_INDEX_OFFSET", 0),
-                           _env_int("POPDIST_NUM_IPUS_PER_REPLICA", 1))
+    if not popdist.isPopdistEnvSet():
+        return PopDistSettings()
+    popdist.check_environment()
+    return PopDistSettings(popdist.getNumTotalReplicas(), popdist.getNumLocalReplicas(),
+                           popdist.getReplicaIndexOffset(), popdist.getNumIpusPerReplica())
+
+
+def communicator(s: PopDistSettings):
+    """The communicator of this instance's Session, or None when every replica is in this process."""
+    if s.local_replicas >= s.total_replicas:
+        return None
+    from popdist import _backend
+
+    return _backend.communicator(s.replica_offset, s.local_replicas, s.total_replicas,
+                                 expected_instances=s.num_instances)
+
+
+def configure_session_options(opts) -> None:
+    """PopDist writes the distributed replication settings into the Ir's session options, as it
+    does under the SDK's PopXL (popdist.popart.configureSessionOptions)."""
+    import popdist.popart
+
+    popdist.popart.configureSessionOptions(opts)

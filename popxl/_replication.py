@@ -14,8 +14,8 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-__all__ = ["ipus_per_replica", "device_values", "host_value", "accepts_host_shape", "expected_host_shapes",
-           "retrieved"]
+__all__ = ["ipus_per_replica", "device_values", "host_value", "replicas_read", "accepts_host_shape",
+           "expected_host_shapes", "retrieved"]
 
 
 def ipus_per_replica(ir) -> int:
@@ -119,6 +119,22 @@ def host_value(var, read: Callable[[int], np.ndarray], replicas: int) -> np.ndar
     if rg.num_groups > 1:
         return np.stack([value_of_group(g) for g in range(rg.num_groups)])
     return value_of_group(0)
+
+
+def replicas_read(var, replicas: int) -> list:
+    """The replicas whose device storage host_value reads for `var` (with PopDist each instance
+    reads those it holds and the instances exchange them)."""
+    rg = var.replica_grouping
+    groups = rg._groups()
+    per_group = var._shard_over if _is_rts(var) else 1
+
+    def of_group(g):
+        return [r for r in groups[g] if r < replicas][:per_group]
+
+    if var.retrieval_mode == "all_replicas" and replicas > 1 and rg.group_size > 1 and not _is_rts(var):
+        return list(range(replicas))
+    gs = range(rg.num_groups) if (rg.num_groups > 1 or var.retrieval_mode == "all_replicas") else [0]
+    return sorted({r for g in gs for r in of_group(g)})
 
 
 def retrieved(var, data: np.ndarray, replicas: int) -> np.ndarray:

@@ -19,7 +19,6 @@ import numpy as np
 from popxl import dtypes
 from popxl.context import ExecutionContext, _execution_context, gcg
 from popxl.replica_grouping import ReplicaGrouping
-from popxl.tensorlocation import ReplicatedTensorSharding, TensorLocation, TensorStorage
 
 __all__ = ["shard_settings", "replica_sharded_buffer", "replica_sharded_variable", "shard_numel"]
 
@@ -46,8 +45,20 @@ def shard_settings(ir, replica_grouping: Optional[ReplicaGrouping], shard_over: 
     if isinstance(so, bool) or int(so) != so or so < 1:
         raise ValueError(f"shard_over must be a positive integer, not {shard_over!r}.")
     so = int(so)
+    # PopXL's two checks, in its words; a grouping of size 1 (every replica its own value) can only
+    # be "sharded" over shard_over=1.
+    if so > rg.group_size:
+        raise ValueError(
+            f"The sharding group size ({so}) must be less than or equal to the replica group size "
+            f"({rg.group_size}). Note that if no replica grouping was passed, the replica group size defaults "
+            "to the IR's global replication factor; and if no sharding group size was passed, it defaults to "
+            f"the replica group size. (shard_over={so}, replica grouping: {rg}.)")
     if rg.group_size % so != 0:
-        raise ValueError(f"shard_over ({so}) must divide the replica grouping's group size ({rg.group_size}).")
+        raise ValueError(
+            f"The replica group size ({rg.group_size}) must be divisible by the sharding group size ({so}). "
+            "Note that if no replica grouping was passed, the replica group size defaults to the IR's global "
+            "replication factor; and if no sharding group size was passed, it defaults to the replica group "
+            f"size. (shard_over={so}, replica grouping: {rg}.)")
     return rg, so
 
 
@@ -77,8 +88,7 @@ def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
     nelms = int(np.prod(shape, dtype=np.int64))
     buf = remote_buffer((shard_numel(nelms, so),), dtype, entries)
     buf.meta_shape = shape
-    buf._shard_over = so
-    buf._replica_grouping = rg
+    buf._replica_sharded(so, rg)
     return buf
 
 
@@ -95,11 +105,10 @@ def replica_sharded_variable(data, dtype: Optional[dtypes.dtype] = None, name: O
     g = gcg()
     rg, so = shard_settings(g.ir, replica_grouping, shard_over, shard_grouping)
     var = variable(data, dtype, name, downcast, rg, retrieval_mode, log2_scale, nan_on_overflow)
-    var._location = TensorLocation(TensorStorage.OffChip, ReplicatedTensorSharding.On)
-    var._shard_over = so
+    var._replica_sharded(so)
     m = shard_numel(var.nelms, so)
     with _execution_context(ExecutionContext.WeightsFromHostFragment):
         shard = single("rts_shard", [], (m,), var.dtype, {"variable": var, "shard_over": so},
                        out_names=[var.name + "_rts"], out_meta_shapes=[var.shape])
-    var._rts_shard = shard
+    var._replica_sharded(so, shard)
     return var, shard

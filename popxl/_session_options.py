@@ -34,6 +34,11 @@ class SessionOptions:
         self.explicitRecomputation = False
         self.enableFloatingPointChecks = False
         self.instrumentWithHardwareCycleCounter = False
+        self.logDir = ""  # where dot checkpoints go ("" = the working directory)
+        self.dotChecks: set = set()  # dot checkpoints to write ("ALL" for every one)
+        # float8: stop the program (poplar_application_runtime_error) when a log2 scale tensor holds
+        # a value outside [-32, 32) at run time; acted on by the float8 casts, matmul and conv
+        self.throwIfLog2ScaleTensorNotInRange = True
 
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if v not in ({}, "", False, 0))

@@ -2,7 +2,9 @@
 
 Every popxl dtype is a unique instance of :class:`dtype`; compare them with ``==`` or ``is``.
 The module-level names (``popxl.float32`` ...) are those instances.  The two float8
-formats have no NumPy equivalent here: ``as_numpy`` raises for them.
+formats have no native NumPy type: as in PopXL, their host arrays are structured dtypes of one
+uint8 field named after the format (``np_dtype_float8_143`` = ``np.dtype([("float8_143", "u1")])``),
+holding the encoded bytes.
 """
 
 import builtins
@@ -14,7 +16,11 @@ __all__ = [
     "dtype", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float8_143", "float8_152", "float16", "float32", "float64", "complex64", "complex128",
     "half", "float", "double", "downcast_np_dtypes", "downcast_numpy_dtype",
+    "np_dtype_float8_143", "np_dtype_float8_152",
 ]
+
+np_dtype_float8_143 = np.dtype([("float8_143", "u1")])
+np_dtype_float8_152 = np.dtype([("float8_152", "u1")])
 
 _BY_NAME: Dict[str, "dtype"] = {}
 _BY_NUMPY: Dict[np.dtype, "dtype"] = {}
@@ -103,10 +109,13 @@ class dtype:
 
     @classmethod
     def as_dtype(cls, type_value: Any) -> "dtype":
-        """Convert a popxl dtype, dtype name, NumPy dtype / scalar type, Python type or array
-        (anything with a ``.dtype``) to a popxl dtype."""
+        """Convert a popxl dtype, dtype name, NumPy dtype / scalar type, Python type, PyTorch dtype
+        or array / torch tensor (anything with a ``.dtype``) to a popxl dtype."""
         if isinstance(type_value, dtype):
             return type_value
+        from_torch = _from_torch(type_value)
+        if from_torch is not None:
+            return from_torch
         if isinstance(type_value, str):
             if type_value in _BY_NAME:
                 return _BY_NAME[type_value]
@@ -132,11 +141,7 @@ class dtype:
             f"There is no popxl.dtype compatible with value: {type_value!r}, type: {type(type_value)}.")
 
     def as_numpy(self) -> np.dtype:
-        """The NumPy dtype of this dtype. Raises ``TypeError`` for the float8 types."""
-        if self._np_type is None:
-            raise TypeError(
-                f"popxl.{self._name} has no NumPy dtype: float8 data cannot be represented as a NumPy "
-                "array in this simulator yet (float8 arrives later).")
+        """The NumPy dtype of this dtype (for float8: the structured dtype of the encoded bytes)."""
         return self._np_type
 
     def as_torch(self):
@@ -146,7 +151,7 @@ class dtype:
         except ModuleNotFoundError:
             raise ModuleNotFoundError("PyTorch is not installed.") from None
         import torch
-        pt = getattr(torch, self._name, None) if self._np_type is not None else None
+        pt = getattr(torch, self._name, None) if self._name in _TORCH_NAMES else None
         if pt is None:
             raise TypeError(f"popxl.{self._name} does not have a corresponding PyTorch dtype.")
         return pt
@@ -164,6 +169,26 @@ class dtype:
         return self
 
 
+# The popxl dtypes PyTorch has, by the name both libraries give them (PopXL maps no unsigned type
+# wider than 8 bits and no float8 to torch). torch is imported only when a value is a torch object.
+_TORCH_NAMES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32",
+                          "float64", "complex64", "complex128"})
+
+
+def _from_torch(value: Any) -> Optional["dtype"]:
+    """The popxl dtype of a torch dtype or torch tensor; None for anything that is not from torch."""
+    kind = type(value)
+    if not kind.__module__.startswith("torch"):
+        return None
+    torch_dtype = value if kind.__name__ == "dtype" else getattr(value, "dtype", None)
+    name = str(torch_dtype).rpartition(".")[2]
+    if name in _TORCH_NAMES:
+        return _BY_NAME[name]
+    raise ValueError(
+        f"There is no popxl.dtype compatible with value: {value!r}, type: {kind}. PopXL maps these PyTorch "
+        f"dtypes: {', '.join('torch.' + n for n in sorted(_TORCH_NAMES))}.")
+
+
 # name, kind, signed, bytes, numpy type, python type
 bool = dtype._make("bool", "bool", False, 1, "bool", builtins.bool)
 int8 = dtype._make("int8", "int", True, 1, "int8")
@@ -174,8 +199,8 @@ uint8 = dtype._make("uint8", "int", False, 1, "uint8")
 uint16 = dtype._make("uint16", "int", False, 2, "uint16")
 uint32 = dtype._make("uint32", "int", False, 4, "uint32")
 uint64 = dtype._make("uint64", "int", False, 8, "uint64")
-float8_143 = dtype._make("float8_143", "float", True, 1, None)
-float8_152 = dtype._make("float8_152", "float", True, 1, None)
+float8_143 = dtype._make("float8_143", "float", True, 1, np_dtype_float8_143)
+float8_152 = dtype._make("float8_152", "float", True, 1, np_dtype_float8_152)
 float16 = dtype._make("float16", "float", True, 2, "float16")
 float32 = dtype._make("float32", "float", True, 4, "float32", builtins.float)
 float64 = dtype._make("float64", "float", True, 8, "float64")

@@ -60,7 +60,6 @@ class Ir:
         self._num_host_transfers = 1
         self._replication_factor = 1
         self._instance_replication_factor: Optional[int] = None
-        self._dot_dir: Optional[Path] = None
         self._use_popdist = isinstance(replication, str) and replication == "popdist"
         if self._use_popdist:
             from popxl._popdist import settings
@@ -73,6 +72,10 @@ class Ir:
             self.replication_factor = replication
         from popxl._session_options import PbIr
         self._pb_ir = PbIr(self)  # scripts set session options through ir._pb_ir.getSessionOptions()
+        if self._use_popdist:  # as PopXL: PopDist writes the distributed options into the session options
+            from popxl._popdist import configure_session_options
+
+            configure_session_options(self._pb_ir.getSessionOptions())
         self._main_graph = Graph._create(self, "")
         self._graphs[""] = self._main_graph
 
@@ -222,6 +225,16 @@ class Ir:
             if candidate not in used:
                 return candidate
 
+    def _add_stream(self, stream: "Stream") -> None:
+        self._streams.append(stream)
+
+    def _add_remote_buffer(self, buffer: "RemoteBuffer") -> None:
+        self._remote_buffers.append(buffer)
+
+    def _forget_graph(self, graph_id: str) -> None:
+        """Drop a graph whose building failed."""
+        self._graphs.pop(graph_id, None)
+
     def _next_op_id(self) -> int:
         return next(self._op_ids)
 
@@ -298,31 +311,38 @@ class Ir:
 
     # -- debugging --------------------------------------------------------------------------------
     def dot_checkpoint(self, check: str, save_dir: Optional[Union[Path, str]] = None) -> None:
-        """Write every graph of the Ir (ops, tensors, edges) as Graphviz DOT to ``<dir>/<check>.dot``.
+        """Write the Ir's graphs (ops, tensors, edges) in Graphviz DOT format, as PopART's dot
+        checkpoints do: to ``<logDir>/<check>_all.dot``.
 
-        The directory is ``save_dir`` (remembered for later checkpoints), else the last one given,
-        else ``$POPART_LOG_DIR``, else the working directory. If ``$POPART_DOT_CHECKS`` is set, only
-        the checks it lists (colon-separated, or ``ALL``) are written.
+        ``save_dir`` becomes the session option ``logDir`` (so it holds for later checkpoints);
+        without it the file goes to ``logDir``, or the working directory when that is empty. A
+        checkpoint is written when it is named in the session option ``dotChecks`` or in the
+        ``POPART_DOT_CHECKS`` environment variable (colon-separated; ``ALL`` for every one); when
+        neither names any, this call turns on all checkpoints (``dotChecks = {"ALL"}``), as PopXL does.
         """
+        opts = self._pb_ir.getSessionOptions()
         if save_dir is not None:
-            self._dot_dir = Path(save_dir)
-        enabled = os.environ.get("POPART_DOT_CHECKS")
-        if enabled:
-            wanted = {c.strip() for c in enabled.split(":")}
-            if "ALL" not in wanted and check not in wanted:
-                return
-        directory = self._dot_dir or Path(os.environ.get("POPART_LOG_DIR", "."))
-        directory.mkdir(parents=True, exist_ok=True)
+            save_dir = Path(save_dir)
+            save_dir.mkdir(parents=True, exist_ok=True)
+            opts.logDir = str(save_dir)
+        env = os.environ.get("POPART_DOT_CHECKS")
+        if env is None and not opts.dotChecks:
+            opts.dotChecks = {"ALL"}
+        wanted = set(opts.dotChecks) | ({c for c in env.split(":") if c} if env else set())
+        if "ALL" not in wanted and check not in wanted:
+            return
+        directory = Path(opts.logDir) if opts.logDir else Path(".")
         from popxl._dot import ir_to_dot
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", check) or "check"
-        (directory / f"{safe}.dot").write_text(ir_to_dot(self, check))
+        (directory / f"{check}_all.dot").write_text(ir_to_dot(self, check))
 
     # -- identity -------------------------------------------------------------------------------
     def __hash__(self) -> int:
         return hash(self._id)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Ir) and self._id == other._id
+        if not isinstance(other, Ir):  # PopXL's behaviour: comparing an Ir with anything else is an error
+            raise TypeError(f"Value must be of type popxl.Ir. Type: {type(other)}. Value: {other}.")
+        return self._id == other._id
 
     def __repr__(self) -> str:
         return f"Ir[id={self._id}]"

@@ -34,5 +34,5 @@ def two_uint32_to_uint64(a: int, b: int) -> int:
     """Join a most significant word ``a`` and a least significant word ``b`` into a uint64."""
     a, b = int(a), int(b)
     if not (0 <= a <= 0xFFFFFFFF and 0 <= b <= 0xFFFFFFFF):
-        raise ValueError(f"Either `a` or `b` is negative or cannot be represented as a uint32: {a}, {b}")
+        raise ValueError(f"Either `a` or `b` are negative or cannot be represented as a uint32: {a}, {b}")
     return (a << 32) | b

@@ -16,14 +16,15 @@ from typing import Dict, Iterable, List, Mapping, Union
 import numpy as np
 
 import ipu
-from profiler.autoreport import session_event as _profile_event
-from profiler.autoreport import trace_limit as _profile_trace_limit
+from ._profiling import session_event as _profile_event
+from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _replication
+from . import _memory_report, _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Variable
+from .utils import to_numpy
 
 _DEVICE_TARGETS = {
     # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
@@ -35,7 +36,9 @@ _DEVICE_TARGETS = {
 _hw_warned = False
 
 
-def _target_for(device_desc: str) -> ipu.Target:
+def _target_for(device_desc) -> ipu.Target:
+    if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's DeviceInfo)
+        return device_desc
     if device_desc not in _DEVICE_TARGETS:
         raise ValueError(
             f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
@@ -48,16 +51,15 @@ def _target_for(device_desc: str) -> ipu.Target:
     return ipu.get_target(name) if name else ipu.GC200
 
 
-def _check_instances(ir) -> int:
-    """The replicas this process runs: the Ir's, or this PopRun instance's with replication='popdist'."""
+def _replica_space(ir):
+    """(replicas this process runs, communicator): the Ir's replicas, or with replication='popdist'
+    this PopRun instance's, plus the MPI communicator to the other instances when there are any."""
     settings = getattr(ir, "_popdist", None)
-    if settings is not None and settings.num_instances > 1:
-        raise NotImplementedError(
-            f"This program was started as PopRun instance {settings.instance_index} of {settings.num_instances}; "
-            "the simulator runs every replica in one process and cannot exchange data with other instances. "
-            f"Run it as one instance (poprun --num-instances 1, or POPDIST_NUM_LOCAL_REPLICAS="
-            f"{settings.total_replicas}).")
-    return ir.instance_replication_factor
+    if settings is None or ir.instance_replication_factor >= ir.replication_factor:
+        return ir.instance_replication_factor, None
+    from ._popdist import communicator
+
+    return ir.instance_replication_factor, communicator(settings)
 
 
 def _locked(method):
@@ -100,21 +102,33 @@ class Session:
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
             self.target = self.target.with_ipus(self.ipus_per_replica)
-        self.replication_factor = _check_instances(ir)
+        popdist_settings = getattr(ir, "_popdist", None)
+        if popdist_settings is not None and popdist_settings.is_set and \
+                self.ipus_per_replica > popdist_settings.ipus_per_replica:
+            raise ValueError(
+                f"this program places ops on {self.ipus_per_replica} IPUs per replica (popxl.ipu), but PopRun gave "
+                f"each replica {popdist_settings.ipus_per_replica} (POPDIST_NUM_IPUS_PER_REPLICA): launch with "
+                f"poprun --ipus-per-replica {self.ipus_per_replica}")
+        # replicas of this process (this instance's with PopDist), and the way to the others'
+        self.replication_factor, self._comm = _replica_space(ir)
+        self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
         if device_desc == "ipu_hw" and not _hw_warned:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
         t0 = time.perf_counter()
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
-        self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        try:
+            self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
+            raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
         # the executable holds what running needs; the lowering's graph and program tree (index
         # arrays of every view, vertex field tables) would otherwise stay for the session's life
         self._lowered.graph = self._lowered.main = None
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
-        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor)
+        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm)
         self.num_ipus = self.replication_factor * self.ipus_per_replica
         _acquired(self)
         self._host_weights: Dict[Variable, np.ndarray] = {
@@ -130,6 +144,30 @@ class Session:
         self.run_seconds = 0.0
         self.total_cycles = 0
         self._write_weights()
+
+    # -- PopDist ----------------------------------------------------------------------------------
+    def collective_cycles(self) -> int:
+        """Cycles this session's runs spent in collectives between replicas (their syncs, link
+        exchanges and reductions)."""
+        ids = getattr(self, "_collective_step_ids", None)
+        if ids is None:
+            ids = sorted({i for st in self.executable.steps if isinstance(st.payload, ipu.collectives.Payload)
+                          for i in st.payload.step_ids})
+            self._collective_step_ids = ids = np.asarray(ids, np.int64)
+        if not ids.size:
+            return 0
+        counts = self.engine.step_counts()  # every run, whether the trace kept it or not
+        return int(sum(int(counts[i]) * self.executable.steps[i].cycles for i in ids))
+
+    def instance_info(self):
+        """This PopDist instance of a multi-instance run, for its profile (None in one process):
+        index, replicas, cycles in collectives and the time spent in MPI."""
+        if self._comm is None:
+            return None
+        s = self._ir._popdist
+        return {"index": s.instance_index, "instances": s.num_instances, "replica_offset": self._replica_offset,
+                "local_replicas": self.engine.replicas, "total_replicas": self._ir.replication_factor,
+                "collective_cycles": self.collective_cycles(), **self._comm.stats()}
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -179,42 +217,59 @@ class Session:
     @_locked
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
+        fetched = self._fetch_replicas(list(self._host_weights))
         for v in self._host_weights:
-            if v in self._remote_vars:
-                self._host_weights[v] = self._read_remote_variable(v)
-                continue
-            self._host_weights[v] = self._read_variable(v)
+            self._host_weights[v] = _replication.host_value(v, lambda r: fetched[v][r], self._ir.replication_factor)
         self._device_is_newer = False
+
+    def _read_local(self, v, r: int) -> np.ndarray:
+        """Device storage of variable `v` on replica r of this process."""
+        if v in self._remote_vars:
+            rb, entry = self._remote_vars[v]
+            return self.engine.read_remote(rb, entry, replica=r)
+        return self.engine.read_tensor(self._lowered.variables[v], replica=r)
+
+    def _fetch_replicas(self, variables) -> dict:
+        """{variable: {global replica: device storage}} for the replicas each variable's host value
+        is read from. With PopDist every instance reads its own replicas and the instances exchange
+        what they read (PopXL's weights_to_host), so each ends with the whole value."""
+        R, off, local = self._ir.replication_factor, self._replica_offset, self.engine.replicas
+        want = {v: _replication.replicas_read(v, R) for v in variables}
+        got = {v: {r: self._read_local(v, r - off) for r in rs if off <= r < off + local} for v, rs in want.items()}
+        if self._comm is not None:
+            ids = {v: i for i, v in enumerate(variables)}
+            mine = {(ids[v], r): x for v, d in got.items() for r, x in d.items()}
+            for part in self._comm.allgather(mine):
+                for (i, r), x in part.items():
+                    got[variables[i]].setdefault(r, x)
+        return got
+
+    def _local_values(self, v, data):
+        """What to write on each replica of this process: one array for all, or a list per replica."""
+        values = _replication.device_values(v, data, self._ir.replication_factor)
+        if isinstance(values, list):
+            return values[self._replica_offset:self._replica_offset + self.engine.replicas]
+        return values
 
     def _write_variable(self, v, data) -> None:
         """Host data of variable `v` to every replica, following its replica grouping and sharding."""
         var = self._lowered.variables[v]
-        values = _replication.device_values(v, data, self.engine.replicas)
+        values = self._local_values(v, data)
         if isinstance(values, list):
             for r, x in enumerate(values):
                 self.engine.write_tensor(var, x, replica=r)
         else:
             self.engine.write_tensor(var, values)
 
-    def _read_variable(self, v) -> np.ndarray:
-        """The host data of variable `v` (retrieval mode, grouping and sharding applied)."""
-        var = self._lowered.variables[v]
-        return _replication.host_value(v, lambda r: self.engine.read_tensor(var, replica=r), self.engine.replicas)
-
     def _write_remote_variable(self, v, data) -> None:
         """Host data of remote variable `v` into its entry of streaming memory on every replica."""
         rb, entry = self._remote_vars[v]
-        values = _replication.device_values(v, data, self.engine.replicas)
+        values = self._local_values(v, data)
         if isinstance(values, list):
             for r, x in enumerate(values):
                 self.engine.write_remote(rb, x, entry, replica=r)
         else:
             self.engine.write_remote(rb, values, entry)
-
-    def _read_remote_variable(self, v) -> np.ndarray:
-        rb, entry = self._remote_vars[v]
-        return _replication.host_value(v, lambda r: self.engine.read_remote(rb, entry, replica=r),
-                                       self.engine.replicas)
 
     @_locked
     def get_tensor_data(self, tensor: Union[Variable, Constant]) -> np.ndarray:
@@ -222,38 +277,43 @@ class Session:
             return np.array(tensor._data, copy=True)
         if not isinstance(tensor, Variable):
             raise TypeError(
-                f"get_tensor_data takes a Variable or Constant, not {type(tensor).__name__} "
-                f"{getattr(tensor, 'id', '')!r}; stream intermediate tensors out with host_store"
+                f"{tensor} is not of type Constant or Variable. get_tensor_data is not supported for this "
+                f"type. (It reads variables and constants; stream intermediate tensors out with host_store.)"
             )
         self._check_ir(tensor)
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
         # all_replicas: one value per replica, whether the host copy came from the device or not
-        return _replication.retrieved(tensor, self._host_weights[tensor], self.replication_factor)
+        return _replication.retrieved(tensor, self._host_weights[tensor], self._ir.replication_factor)
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
+        tensors = list(tensors)
+        for t in tensors:  # as PopXL: check every argument before reading any
+            if not isinstance(t, (Variable, Constant)):
+                self.get_tensor_data(t)
         return {t: self.get_tensor_data(t) for t in tensors}
 
     @_locked
     def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
         if not isinstance(tensor, Variable):
-            raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
+            raise TypeError(f"Tensor {getattr(tensor, 'id', tensor)} is not of type Variable. write_variable_data "
+                            f"is not supported for this type. (Got a {type(tensor).__name__}.)")
         self._check_ir(tensor)
         import numbers
 
         if isinstance(data, numbers.Number):
             data = np.array(data).astype(tensor.dtype.as_numpy())
-        arr = np.asarray(data)
+        arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
-                f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
-                f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
+                f"The dtype of the input array {arr.dtype} must match the equivalent type of the tensor "
+                f"{tensor.id} : {tensor.dtype}. (Convert it with .astype({tensor.dtype.as_numpy().name!r}).)"
             )
-        if not _replication.accepts_host_shape(tensor, arr.shape, self.replication_factor):
+        if not _replication.accepts_host_shape(tensor, arr.shape, self._ir.replication_factor):
             raise ValueError(
-                f"write_variable_data: variable {tensor.id!r} takes host data of shape "
-                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self.replication_factor))}"
-                f", the data has shape {arr.shape}"
+                f"The shape of the input array {arr.shape} must match the shape of the tensor {tensor.id} : "
+                f"{tensor.shape}. (Variable {tensor.id!r} takes host data of shape "
+                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}.)"
             )
         arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
@@ -283,8 +343,8 @@ class Session:
         lead = []
         if self._ir.num_host_transfers > 1:
             lead.append(self._ir.num_host_transfers)
-        if self._ir.replication_factor > 1:
-            lead.append(self._ir.replication_factor)
+        if self._ir.instance_replication_factor > 1:  # this instance's replicas (PopDist)
+            lead.append(self._ir.instance_replication_factor)
         return tuple(lead)
 
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
@@ -293,7 +353,7 @@ class Session:
 
     def _to_engine_layout(self, arr: np.ndarray) -> np.ndarray:
         """(transfers, replicas, ...) as PopXL takes it -> (replicas, transfers, ...) for the engine."""
-        if self._ir.num_host_transfers > 1 and self._ir.replication_factor > 1:
+        if self._ir.num_host_transfers > 1 and self._ir.instance_replication_factor > 1:
             return np.ascontiguousarray(np.moveaxis(arr, 1, 0))
         return np.ascontiguousarray(arr)
 
@@ -308,27 +368,34 @@ class Session:
                                  f"key the inputs by this Ir's streams {[x.tensor_id for x in expected]}")
             if s not in expected:
                 raise ValueError(
-                    f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
-                    f"expected inputs are {[x.tensor_id for x in expected]}"
+                    f"Unexpected/Missing input.\n  Unexpected: {{{str(s)!r}}}\n  Missing: "
+                    f"{set(x.tensor_id for x in expected if x not in inputs) or set()}\n(Input stream "
+                    f"{s.tensor_id!r} is not used by this program: no host_load reads it. Expected inputs are "
+                    f"{[x.tensor_id for x in expected]}.)"
                 )
         missing = [s.tensor_id for s in expected if s not in inputs]
         if missing:
-            raise ValueError(f"missing inputs for streams {missing}; pass an array for each in `inputs`")
+            raise ValueError(f"Unexpected/Missing input.\n  Unexpected: set()\n  Missing: {set(missing)}\n"
+                             f"(Pass an array for each of the session's input streams in `inputs`.)")
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
-            arr = np.asarray(data)
+            try:  # NumPy arrays, sequences, torch tensors
+                arr = to_numpy(data, downcast=False, copy=False)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"input for stream {s.tensor_id!r}: {e}") from None
             want = lead + tuple(s.shape)
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):
                 arr = arr.reshape(want)  # dimensions of size 1 dropped or added, as PopXL accepts
             if arr.shape != want:
                 raise ValueError(
-                    f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
-                    f"({'leading dims (num_host_transfers, replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
-                    f"the stream shape {tuple(s.shape)})"
+                    f"Shape mismatch for input stream {s.tensor_id}:\nStream shape = {tuple(s.shape)}, therefore "
+                    f"expected full global batch shape {want}. Got array shape = {arr.shape}. (Input stream "
+                    f"{s.tensor_id!r}: {'the leading dims are (num_host_transfers, instance_replication_factor) = ' + str(lead) + '.' if lead else 'num_host_transfers and the replication factor are 1, so there are no leading dims.'})"
                 )
             npd = s.dtype.as_numpy()
+            arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
             if arr.dtype != npd:
                 can_down = downcast_inputs and arr.dtype.itemsize == 8 and np.dtype(npd).itemsize == 4 \
                     and arr.dtype.kind == np.dtype(npd).kind
@@ -345,8 +412,9 @@ class Session:
     def _require_attached(self, what: str, allow_exit: bool = False) -> None:
         if not self.is_attached and not allow_exit:
             raise ValueError(
-                f"Session.{what}: the session is not attached to a device. Use it inside "
-                f"`with session:` (which attaches and loads the weights)."
+                "Must be attached to device before calling a runtime function. Put the call inside a "
+                f"`Session` context, for example `with session: session.run()`. (Session.{what}: `with "
+                "session:` attaches and loads the weights.)"
             )
 
     def run_with_outputs(self, inputs=None, outputs=None, downcast_inputs: bool = True) -> None:
@@ -399,6 +467,14 @@ class Session:
             buf = np.zeros(shape, s.dtype.as_numpy())
             staging[s] = buf
             self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+        self._run_engine()
+        for s, buf in staging.items():
+            if s in outputs:
+                res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
+                outputs[s][...] = res
+
+    def _run_engine(self) -> int:
+        """Run the program once with the streams already connected; returns its cycles."""
         self.engine.log.limit = _profile_trace_limit(self)
         # From here the device may change. A run that fails part way (a remote buffer offset out of
         # range, an index check, a host callback raising) leaves the steps before the failing one
@@ -406,15 +482,36 @@ class Session:
         # error return what the device holds (docs/errors.md).
         self._device_is_newer = True
         t0 = time.perf_counter()
+        cycles = 0
         try:
-            self.total_cycles += self.engine.run()
+            cycles = self.engine.run()
+            self.total_cycles += cycles
+            if self._comm is not None:  # every instance ends the run: none took a path the others did not
+                self._comm.check_step(-self.engine.runs)
+        except ipu.ApplicationRuntimeError as e:
+            from popxl.errors import poplar_application_runtime_error
+            if isinstance(e, poplar_application_runtime_error):
+                raise
+            raise poplar_application_runtime_error(
+                f"The program stopped on the device: {' '.join(str(a) for a in e.args)}. ({type(e).__name__})") from e
         finally:
             self.run_seconds += time.perf_counter() - t0
         _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
-        for s, buf in staging.items():
-            if s in outputs:
-                res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
-                outputs[s][...] = res
+        return cycles
+
+    def run_streams(self, h2d: Mapping[HostToDeviceStream, np.ndarray],
+                    d2h: Mapping[DeviceToHostStream, np.ndarray]) -> int:
+        """Run once with host buffers given per stream in the engine's layout ([replicas,]
+        transfers, *shape), each stream moving as many transfers as its buffer holds: for
+        frontends (popart) whose streams do not all move num_host_transfers elements. Returns the
+        run's cycles."""
+        with self._lock:
+            self._require_attached("run")
+            for s, buf in h2d.items():
+                self.engine.connect_stream(self._lowered.h2d[s].name, buf)
+            for s, buf in d2h.items():
+                self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+            return self._run_engine()
 
     def run(self, inputs=None, downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:
         outputs = self.create_host_outputs()
@@ -423,3 +520,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<popxl.Session on simulated {self.target.name} ({self.device_desc})>"
+
+
+def _float8_bytes(arr: np.ndarray, dtype, what: str) -> np.ndarray:
+    """float8 host data is the encoded bytes: the format's structured dtype, or plain uint8 (taken as
+    that format's codes). Float data must be encoded first (its scale is the user's choice)."""
+    if dtype not in dtypes.FLOAT8_DTYPES or arr.dtype == dtype.as_numpy():
+        return arr
+    if arr.dtype == np.uint8:
+        return arr.view(dtype.as_numpy())
+    raise TypeError(f"{what}: {dtype.name} data must be the encoded bytes ({dtype.as_numpy()} or uint8), got "
+                    f"{arr.dtype}; encode it with popxl.fp8_utils.host_pow2scale_cast_to_fp8(data, "
+                    f"popxl.{dtype.name}, log2_scale).")

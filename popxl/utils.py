@@ -8,7 +8,19 @@ from popxl import dtypes
 if TYPE_CHECKING:
     from popxl.tensor import HostScalarTensor
 
-__all__ = ["to_numpy", "table_to_string", "host_pow2scale_then_cast", "host_cast_then_pow2scale"]
+__all__ = ["to_numpy", "table_to_string", "host_pow2scale_then_cast", "host_cast_then_pow2scale",
+           "host_pow2scale_cast_to_fp8", "host_pow2scale_cast_from_fp8", "np_dtype_float8_143",
+           "np_dtype_float8_152"]
+
+np_dtype_float8_143 = dtypes.np_dtype_float8_143
+np_dtype_float8_152 = dtypes.np_dtype_float8_152
+
+
+def __getattr__(name):  # popxl.utils.host_pow2scale_cast_to_fp8 / _from_fp8, as PopXL's tests import them
+    if name in ("host_pow2scale_cast_to_fp8", "host_pow2scale_cast_from_fp8"):
+        from popxl import fp8_utils
+        return getattr(fp8_utils, name)
+    raise AttributeError(f"module 'popxl.utils' has no attribute {name!r}")
 
 
 def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, downcast: bool = True,
@@ -25,7 +37,12 @@ def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, down
     if dtype is not None:
         dtype = dtypes.dtype.as_dtype(dtype)
     if dtype in dtypes.FLOAT8_DTYPES:
-        raise NotImplementedError(f"popxl.{dtype.name} host data: float8 arrives later.")
+        return _float8_to_numpy(x, dtype, copy, log2_scale, nan_on_overflow)
+    if isinstance(x, np.ndarray) and x.dtype in (dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152):
+        if dtype is None and log2_scale is None and nan_on_overflow is None:
+            return np.array(x, order="C", copy=True if copy else None)  # already encoded float8
+        raise TypeError(f"The data is float8 ({x.dtype.names[0]}) but dtype={dtype}: decode it first with "
+                        "popxl.fp8_utils.host_pow2scale_cast_from_fp8.")
     if log2_scale is not None:
         raise RuntimeError("`log2_scale` is only supported for the float8 dtypes "
                            "popxl.float8_143 and popxl.float8_152.")
@@ -38,17 +55,47 @@ def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, down
     if isinstance(x, Tensor):
         raise TypeError(f"Expected host data (NumPy array, scalar or sequence), got the popxl tensor {x}.")
 
+    from popxl._casts import checked_downcast
+
     if dtype is not None:
-        arr = np.array(x, dtype=dtype.as_numpy(), order="C", copy=True if copy else None)
+        src = np.asarray(x)
+        target = np.dtype(dtype.as_numpy())
+        if src.dtype != target and src.dtype.kind == target.kind and src.dtype.kind in "iu" \
+                and src.dtype.itemsize > target.itemsize:
+            # an integer narrowing the user asked for: allowed, but a value that does not fit is refused
+            # rather than wrapped (floats narrow as IEEE does: out of range is inf)
+            arr = np.array(checked_downcast(src, target, f"host data converted to {dtype.name}"), order="C")
+        else:
+            arr = np.array(x, dtype=target, order="C", copy=True if copy else None)
     else:
         arr = np.array(x, order="C", copy=True if copy else None)
         if downcast and arr.dtype in dtypes.downcast_np_dtypes:
-            arr = arr.astype(dtypes.downcast_np_dtypes[arr.dtype], order="C")
+            narrow = dtypes.downcast_np_dtypes[arr.dtype]
+            arr = np.array(checked_downcast(arr, narrow, f"64-bit host data downcast to {narrow}"), order="C")
     if arr.dtype == object:
         raise TypeError(f"Cannot convert value of type {type(x)} to a numeric array: {x!r}")
     if not arr.flags.c_contiguous:
         arr = np.array(arr, order="C")
     return arr
+
+
+def _float8_to_numpy(x, dtype: "dtypes.dtype", copy: bool, log2_scale, nan_on_overflow) -> np.ndarray:
+    """float8 host data: already encoded bytes of this format are kept, anything else is converted
+    with host_pow2scale_cast_to_fp8 (default scale 0, NaN on overflow)."""
+    from popxl.fp8_utils import host_pow2scale_cast_to_fp8
+
+    if hasattr(x, "detach") and hasattr(x, "numpy") and not isinstance(x, np.ndarray):
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.dtype == dtype.as_numpy():
+        if log2_scale not in (None, 0):
+            raise RuntimeError(f"The data is already {dtype.name}: log2_scale={log2_scale} cannot be applied to it.")
+        return np.array(arr, order="C", copy=True if copy else None)
+    if arr.dtype in (dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152):
+        raise TypeError(f"The data is {arr.dtype.names[0]} but dtype is {dtype.name}: decode it with "
+                        "popxl.fp8_utils.host_pow2scale_cast_from_fp8 first.")
+    return host_pow2scale_cast_to_fp8(arr, dtype, 0 if log2_scale is None else log2_scale,
+                                      True if nan_on_overflow is None else nan_on_overflow)
 
 
 def table_to_string(rows: Sequence[Sequence], delimiter: str = " | ", header: bool = True) -> str:
@@ -70,10 +117,14 @@ def table_to_string(rows: Sequence[Sequence], delimiter: str = " | ", header: bo
 
 def host_pow2scale_then_cast(src: np.ndarray, dtype: "dtypes.dtype" = None, log2_scale: int = 0,
                              nan_on_overflow: bool = True):
-    """``cast(src * 2 ** log2_scale, dtype)`` on the host, for float8 data."""
-    raise NotImplementedError("popxl.utils.host_pow2scale_then_cast: float8 arrives later.")
+    """``cast(src * 2 ** log2_scale, dtype)`` on the host, for float8 data (the 3.1 name of
+    ``popxl.fp8_utils.host_pow2scale_cast_to_fp8``)."""
+    from popxl.fp8_utils import host_pow2scale_cast_to_fp8
+    return host_pow2scale_cast_to_fp8(src, dtype, log2_scale, nan_on_overflow)
 
 
 def host_cast_then_pow2scale(src: np.ndarray, dtype: "dtypes.dtype" = None, log2_scale: int = 0):
-    """``cast(src, dtype) * 2 ** log2_scale`` on the host, for float8 data."""
-    raise NotImplementedError("popxl.utils.host_cast_then_pow2scale: float8 arrives later.")
+    """``cast(src, dtype) * 2 ** log2_scale`` on the host, for float8 data (the 3.1 name of
+    ``popxl.fp8_utils.host_pow2scale_cast_from_fp8``)."""
+    from popxl.fp8_utils import host_pow2scale_cast_from_fp8
+    return host_pow2scale_cast_from_fp8(src, dtype, log2_scale)

@@ -1,7 +1,9 @@
-"""Reading the profile document: files, the run-length and trace encodings (docs/profile-format.md).
+"""The profile format, in one place: schema and versions, step classes, the run-length and trace
+encodings (both directions), reading and writing files (docs/profile-format.md).
 
-This mirrors the decoders of ipu/profile.py so that reading a profile never imports the simulator
-(and its Numba start-up cost).
+`document.py` builds documents with these encoders; the reports, the HTML page and the API read
+them with these decoders. Nothing here imports the simulator (reading a profile never pays
+Numba's start-up).
 """
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ import numpy as np
 
 from .schema import SCHEMA, SUPPORTED_VERSIONS, ProfileError, validate
 
+VERSION = SUPPORTED_VERSIONS[-1]  # the major version written: readers refuse another one
+MINOR_VERSION = 1  # fields added within the major version (1: the `code` section, the `streaming` class)
+
+# Step kinds and the class each one counts towards in the compute / exchange / sync split (the
+# HTML page gets this table with its data).
 KIND_CLASS = {
     "compute": "compute",
     "exchange": "exchange",
@@ -29,7 +36,8 @@ CLASSES = ("compute", "exchange", "sync", "host", "streaming", "control")
 CLASS_LABELS = {"streaming": "streaming memory"}
 STREAMING_KINDS = ("remote_load", "remote_store", "code_load")
 
-_PROFILE_RE = re.compile(r"^profile(-\d+)?\.json(\.gz)?$")
+# profile.json, profile-1.json, ... (sessions of a process); .instance<k> for PopDist instance k
+_PROFILE_RE = re.compile(r"^profile(-\d+)?(\.instance\d+)?\.json(\.gz)?$")
 
 
 def find_profiles(path) -> list[str]:
@@ -41,7 +49,8 @@ def find_profiles(path) -> list[str]:
 
         def key(n):
             m = re.match(r"^profile-(\d+)", n)
-            return int(m.group(1)) if m else 0
+            i = re.search(r"\.instance(\d+)\.", n)
+            return (int(m.group(1)) if m else 0, int(i.group(1)) if i else -1)
 
         names.sort(key=key)
         if not names:
@@ -87,21 +96,79 @@ def check(doc, where: str = "profile") -> None:
     validate(doc, where)
 
 
+def write_document(doc: dict, path) -> str:
+    """Write a profile document atomically (a reader never sees half a file)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
+    os.replace(tmp, path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------
+# encodings
+
+
+def rle(a) -> list:
+    """Run-length encode a 1-D integer array as [value, count, value, count, ...]."""
+    a = np.asarray(a).reshape(-1)
+    if a.size == 0:
+        return []
+    brk = np.flatnonzero(a[1:] != a[:-1]) + 1
+    starts = np.concatenate(([0], brk))
+    counts = np.diff(np.append(starts, a.size))
+    out = np.empty(2 * starts.size, np.int64)
+    out[0::2] = a[starts]
+    out[1::2] = counts
+    return out.tolist()
+
+
 def unrle(runs) -> np.ndarray:
-    if not runs:
+    """Inverse of `rle`."""
+    if runs is None or not len(runs):
         return np.zeros(0, np.int64)
     r = np.asarray(runs, np.int64).reshape(-1, 2)
     return np.repeat(r[:, 0], r[:, 1])
 
 
-def step_cycles(doc) -> np.ndarray:
-    return np.asarray([s["cycles"] for s in doc["steps"]], np.int64)
+def encode_trace(step_ids, start_cycles, step_cycles) -> dict:
+    """Compact form of an execution trace (`execution.trace`, encoding runs-v1): runs of
+    consecutive step ids as [first_step, count, repeat] triples, plus the few start cycles that
+    do not follow from the previous entry's start and its step's cycles."""
+    ids = np.asarray(step_ids, np.int64)
+    starts = np.asarray(start_cycles, np.int64)
+    n = int(ids.size)
+    if n == 0:
+        return {"encoding": "runs-v1", "length": 0, "runs": [], "first_start": 0, "start_exceptions": []}
+    brk = np.ones(n, bool)
+    brk[1:] = ids[1:] != ids[:-1] + 1
+    seg_at = np.flatnonzero(brk)
+    seg_first = ids[seg_at]
+    seg_len = np.diff(np.append(seg_at, n))
+    same = np.zeros(seg_at.size, bool)
+    same[1:] = (seg_first[1:] == seg_first[:-1]) & (seg_len[1:] == seg_len[:-1])
+    grp_at = np.flatnonzero(~same)
+    grp_rep = np.diff(np.append(grp_at, seg_at.size))
+    triples = np.empty((grp_at.size, 3), np.int64)
+    triples[:, 0] = seg_first[grp_at]
+    triples[:, 1] = seg_len[grp_at]
+    triples[:, 2] = grp_rep
+    cyc = np.asarray(step_cycles, np.int64)[ids]
+    expected = starts[:-1] + cyc[:-1]
+    exc = np.flatnonzero(starts[1:] != expected) + 1
+    exceptions = np.stack([exc, starts[exc]], axis=1) if exc.size else np.zeros((0, 2), np.int64)
+    return {
+        "encoding": "runs-v1",
+        "length": n,
+        "runs": triples.reshape(-1).tolist(),
+        "first_start": int(starts[0]),
+        "start_exceptions": exceptions.reshape(-1).tolist(),
+    }
 
 
-def decode_trace(doc) -> tuple[np.ndarray, np.ndarray]:
-    """(step ids, start cycles) of every executed step kept in the trace."""
-    ex = doc.get("execution") or {}
-    trace = ex.get("trace")
+def decode_runs(trace: dict | None, step_cycles) -> tuple[np.ndarray, np.ndarray]:
+    """(step ids, start cycles) of an encoded trace (`encode_trace`'s inverse)."""
     if not trace or not trace.get("length"):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if trace.get("encoding") != "runs-v1":
@@ -110,7 +177,7 @@ def decode_trace(doc) -> tuple[np.ndarray, np.ndarray]:
     t = np.asarray(trace["runs"], np.int64).reshape(-1, 3)
     parts = [np.tile(np.arange(f, f + c, dtype=np.int64), r) for f, c, r in t]
     ids = np.concatenate(parts)[:n] if parts else np.zeros(0, np.int64)
-    delta = step_cycles(doc)[ids]
+    delta = np.asarray(step_cycles, np.int64)[ids]
     cs = np.concatenate(([0], np.cumsum(delta)))
     exc = np.asarray(trace.get("start_exceptions", []), np.int64).reshape(-1, 2)
     anchor_idx = np.concatenate(([0], exc[:, 0]))
@@ -118,6 +185,15 @@ def decode_trace(doc) -> tuple[np.ndarray, np.ndarray]:
     k = np.searchsorted(anchor_idx, np.arange(n), side="right") - 1
     starts = anchor_val[k] + cs[:n] - cs[anchor_idx[k]]
     return ids, starts
+
+
+def step_cycles(doc) -> np.ndarray:
+    return np.asarray([s["cycles"] for s in doc["steps"]], np.int64)
+
+
+def decode_trace(doc) -> tuple[np.ndarray, np.ndarray]:
+    """(step ids, start cycles) of every executed step kept in a document's trace."""
+    return decode_runs((doc.get("execution") or {}).get("trace"), step_cycles(doc))
 
 
 def tile_cycles(doc, step: dict, num_tiles: int | None = None) -> np.ndarray | None:

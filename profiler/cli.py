@@ -98,15 +98,24 @@ def _outputs(docs: list[dict], args, console, err) -> None:
                 tr = write_trace(doc, args.trace, tiles, progress=prog if big else None)
                 err.print(f"[green]trace[/] {args.trace} ({len(tr['traceEvents']):,} events; open it in "
                           f"https://ui.perfetto.dev or chrome://tracing)")
+    from .instances import instance_docs, instances_summary, render_instances
+
     if args.json:
         sums = [analysis.summary(d) for d in docs]
-        print(json.dumps(sums[0] if len(sums) == 1 else sums, indent=2))
+        out = sums[0] if len(sums) == 1 else sums
+        if instance_docs(docs):  # a PopDist run: the instances side by side too
+            out = {"instances": instances_summary(docs), "profiles": sums}
+        print(json.dumps(out, indent=2))
     else:
         from .report import render
 
-        for d in docs:
+        inst = instance_docs(docs)
+        shown = [d for d in docs if d not in inst] + inst[:1]  # one instance in full, all side by side
+        for d in shown:
             render(d, console, top=args.top)
-        if len(docs) > 1:
+        if render_instances(docs, console) and len(inst) > 1:
+            console.print(f"[dim]instances 1.. in full: ipu-profile report {inst[1].get('_file')} (and so on)[/]")
+        elif len(docs) > 1:
             console.print(f"[dim]{len(docs)} profiles (one per session)[/]")
 
 

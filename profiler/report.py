@@ -162,6 +162,7 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
                    ", ".join(f"{n} {fmt_bytes(b)}" for n, b in r.get("largest", [])[:2]))
     con.print()
     con.print(wt)
+    _render_dtypes(doc, con)
 
     tot = tile_total(doc)
     hist = analysis.histogram(tot, cap)
@@ -373,3 +374,19 @@ def render_compare(cmp: dict, console: Console | None = None, top: int = 15) -> 
         con.print(ot)
     else:
         con.print("[dim]no op changed its executed cycles[/]")
+
+
+def _render_dtypes(doc, con) -> None:
+    """Tensor bytes by element type: total, the most on one tile, the tiles holding some."""
+    dts = doc["memory"].get("dtypes")
+    if not dts:
+        return
+    t = Table(title="Tensor memory by element type", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    t.add_column("dtype")
+    t.add_column("bytes", justify="right")
+    t.add_column("max on a tile", justify="right")
+    t.add_column("tiles", justify="right")
+    for name, d in dts.items():
+        t.add_row(name, fmt_bytes(d["total"]), fmt_bytes(d["max_tile"]), f"{d['tiles_holding']:,}")
+    con.print()
+    con.print(t)

@@ -6,6 +6,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+# The built-in codelets register when the layer above ipu/ imports them (popxl does); tests that
+# write tile-level programs directly against ipu/ use them by name.
+import codelets  # noqa: E402,F401
+
 # Shared test helpers (run_popxl) import as plain modules from any test directory.
 HELPERS = os.path.join(ROOT, "tests", "lowering")
 if HELPERS not in sys.path:

@@ -2,6 +2,8 @@
 
 One rule per op type lives in `popxl/lowering/rules/`, registered with `lowering_rule`.
 """
+import codelets  # noqa: F401  (registers the built-in vertex types the rules name)
+
 from .context import LoweredIr, Lowering
 from .registry import LOWERING_RULES, lowering_rule
 

@@ -45,7 +45,8 @@ def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=N
 
 
 # vertex fields that take a single element and apply it to every output element
-SCALAR_BROADCAST_FIELDS = {("BinaryOp", "a"), ("BinaryOp", "b")}
+SCALAR_BROADCAST_FIELDS = {("BinaryOp", "a"), ("BinaryOp", "b"), ("Pow2ScaleThenCast", "log2_scale"),
+                           ("CastThenPow2Scale", "log2_scale")}
 # a broadcast input is handed to vertices one element each when its value holds for at least
 # this many consecutive output elements (below it, the per-vertex overhead costs more than
 # copying it into the output's layout)
@@ -144,7 +145,12 @@ def binary(ctx, name: str, a: ipu.Tensor, b: ipu.Tensor, shape=None, et=None, su
 
 
 def scalar_constant(ctx, value, et: ipu.ElementType, name="scalar") -> ipu.Variable:
-    c = ctx.g.add_constant(ctx.name(name), np.array(value, dtype=et.numpy), et)
+    if et.is_float8:  # the encoded byte (unscaled)
+        from codelets.float8 import host_encode
+        data = host_encode(np.array(value, np.float64), et.name).view(et.numpy)
+    else:
+        data = np.array(value, dtype=et.numpy)
+    c = ctx.g.add_constant(ctx.name(name), data, et)
     ctx.tiles.map(ctx.g, c)
     return c
 

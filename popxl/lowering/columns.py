@@ -23,11 +23,7 @@ from .mapping import MIN_BYTES_PER_TILE
 
 def _next_tile(ctx, used: int) -> int:
     """Successive small layouts start on successive tiles (shared with the mapping policy)."""
-    alloc = ctx.tiles
-    start = getattr(alloc, "_next_small", 0) % ctx.target.num_tiles
-    if hasattr(alloc, "_next_small"):
-        alloc._next_small = start + max(used, 1)
-    return start
+    return ctx.tiles.take_small_tiles(used)
 
 
 class ColumnPlan:

@@ -66,6 +66,8 @@ class Lowering:
     # -- entry point ---------------------------------------------------------------------------
     def lower(self) -> LoweredIr:
         main = self.ir.main_graph
+        from .rules.matmul import precheck_matmuls
+        precheck_matmuls(self, main)  # a matmul that cannot fit is refused before any tensor is mapped
         for v in main.variables:
             if getattr(v, "_rts_shard", None) is not None:  # replica-sharded: its shard op holds it (rules/collectives.py)
                 continue

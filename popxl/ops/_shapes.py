@@ -93,18 +93,46 @@ def check_same_dtype(op: str, *ts: Tensor) -> dtypes.dtype:
     return dt
 
 
+def float8_unsupported(op: str, t: Tensor) -> TypeError:
+    return TypeError(
+        f"{op} does not take float8 tensors ({t.id} is {t.dtype.name}): float8 data only goes into "
+        "ops.matmul_pow2scaled, ops.conv_pow2scaled, ops.conv_transpose_pow2scaled and "
+        "ops.pow2scale_cast_from_fp8; convert it with ops.pow2scale_cast_from_fp8 first.")
+
+
 def check_float(op: str, t: Tensor) -> None:
     if not t.dtype.is_floating_point:
         raise TypeError(f"{op} needs a floating point input, got {t.id} of dtype {t.dtype.name}.")
     if t.dtype in dtypes.FLOAT8_DTYPES:
-        raise NotImplementedError(f"{op} on {t.dtype.name}: float8 arrives later.")
+        raise float8_unsupported(op, t)
 
 
 def check_numeric(op: str, t: Tensor) -> None:
     if t.dtype == dtypes.bool:
         raise TypeError(f"{op} needs a numeric input, got the bool tensor {t.id}.")
     if t.dtype in dtypes.FLOAT8_DTYPES:
-        raise NotImplementedError(f"{op} on {t.dtype.name}: float8 arrives later.")
+        raise float8_unsupported(op, t)
+
+
+def check_float8(op: str, t: Tensor, what: str = "input") -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: the {what} must be a Tensor, got {type(t).__name__}: {t!r}.")
+    if t.dtype not in dtypes.FLOAT8_DTYPES:
+        raise TypeError(f"{op}: the {what} {t.id} must be popxl.float8_143 or popxl.float8_152, not "
+                        f"{t.dtype.name}. Convert float16/float32 data with ops.pow2scale_cast_to_fp8.")
+
+
+def check_log2_scale(op: str, log2_scale: Tensor) -> None:
+    """A log2 scale is a scalar int32 tensor (ValueError for another shape, TypeError otherwise)."""
+    if not isinstance(log2_scale, Tensor):
+        raise TypeError(f"{op}: log2_scale must be a scalar popxl.int32 Tensor, got {type(log2_scale).__name__}: "
+                        f"{log2_scale!r}. Use popxl.constant(s, popxl.int32) or a variable.")
+    if log2_scale.rank > 0:
+        raise ValueError(f"{op}: log2_scale must be a scalar tensor, got {log2_scale.id} of shape "
+                         f"{log2_scale.shape}.")
+    if log2_scale.dtype != dtypes.int32:
+        raise TypeError(f"{op}: log2_scale must be of type popxl.int32, got {log2_scale.id} of dtype "
+                        f"{log2_scale.dtype.name}.")
 
 
 def check_int(op: str, t: Tensor, what: str = "indices") -> None:

@@ -6,7 +6,9 @@ from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
 from ._op_builder import single
-from ._shapes import check_float, check_same_dtype, int_tuple, window_output_shape
+from popxl import dtypes
+
+from ._shapes import check_float, check_float8, check_log2_scale, check_same_dtype, int_tuple, window_output_shape
 
 __all__ = ["conv", "conv_transpose", "conv_pow2scaled", "conv_transpose_pow2scaled", "multi_conv_options",
            "average_pool", "max_pool", "receptive_attributes", "interpolate", "roi_align", "PadType"]
@@ -23,12 +25,17 @@ def _spatial_args(op: str, t: Tensor, n: int, stride, padding, dilation):
     return strides, pads, dilations
 
 
-def _conv_inputs(op: str, t: Tensor, weight: Tensor) -> int:
+def _conv_inputs(op: str, t: Tensor, weight: Tensor, log2_scale=None) -> int:
     for name, x in (("t", t), ("weight", weight)):
         if not isinstance(x, Tensor):
             raise TypeError(f"{op}: `{name}` must be a Tensor, got {type(x).__name__}.")
-    check_float(op, t)
-    check_same_dtype(op, t, weight)
+    if op.endswith("_pow2scaled"):  # float8 operands (the formats may differ) and a scalar int32 scale
+        check_float8(op, t, "t")
+        check_float8(op, weight, "weight")
+        check_log2_scale(op, log2_scale)
+    else:
+        check_float(op, t)
+        check_same_dtype(op, t, weight)
     if t.rank < 3 or weight.rank != t.rank:
         raise ValueError(f"{op}: t must be (N, C, *spatial) and weight of the same rank; got {t.shape} "
                          f"and {weight.shape}.")
@@ -44,8 +51,14 @@ def conv(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1, 1), paddi
 
     ``padding`` lists the begin pads of each spatial axis, then the end pads.
     """
-    n = _conv_inputs("conv", t, weight)
-    strides, pads, dilations = _spatial_args("conv", t, n, stride, padding, dilation)
+    return _conv("conv", t, weight, None, stride, padding, dilation, groups, pad_type,
+                 available_memory_proportions, partials_types, enable_conv_dithering)
+
+
+def _conv(op, t, weight, log2_scale, stride, padding, dilation, groups, pad_type, available_memory_proportions,
+          partials_types, enable_conv_dithering):
+    n = _conv_inputs(op, t, weight, log2_scale)
+    strides, pads, dilations = _spatial_args(op, t, n, stride, padding, dilation)
     groups = int(groups or 1)
     if groups < 1 or t.shape[1] % groups or weight.shape[0] % groups:
         raise ValueError(f"conv: groups={groups} must divide the input channels {t.shape[1]} and the output "
@@ -59,8 +72,14 @@ def conv(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1, 1), paddi
     attrs = {"strides": strides, "pads": pads, "dilations": dilations, "groups": groups,
              "pad_type": pad_type or "not_set", "available_memory_proportions": available_memory_proportions,
              "partials_types": partials_types, "enable_conv_dithering": enable_conv_dithering}
-    return single("conv", [t, weight], (t.shape[0], weight.shape[0]) + spatial, t.dtype, attrs,
-                  input_names=["t", "weight"])
+    return _record(op, t, weight, log2_scale, (t.shape[0], weight.shape[0]) + spatial, attrs)
+
+
+def _record(op, t, weight, log2_scale, shape, attrs):
+    if log2_scale is None:
+        return single(op, [t, weight], shape, t.dtype, attrs, input_names=["t", "weight"])
+    return single(op, [t, weight, log2_scale], shape, dtypes.float16, attrs,
+                  input_names=["t", "weight", "log2_scale"])
 
 
 @op_debug_context
@@ -71,8 +90,15 @@ def conv_transpose(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1,
                    available_memory_proportions: Optional[List[float]] = None,
                    partials_types: Optional[List[str]] = None, enable_conv_dithering: Optional[List[int]] = None):
     """Transposed convolution of ``t`` (N, C, *spatial) with ``weight`` (C, M / groups, *kernel)."""
-    n = _conv_inputs("conv_transpose", t, weight)
-    strides, pads, dilations = _spatial_args("conv_transpose", t, n, stride, padding, dilation)
+    return _conv_transpose("conv_transpose", t, weight, None, stride, padding, dilation, groups, pad_type,
+                           output_padding, output_shape, available_memory_proportions, partials_types,
+                           enable_conv_dithering)
+
+
+def _conv_transpose(op, t, weight, log2_scale, stride, padding, dilation, groups, pad_type, output_padding,
+                    output_shape, available_memory_proportions, partials_types, enable_conv_dithering):
+    n = _conv_inputs(op, t, weight, log2_scale)
+    strides, pads, dilations = _spatial_args(op, t, n, stride, padding, dilation)
     groups = int(groups or 1)
     if weight.shape[0] != t.shape[1] or t.shape[1] % groups:
         raise ValueError(f"conv_transpose: weight {weight.shape} must have {t.shape[1]} input channels "
@@ -90,18 +116,36 @@ def conv_transpose(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1,
              "pad_type": pad_type or "not_set", "output_padding": out_pads, "output_shape": spatial,
              "available_memory_proportions": available_memory_proportions, "partials_types": partials_types,
              "enable_conv_dithering": enable_conv_dithering}
-    return single("conv_transpose", [t, weight], (t.shape[0], weight.shape[1] * groups) + spatial, t.dtype, attrs,
-                  input_names=["t", "weight"])
+    return _record(op, t, weight, log2_scale, (t.shape[0], weight.shape[1] * groups) + spatial, attrs)
 
 
-def conv_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, *args, **kwargs) -> Tensor:
-    """float8 convolution scaled by ``2 ** log2_scale``."""
-    raise NotImplementedError("ops.conv_pow2scaled: float8 arrives later.")
+@op_debug_context
+def conv_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, stride: Optional[Tuple[int]] = (1, 1),
+                    padding: Optional[Tuple[int]] = (0, 0, 0, 0), dilation: Optional[Tuple[int]] = (1, 1),
+                    groups: Optional[int] = 1, pad_type: Optional[PadType] = "not_set",
+                    available_memory_proportions: Optional[List[float]] = None,
+                    enable_conv_dithering: Optional[List[int]] = None) -> Tensor:
+    """``conv(t, weight) * 2 ** log2_scale`` of float8 ``t`` and ``weight``, a float16 result.
+
+    Arguments as :func:`conv`; ``log2_scale`` is a scalar int32 tensor, in [-32, 32) when the
+    program runs. Raises TypeError for operands that are not float8 or a scale that is not int32,
+    ValueError for a scale that is not a scalar."""
+    return _conv("conv_pow2scaled", t, weight, log2_scale, stride, padding, dilation, groups, pad_type,
+                 available_memory_proportions, None, enable_conv_dithering)
 
 
-def conv_transpose_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, *args, **kwargs):
-    """float8 transposed convolution scaled by ``2 ** log2_scale``."""
-    raise NotImplementedError("ops.conv_transpose_pow2scaled: float8 arrives later.")
+@op_debug_context
+def conv_transpose_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, stride: Optional[Tuple[int]] = (1, 1),
+                              padding: Optional[Tuple[int]] = (0, 0, 0, 0), dilation: Optional[Tuple[int]] = (1, 1),
+                              groups: Optional[int] = 1, pad_type: Optional[PadType] = "not_set",
+                              output_padding: Optional[Tuple[int]] = (), output_shape: Optional[Tuple[int]] = (),
+                              available_memory_proportions: Optional[List[float]] = None,
+                              enable_conv_dithering: Optional[List[int]] = None) -> Tensor:
+    """``conv_transpose(t, weight) * 2 ** log2_scale`` of float8 tensors, a float16 result
+    (arguments as :func:`conv_transpose`, the scale as :func:`conv_pow2scaled`)."""
+    return _conv_transpose("conv_transpose_pow2scaled", t, weight, log2_scale, stride, padding, dilation, groups,
+                           pad_type, output_padding, output_shape, available_memory_proportions, None,
+                           enable_conv_dithering)
 
 
 def multi_conv_options(sess_opts, attr_param, available_memory_proportions, partials_types, enable_conv_dithering):
@@ -193,3 +237,10 @@ def roi_align(t: Tensor, rois: Tensor, batch_index: Tensor, output_size: Tuple[i
     return single("roi_align", [t, rois, batch_index], (rois.shape[0], t.shape[1]) + out, t.dtype,
                   {"output_size": out, "spatial_scale": float(spatial_scale), "sampling_ratio": int(sampling_ratio)},
                   input_names=["t", "rois", "batch_index"])
+
+
+def _roi_align_grad(dy: Tensor, rois: Tensor, batch_index: Tensor, x_shape: Tuple[int, ...], attrs: dict) -> Tensor:
+    """The gradient of roi_align with respect to its image (what autodiff records; PopART's
+    RoiAlignGradOp): each region's bin gradients spread back over the pixels its samples read."""
+    return single("roi_align_grad", [dy, rois, batch_index], tuple(x_shape), dy.dtype, dict(attrs),
+                  input_names=["dy", "rois", "batch_index"])

@@ -6,7 +6,7 @@ from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
 from ._op_builder import single
-from ._shapes import check_float, check_same_dtype, coerce_operands, matmul_shape
+from ._shapes import check_float, check_float8, check_log2_scale, check_same_dtype, coerce_operands, matmul_shape
 
 __all__ = ["matmul", "matmul_pow2scaled"]
 
@@ -36,5 +36,21 @@ def matmul(lhs: Tensor, rhs: Tensor, available_memory_proportion: Optional[float
 @op_debug_context
 def matmul_pow2scaled(lhs: Tensor, rhs: Tensor, log2_scale: Tensor,
                       available_memory_proportion: Optional[float] = None) -> Tensor:
-    """float8 matmul scaled by ``2 ** log2_scale``."""
-    raise NotImplementedError("ops.matmul_pow2scaled: float8 arrives later.")
+    """``matmul(lhs, rhs) * 2 ** log2_scale`` of two float8 tensors, a float16 result.
+
+    Args:
+        lhs, rhs: float8_143 or float8_152 tensors (the formats may differ), NumPy matmul shapes.
+        log2_scale: a scalar int32 tensor, in [-32, 32) when the program runs.
+    Raises:
+        TypeError: if an operand is not float8 or log2_scale is not int32.
+        ValueError: if log2_scale is not a scalar, or the shapes do not multiply.
+    """
+    op = "matmul_pow2scaled"
+    check_float8(op, lhs, "lhs")
+    check_float8(op, rhs, "rhs")
+    check_log2_scale(op, log2_scale)
+    shape = matmul_shape(lhs.shape, rhs.shape)
+    attrs = {"available_memory_proportion": available_memory_proportion, "output_type": dtypes.float16,
+             "partials_type": dtypes.float16}
+    return single(op, [lhs, rhs, log2_scale], shape, dtypes.float16, attrs,
+                  input_names=["lhs", "rhs", "log2_scale"])

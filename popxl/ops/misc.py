@@ -9,6 +9,7 @@ from popxl.context import get_current_context, op_debug_context
 from popxl.tensor import Tensor
 
 from ._op_builder import single
+from ._shapes import check_float8, check_log2_scale
 
 __all__ = ["cast", "pow2scale_cast_to_fp8", "pow2scale_cast_from_fp8", "pow2scale_then_cast", "cast_then_pow2scale",
            "identity", "detach", "detach_", "init", "print_tensor", "histogram", "check_increment", "io_tile_copy",
@@ -23,28 +24,72 @@ def _tensor(op: str, t) -> Tensor:
 
 @op_debug_context
 def cast(t: Tensor, data_type: dtypes.dtype) -> Tensor:
-    """``t`` converted to ``data_type``."""
+    """``t`` converted to ``data_type``. float8 goes through the scaled casts instead."""
     _tensor("cast", t)
     data_type = dtypes.dtype.as_dtype(data_type)
-    if data_type in dtypes.FLOAT8_DTYPES or t.dtype in dtypes.FLOAT8_DTYPES:
-        raise NotImplementedError("ops.cast to or from float8: float8 arrives later.")
+    if data_type in dtypes.FLOAT8_DTYPES:
+        raise TypeError(f"ops.cast cannot cast to {data_type.name}: use ops.pow2scale_cast_to_fp8(t, log2_scale, "
+                        f"popxl.{data_type.name}), which takes the power-of-two scale float8 casts need.")
+    if t.dtype in dtypes.FLOAT8_DTYPES:
+        raise TypeError(f"ops.cast cannot cast from {t.dtype.name}: use ops.pow2scale_cast_from_fp8(t, log2_scale, "
+                        f"{data_type.name}).")
     return single("cast", [t], t.shape, data_type, {"dtype": data_type})
 
 
+@op_debug_context
 def pow2scale_cast_to_fp8(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
-    raise NotImplementedError("ops.pow2scale_cast_to_fp8: float8 arrives later.")
+    """``cast(t * 2 ** log2_scale, data_type)``: float16/float32 to float8 on the device.
+
+    Args:
+        t: a float16 or float32 tensor.
+        log2_scale: a scalar int32 tensor; its value must be in [-32, 32) when the program runs
+            (checked when the session option ``throwIfLog2ScaleTensorNotInRange`` is set).
+        data_type: ``popxl.float8_143`` or ``popxl.float8_152``.
+    Rounds to nearest even; values beyond the format's range become NaN.
+    Raises:
+        TypeError: for another input or output dtype, or a log2_scale that is not int32.
+        ValueError: if log2_scale is not a scalar.
+    """
+    op = "pow2scale_cast_to_fp8"
+    _tensor(op, t)
+    data_type = dtypes.dtype.as_dtype(data_type)
+    if data_type not in dtypes.FLOAT8_DTYPES:
+        raise TypeError(f"{op}: data_type must be popxl.float8_143 or popxl.float8_152, not {data_type.name}.")
+    if t.dtype not in (dtypes.float16, dtypes.float32):
+        raise TypeError(f"{op}: the input must be float16 or float32, got {t.id} of dtype {t.dtype.name}.")
+    check_log2_scale(op, log2_scale)
+    return single("pow2scale_then_cast", [t, log2_scale], t.shape, data_type, {"dtype": data_type},
+                  input_names=["t", "log2_scale"])
 
 
-def pow2scale_cast_from_fp8(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
-    raise NotImplementedError("ops.pow2scale_cast_from_fp8: float8 arrives later.")
+@op_debug_context
+def pow2scale_cast_from_fp8(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype = dtypes.float16) -> Tensor:
+    """``cast(t, data_type) * 2 ** log2_scale``: float8 to float16 (or float32) on the device.
+
+    Raises:
+        TypeError: if t is not float8, data_type not float16/float32, or log2_scale not int32.
+        ValueError: if log2_scale is not a scalar.
+    """
+    op = "pow2scale_cast_from_fp8"
+    check_float8(op, t)
+    data_type = dtypes.dtype.as_dtype(data_type)
+    if data_type not in (dtypes.float16, dtypes.float32):
+        raise TypeError(f"{op}: data_type must be popxl.float16 or popxl.float32, not {data_type.name}.")
+    check_log2_scale(op, log2_scale)
+    return single("cast_then_pow2scale", [t, log2_scale], t.shape, data_type, {"dtype": data_type},
+                  input_names=["t", "log2_scale"])
 
 
+@op_debug_context
 def pow2scale_then_cast(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
-    raise NotImplementedError("ops.pow2scale_then_cast: float8 arrives later.")
+    """The 3.1 name of :func:`pow2scale_cast_to_fp8`."""
+    return pow2scale_cast_to_fp8(t, log2_scale, data_type)
 
 
-def cast_then_pow2scale(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype) -> Tensor:
-    raise NotImplementedError("ops.cast_then_pow2scale: float8 arrives later.")
+@op_debug_context
+def cast_then_pow2scale(t: Tensor, log2_scale: Tensor, data_type: dtypes.dtype = dtypes.float16) -> Tensor:
+    """The 3.1 name of :func:`pow2scale_cast_from_fp8`."""
+    return pow2scale_cast_from_fp8(t, log2_scale, data_type)
 
 
 @op_debug_context
@@ -91,7 +136,7 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gr
     if float_format not in ("auto", "fixed", "scientific", "none"):
         raise ValueError(f"print_tensor: float_format must be 'auto', 'fixed', 'scientific' or 'none', "
                          f"not {float_format!r}.")
-    attrs = {"title": title if title is not None else t.name, "print_self": bool(print_self),
+    attrs = {"title": title if title is not None else f"print{t.name}",  # PopXL's default title "print_self": bool(print_self),
              "print_gradient": bool(print_gradient), "summarise_threshold": int(summarise_threshold),
              "edge_items": int(edge_items), "max_line_width": int(max_line_width), "digits": int(digits),
              "float_format": float_format, "separator": separator, "open_bracket": open_bracket,
@@ -150,5 +195,5 @@ def ipu_copy(t: Tensor, destination: int, source: Optional[int] = None) -> Tenso
                  out_names=[t.name + f"_c{destination}"], check_placement=False, out_meta_shapes=[t.meta_shape])
     op = out.producer
     op.ipu = source  # the copy reads on the source IPU; its output lives on the destination
-    out._ipu = destination
+    out._set_ipu(destination)
     return out

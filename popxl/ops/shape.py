@@ -197,11 +197,21 @@ def slice_(t: Tensor, start: Optional[Union[int, List[Optional[int]]]] = None,
 
 @op_debug_context
 def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
-    """Every ``strides[i]``-th element along each axis ``i`` (an int applies to every axis)."""
+    """Every ``strides[i]``-th element along each axis ``i``, starting at 0.
+
+    ``strides`` has one entry per axis (a list, tuple, array or any iterable of ints); a single
+    int is the list of one stride, as in PopXL, so it suits rank-1 tensors.
+    """
     _check_tensor("subsample", t)
-    strides = (int(strides),) * t.rank if isinstance(strides, (int, np.integer)) else tuple(int(s) for s in strides)
+    if isinstance(strides, (int, np.integer)) and not isinstance(strides, bool):
+        strides = [strides]
+    try:
+        strides = tuple(int(s) for s in strides)
+    except TypeError:
+        raise TypeError(f"subsample: strides must be an int or an iterable of ints, not {strides!r}.") from None
     if len(strides) != t.rank:
-        raise ValueError(f"subsample: {len(strides)} strides given for a tensor of rank {t.rank}.")
+        raise ValueError("The length of subsample `strides` must match the rank of the input tensor. "
+                         f"Got {len(strides)} strides {strides} for a tensor of shape {t.shape}.")
     if any(s < 1 for s in strides):
         raise ValueError(f"subsample: strides must be >= 1, got {strides}.")
     shape = tuple(-(-d // s) for d, s in zip(t.shape, strides))

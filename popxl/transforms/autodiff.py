@@ -411,7 +411,7 @@ class _GradBuilder:
         except BaseException:
             # leave no half-built gradient graph behind (graphs it called stay: they may be complete)
             if not any(self.grad_graph in op.called_graphs for g in self.fwd.ir.graphs for op in g._ops):
-                self.fwd.ir._graphs.pop(self.grad_graph.id, None)
+                self.fwd.ir._forget_graph(self.grad_graph.id)
             raise
         finally:
             self.state.building.remove(self.fwd)
@@ -426,13 +426,18 @@ class _GradBuilder:
                 if self._wants(op, i) and g is not None:
                     self._add_partial(inputs[i], g, op)
             return
-        grads = tuple(self._total(o) if _is_float(o) else None for o in op.outputs)
-        if all(g is None for g in grads):
-            return
-        wants = [self._wants(op, i) for i in range(len(inputs))]
-        rule = get_grad_rule(op.type)
-        ctx = RuleContext(self, op, wants)
-        with placement(op):
+        with placement(op):  # gradient ops (and the sums of an output's partials) in op's scope
+            grads = tuple(self._total(o) if _is_float(o) else None for o in op.outputs)
+            if all(g is None for g in grads):
+                return
+            wants = [self._wants(op, i) for i in range(len(inputs))]
+            if any(wants) and op.type in FLOAT8_OP_TYPES:
+                raise RuntimeError(
+                    f"Floating point 8 is not supported for training: autodiff reached {op.type} ({op.name}), "
+                    "which has no gradient in PopXL. Keep float8 ops out of the differentiated graph (inference "
+                    "only), or detach their inputs with ops.detach.")
+            rule = get_grad_rule(op.type)
+            ctx = RuleContext(self, op, wants)
             result = rule(ctx, op, grads)
         if isinstance(result, _DirectGrad):
             raise RuntimeError("Internal error: a rule returned a direct gradient for the op itself.")
@@ -460,6 +465,13 @@ def _autodiff_stitched(graph: Graph, grads_provided: Sequence[Tensor], grads_req
             add_graph_output(graph, t)
             outs.add(t)
     return GradGraphInfo._create(grad_graph, graph, exp_in, exp_out)
+
+
+# ops PopART gives no gradient ("Floating point 8 is not supported for training", getGradOps of
+# Pow2ScaleThenCastOp / CastThenPow2ScaleOp; "Using a scaled matmul in a backwards pass is currently
+# not supported", MatMulOp / ConvOp with a log2 scale input)
+FLOAT8_OP_TYPES = frozenset({"pow2scale_then_cast", "cast_then_pow2scale", "matmul_pow2scaled", "conv_pow2scaled",
+                             "conv_transpose_pow2scaled"})
 
 
 def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,

@@ -38,3 +38,10 @@ def test_mnist_trains_on_synthetic_data():
 def test_mnist_variants_learn(args):
     res = _load("mnist")["main"](["--train-size", "640", "--test-size", "200", *args])
     assert res["accuracy"] > 0.3
+
+
+def test_float8_inference_matches_float32():
+    res = _load("float8_inference")["main"]([])
+    assert res["float8"].dtype.name == "float16"
+    assert res["relative_error"] < 0.1  # 3 mantissa bits: a few percent
+    assert all(-32 <= s < 32 for s in res["scales"])

@@ -43,8 +43,8 @@ def test_as_numpy():
               popxl.uint32, popxl.uint64, popxl.float16, popxl.float32, popxl.float64, popxl.complex64,
               popxl.complex128):
         assert dtypes.dtype.as_dtype(d.as_numpy()) is d
-    with pytest.raises(TypeError, match="float8"):
-        popxl.float8_152.as_numpy()
+    assert popxl.float8_152.as_numpy() == np.dtype([("float8_152", "u1")])  # the encoded bytes, as PopXL
+    assert dtypes.dtype.as_dtype(popxl.float8_143.as_numpy()) is popxl.float8_143
 
 
 @pytest.mark.parametrize("data, downcast, expected", [
@@ -66,8 +66,11 @@ def test_to_numpy_explicit_dtype_and_copy():
     arr = np.arange(3, dtype=np.float32)
     assert not np.shares_memory(to_numpy(arr), arr)
     assert to_numpy(np.arange(6, dtype=np.float32).reshape(2, 3).T).flags.c_contiguous
-    with pytest.raises(NotImplementedError, match="float8"):
-        to_numpy([1.0], popxl.float8_143)
+    f8 = to_numpy([1.0, 3.0], popxl.float8_143, log2_scale=1)
+    assert f8.dtype == popxl.float8_143.as_numpy() and f8.view(np.uint8).tolist() == [0x48, 0x54]
+    assert to_numpy(f8, popxl.float8_143).view(np.uint8).tolist() == [0x48, 0x54]  # already encoded: kept
+    with pytest.raises(TypeError, match="host_pow2scale_cast_from_fp8"):
+        to_numpy(f8, popxl.float8_152)
     with pytest.raises(RuntimeError):
         to_numpy([1.0], popxl.float32, log2_scale=1)
 
@@ -85,8 +88,8 @@ def test_variable_and_constant_data_conversion(main):
     assert popxl.constant(7).dtype == popxl.int32 and popxl.constant(7).shape == ()
     f16 = popxl.variable(np.ones(2, np.float32), popxl.float16)
     assert f16._data.dtype == np.float16
-    with pytest.raises(NotImplementedError, match="float8"):
-        popxl.variable([1.0], popxl.float8_143)
+    f8 = popxl.variable([1.0, 500.0], popxl.float8_143, nan_on_overflow=False)
+    assert f8.dtype == popxl.float8_143 and f8._data.view(np.uint8).tolist() == [0x40, 0x7F]
 
 
 def test_table_to_string():

@@ -307,26 +307,51 @@ def test_streams(ir):
         assert popxl.h2d_stream((1,), popxl.float32, "x").tensor_id != "x"
 
 
-def test_dot_checkpoint(ir, tmp_path, monkeypatch):
-    monkeypatch.delenv("POPART_DOT_CHECKS", raising=False)
+def _dot_ir():
+    ir = popxl.Ir()
     with ir.main_graph:
         x = popxl.variable(np.zeros(2, np.float32), name="x")
         g = ir.create_graph(lambda a: a + 1.0, x)
         with popxl.in_sequence():
             (y,) = ops.call(g, x)
             ops.host_store(popxl.d2h_stream(y.shape, y.dtype), y)
-    ir.dot_checkpoint("fwd", tmp_path)
-    text = (tmp_path / "fwd.dot").read_text()
+    return ir
+
+
+def test_dot_checkpoint_writes_popart_file_names_in_log_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("POPART_DOT_CHECKS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    ir = _dot_ir()
+    ir.dot_checkpoint("fwd", tmp_path / "dots")
+    text = (tmp_path / "dots" / "fwd_all.dot").read_text()
     assert text.startswith("digraph") and "cluster_0" in text and "cluster_1" in text
     assert "call" in text and "host_store" in text and "style=dashed" in text and "->" in text
-    ir.dot_checkpoint("again")  # remembers the directory
-    assert (tmp_path / "again.dot").exists()
-    monkeypatch.setenv("POPART_DOT_CHECKS", "other")
-    ir.dot_checkpoint("skipped")
-    assert not (tmp_path / "skipped.dot").exists()
-    monkeypatch.setenv("POPART_DOT_CHECKS", "ALL")
-    ir.dot_checkpoint("all")
-    assert (tmp_path / "all.dot").exists()
+    opts = ir._pb_ir.getSessionOptions()
+    assert opts.logDir == str(tmp_path / "dots") and opts.dotChecks == {"ALL"}  # as PopXL sets them
+    ir.dot_checkpoint("again")  # the save_dir became logDir: later checkpoints go there too
+    assert (tmp_path / "dots" / "again_all.dot").exists()
+    assert not list(tmp_path.glob("*.dot"))  # nothing in the working directory
+
+
+def test_dot_checkpoint_without_a_directory_uses_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("POPART_DOT_CHECKS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    _dot_ir().dot_checkpoint("here")
+    assert [p.name for p in tmp_path.iterdir()] == ["here_all.dot"]
+
+
+def test_dot_checks_select_which_checkpoints_are_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("POPART_DOT_CHECKS", "FWD0:FINAL")
+    ir = _dot_ir()
+    ir.dot_checkpoint("skipped", tmp_path)
+    ir.dot_checkpoint("FINAL", tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["FINAL_all.dot"]
+    monkeypatch.delenv("POPART_DOT_CHECKS")
+    ir2 = _dot_ir()
+    ir2._pb_ir.getSessionOptions().dotChecks = {"mine"}
+    ir2.dot_checkpoint("other", tmp_path)
+    ir2.dot_checkpoint("mine", tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FINAL_all.dot", "mine_all.dot"]
 
 
 def test_random_seed_helpers():

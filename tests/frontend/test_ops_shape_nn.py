@@ -30,7 +30,7 @@ def test_matmul_errors_and_options(main, var):
     out = ops.matmul(var((2, 2), np.float16), var((2, 2), np.float16), output_type=popxl.float32,
                      partials_type=popxl.float16)
     assert out.dtype == popxl.float32 and out.producer.attrs["partials_type"] == popxl.float16
-    with pytest.raises(NotImplementedError, match="float8"):
+    with pytest.raises(TypeError, match="float8"):
         ops.matmul_pow2scaled(var((2, 2)), var((2, 2)), popxl.constant(0))
 
 
@@ -64,9 +64,18 @@ def test_slice_and_subsample(main, var):
         ops.slice(x, start=[1, 2], stop=[3])
     with pytest.raises(ValueError):
         ops.slice(x, start=0, step=0)
-    assert ops.subsample(x, 2).shape == (3, 3) and ops.subsample(x, [1, 4]).shape == (5, 2)
-    with pytest.raises(ValueError):
+    assert ops.subsample(x, [2, 2]).shape == (3, 3) and ops.subsample(x, [1, 4]).shape == (5, 2)
+    assert ops.subsample(x, (2, 3)).shape == (3, 2) and ops.subsample(x, np.array([5, 1])).shape == (1, 6)
+    assert ops.subsample(x, (s for s in [1, 6])).shape == (5, 1)
+    assert ops.subsample(ops.flatten(x), 7).shape == (5,)  # an int is one stride, for a rank-1 tensor
+    with pytest.raises(ValueError, match="The length of subsample `strides` must match the rank"):
+        ops.subsample(x, 2)  # as in PopXL: an int is a list of one stride
+    with pytest.raises(ValueError, match="The length of subsample `strides` must match the rank"):
         ops.subsample(x, [1])
+    with pytest.raises(ValueError, match=">= 1"):
+        ops.subsample(x, [0, 1])
+    with pytest.raises(TypeError, match="iterable of ints"):
+        ops.subsample(x, 2.5)
 
 
 def test_concat_split(main, var):
@@ -173,7 +182,7 @@ def test_conv_and_pool(main, var):
     assert ops.interpolate(img, (1.0, 1.0, 2.0, 2.0)).shape == (2, 3, 18, 18)
     rois = ops.roi_align(img, var((5, 4)), var((5,), np.int32), (2, 2), 1.0, 2)
     assert rois.shape == (5, 3, 2, 2)
-    with pytest.raises(NotImplementedError, match="float8"):
+    with pytest.raises(TypeError, match="float8"):
         ops.conv_pow2scaled(img, w, popxl.constant(0))
 
 
@@ -211,10 +220,10 @@ def test_misc_ops(main, var):
     with popxl.io_tiles():
         io = ops.io_tile_copy(x)
     assert io.tile_set == "io" and io.producer.attrs["destination"] == "io"
-    for fn in (lambda: ops.pow2scale_cast_to_fp8(x, x, popxl.float8_143),
-               lambda: ops.cast(x, popxl.float8_152)):
-        with pytest.raises(NotImplementedError, match="float8"):
-            fn()
+    with pytest.raises(ValueError, match="scalar"):
+        ops.pow2scale_cast_to_fp8(x, x, popxl.float8_143)
+    with pytest.raises(TypeError, match="pow2scale_cast_to_fp8"):
+        ops.cast(x, popxl.float8_152)
 
 
 def test_var_updates(main, var):

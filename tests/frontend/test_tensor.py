@@ -147,8 +147,9 @@ def test_methods(main, var):
     assert x.T_.producer.aliases == {0: 0} and x.reshape_((24,)).producer.aliases == {0: 0}
     assert x.flatten_().producer.inplace
     assert x.detach().producer.type == "detach" and x.detach_().producer.aliases == {0: 0}
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="2-dimensional"):
         x.diag()
+    assert var((3, 5)).diag().shape == (3,) and var((4, 2)).diag().shape == (2,)
     assert x.copy_to_ipu(1, 0).ipu == 1
 
 

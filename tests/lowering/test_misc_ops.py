@@ -12,8 +12,10 @@ def test_print_tensor_prints_during_the_run_and_passes_the_tensor_on(capsys):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     out, session = run_popxl(lambda a: ops.print_tensor(a, "my tensor") + 1, [x])
     np.testing.assert_array_equal(out, x + 1)
-    printed = capsys.readouterr().out
-    assert printed == "my tensor: [[0. 1. 2.]\n [3. 4. 5.]]\n"
+    captured = capsys.readouterr()
+    # Poplar prints to standard error, in its PrintTensor format
+    assert captured.out == ""
+    assert captured.err == "my tensor: [\n [0.0000000 1.0000000 2.0000000]\n [3.0000000 4.0000000 5.0000000]\n]\n"
     assert any(s.kind == "device_to_host" and "print" in s.name for s in session.executable.steps)
 
 
@@ -30,15 +32,72 @@ def test_print_tensor_in_a_loop_prints_every_iteration(capsys):
         ops.repeat(g, 3, v)
     with popxl.Session(ir, "ipu_model") as session:
         session.run()
-    assert capsys.readouterr().out == "v: [0 0]\nv: [1 1]\nv: [2 2]\n"
+    assert capsys.readouterr().err == "v: [0 0]\nv: [1 1]\nv: [2 2]\n"
 
 
-def test_print_tensor_format_options(capsys):
-    x = np.arange(2000, dtype=np.float32) / 3
-    run_popxl(lambda a: ops.print_tensor(a, "t", summarise_threshold=10, edge_items=2, digits=3,
+def test_print_tensor_default_title_is_print_and_the_tensor_name(capsys):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.array([0.0, 1.0], np.float32), name="x")
+        y = ops.print_tensor(x)
+        o = popxl.d2h_stream(y.shape, y.dtype)
+        ops.host_store(o, y)
+    with popxl.Session(ir, "ipu_model") as session:
+        session.run()
+    assert capsys.readouterr().err == "printx: [0.0000000 1.0000000]\n"
+
+
+# The outputs Poplar printed for PopTorch's print test (graphcore/poptorch tests/print_tensor_test.py)
+# of 1 + torch.rand((2, 2)) with torch.manual_seed(0).
+POPTORCH_VALUES = np.array([[1.4962566, 1.7682219], [1.0884774, 1.1320305]], np.float32)
+POPLAR_OUTPUTS = [
+    (dict(summarise_threshold=1000, edge_items=3, max_line_width=75, digits=8, float_format="auto",
+          separator=" ", open_bracket="{", close_bracket="}"),
+     "title: {\n {1.4962566 1.7682219}\n {1.0884774 1.1320305}\n}"),
+    (dict(summarise_threshold=500, edge_items=2, max_line_width=15, digits=8, float_format="scientific",
+          separator=",", open_bracket="[", close_bracket="]"),
+     "title: [\n [1.4962566e+00,\n   1.7682219e+00]\n [1.0884774e+00,\n   1.1320305e+00]\n]"),
+    (dict(summarise_threshold=1500, edge_items=1, max_line_width=125, digits=8, float_format="fixed",
+          separator=";", open_bracket="(", close_bracket=")"),
+     "title: (\n (1.4962566;1.7682219)\n (1.0884774;1.1320305)\n)"),
+]
+
+
+@pytest.mark.parametrize("options,expected", POPLAR_OUTPUTS)
+def test_print_tensor_matches_what_poplar_prints(capsys, options, expected):
+    out, _ = run_popxl(lambda a: ops.print_tensor(a, "title", **options), [POPTORCH_VALUES])
+    assert capsys.readouterr().err == expected + "\n"
+
+
+def test_print_tensor_summarises_long_tensors(capsys):
+    x = np.arange(2000, dtype=np.float32) / 4
+    run_popxl(lambda a: ops.print_tensor(a, "t", summarise_threshold=10, edge_items=2, digits=4,
                                          float_format="fixed", separator=", ", open_bracket="(", close_bracket=")"),
               [x])
-    assert capsys.readouterr().out == "t: (  0.000,   0.333, ..., 666.000, 666.333)\n"
+    assert capsys.readouterr().err == "t: (0.0, 0.2, ..., 499.5, 499.8)\n"
+
+
+def test_print_tensor_prints_the_gradient_when_asked(capsys):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.array([1.0, 2.0], np.float32), name="x")
+
+        def fwd(t):
+            return ops.print_tensor(t * 3.0, "y", print_gradient=True)
+
+        g = ir.create_graph(fwd, x)
+        grad_info = popxl.transforms.autodiff(g)
+        info = ops.call_with_info(g, x)
+        dx = ops.call(grad_info.graph, popxl.constant(np.ones(2, np.float32)),
+                      inputs_dict=grad_info.inputs_dict(info))[0]
+        o = popxl.d2h_stream(dx.shape, dx.dtype)
+        ops.host_store(o, dx)
+    with popxl.Session(ir, "ipu_model") as session:
+        out = session.run()[o]
+    np.testing.assert_array_equal(out, [3.0, 3.0])
+    err = capsys.readouterr().err
+    assert "y: [3.0000000 6.0000000]\n" in err
+    assert "y_gradient: [1.0000000 1.0000000]\n" in err
 
 
 @pytest.mark.parametrize("dt", [popxl.float32, popxl.float16, popxl.int32])

@@ -220,7 +220,7 @@ def _code_graph(tiles=4):
 
 def _positions(exe):
     """Timeline position of every leaf of program 0 in order: (node, pos)."""
-    from ipu.profile import timeline_steps
+    from ipu.timeline import timeline_steps
 
     return timeline_steps(exe)
 

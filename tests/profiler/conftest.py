@@ -6,8 +6,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ipu.profile import build_profile  # noqa: E402
-from profiler.autoreport import write_document  # noqa: E402
+from profiler import build_profile  # noqa: E402
+from profiler import write_document  # noqa: E402
 from profiler_helpers import known_program  # noqa: E402
 
 

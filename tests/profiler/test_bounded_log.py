@@ -4,7 +4,8 @@ import pytest
 
 import popxl
 import popxl.ops as ops
-from profiler import _format, autoreport
+from popxl import _profiling as autoreport
+from profiler import _format
 
 
 @pytest.fixture(autouse=True)

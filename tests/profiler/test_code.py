@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ipu.profile import MINOR_VERSION, VERSION, build_profile, unrle
+from profiler import build_profile
+from profiler._format import MINOR_VERSION, VERSION, unrle
 from profiler import analysis, cli
-from profiler.autoreport import write_document
+from profiler import write_document
 from profiler.report import render, render_compare
 from profiler_helpers import code_load_program
 
@@ -81,8 +82,8 @@ def test_load_steps_and_their_cycles(loaded):
         s = exe.steps[x["step"]]
         assert by_id[x["step"]]["kind"] == "code_load"
         assert x["cycles"] == s.cycles == x["sync_cycles"] + x["transfer_cycles"] > 0
-        assert x["bytes"] == s.bytes_moved == int(s.remote.tile_bytes.sum())
-        assert x["max_tile_bytes"] == int(s.remote.tile_bytes.max())
+        assert x["bytes"] == s.bytes_moved == int(s.payload.tile_bytes.sum())
+        assert x["max_tile_bytes"] == int(s.payload.tile_bytes.max())
         assert x["executions"] == 1 and x["executed_cycles"] == x["cycles"]
     assert [x["functions"] for x in loads] == [["f16"], ["cast"], ["f16"]]
     assert c["load_cycles"]["executed_cycles"] == sum(x["cycles"] for x in loads)
@@ -176,7 +177,7 @@ def test_popxl_remote_code_load_profile(monkeypatch):
     """A popxl program that loads a graph's code before each call: the load steps carry the op."""
     import popxl
     import popxl.ops as ops
-    from profiler.autoreport import build
+    from popxl._profiling import build
 
     monkeypatch.setenv("IPU_SIM_TARGET", "small:8")
     ir = popxl.Ir()

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import ipu
-from ipu.profile import SCHEMA, VERSION, build_profile, decode_trace, encode_trace, rle, timeline_steps, unrle
+from ipu.timeline import timeline_steps
+from profiler import build_profile
+from profiler._format import SCHEMA, VERSION, decode_runs, encode_trace, rle, unrle
 from profiler import _format
 
 from profiler_helpers import SCALED_ADD_256, known_program
@@ -145,7 +147,6 @@ def test_encodings_round_trip(seed):
     rng = np.random.default_rng(seed)
     a = rng.integers(0, 3, rng.integers(0, 200))
     np.testing.assert_array_equal(unrle(rle(a)), a)
-    np.testing.assert_array_equal(_format.unrle(rle(a)), a)
     cycles = rng.integers(1, 50, 20)
     body = rng.integers(0, 20, rng.integers(1, 6))
     ids = np.concatenate([np.arange(5), np.tile(body, 7), np.arange(10, 20)])
@@ -153,7 +154,7 @@ def test_encodings_round_trip(seed):
     if ids.size > 8:
         starts[8:] += 17  # a gap the cycles do not explain
     enc = encode_trace(ids, starts, cycles)
-    i2, s2 = decode_trace(enc, cycles)
+    i2, s2 = decode_runs(enc, cycles)
     np.testing.assert_array_equal(i2, ids)
     np.testing.assert_array_equal(s2, starts)
     i3, s3 = _format.decode_trace({"steps": [{"cycles": int(c)} for c in cycles], "execution": {"trace": enc}})

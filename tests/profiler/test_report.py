@@ -7,9 +7,9 @@ import pytest
 from rich.console import Console
 
 import profiler
-from ipu.profile import build_profile
+from profiler import build_profile
 from profiler import analysis, cli
-from profiler.autoreport import write_document
+from profiler import write_document
 from profiler.report import render, render_compare
 from profiler_helpers import SCALED_ADD_256, known_program, load_json
 

@@ -154,6 +154,6 @@ def test_auto_report_from_the_irs_session_options(tmp_path, monkeypatch):
         ops.host_store(popxl.d2h_stream((3,), popxl.float32, name="y"), x * 2.0)
     with popxl.Session(ir, "ipu_model") as s:
         s.run()
-    import profiler.autoreport as ar
+    import popxl._profiling as ar
     ar._flush_all()
     assert any(p.name.startswith("profile") and p.suffix == ".json" for p in tmp_path.iterdir())

@@ -66,14 +66,14 @@ def test_popdist_settings(monkeypatch):
     with popxl.Session(ir, "ipu_model") as s:
         s.run()
     np.testing.assert_array_equal(s.get_tensor_data(v), np.full(3, 4.0))
-    # two instances of 2 replicas each: the simulator runs one process, so it says so
+    # instance 1 of 2, but not started by an MPI launcher (poprun): a clear error, MPI not started
     monkeypatch.setenv("POPDIST_NUM_LOCAL_REPLICAS", "2")
     monkeypatch.setenv("POPDIST_REPLICA_INDEX_OFFSET", "2")
     ir2 = popxl.Ir(replication="popdist")
     assert ir2.replication_factor == 4 and ir2.instance_replication_factor == 2
     with ir2.main_graph:
         popxl.variable(np.ones(3, np.float32)) + 1.0
-    with pytest.raises(NotImplementedError, match="instance 1 of 2"):
+    with pytest.raises(RuntimeError, match="one of 2 PopDist instances but MPI sees 1 process"):
         popxl.Session(ir2, "ipu_model")
 
 

@@ -9,7 +9,7 @@ import popxl
 import popxl.ops as ops
 from popxl.transforms import ExpectedConnectionType, autodiff, decompose_sum
 
-from .ir_eval import evaluate, run_graph
+from popxl.reference import evaluate, run_graph
 
 
 class GradCase:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 import ipu
-from codelets.plans.matmul import build_matmul
+from codelets.plans.matmul_build import build_matmul
 
 from .. import blocks as B
 from ..registry import lowering_rule
+from .float8 import check_log2_scale_range
 
 
 def _padded(ctx, x: ipu.Tensor, out_spatial, kernel, strides, dilations, pads, value):
@@ -49,7 +50,7 @@ def _windows(p: ipu.Tensor, out_spatial, kernel, strides, dilations) -> ipu.Tens
     return ipu.Tensor(p.variable, win, win.shape)
 
 
-def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups):
+def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log2_scale=None):
     """out (N, M, *out_spatial) = conv of an already padded input view with w (M, C/groups, *k)."""
     kernel = tuple(w.shape[2:])
     nsp = len(kernel)
@@ -66,18 +67,27 @@ def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups):
         cols = cols_all[(slice(None),) * (1 + nsp) + (slice(g * Cg, (g + 1) * Cg),)].reshape(N * P, Cg * Kk)
         wg = w[g * Mg:(g + 1) * Mg].reshape(Mg, Cg * Kk).transpose()
         prod = ctx.g.add_variable(ctx.name(f"group{g}"), (N * P, Mg), out.dtype, ipu.TEMPORARY, debug=ctx.name())
-        ctx.emit(build_matmul(ctx.g, cols, wg, prod, name=ctx.name(f"matmul{g}")))
+        ctx.emit(build_matmul(ctx.g, cols, wg, prod, name=ctx.name(f"matmul{g}"), log2_scale=log2_scale,
+                              check_range=log2_scale is not None and check_log2_scale_range(ctx)))
         # (N*P, Mg) -> out[:, g*Mg:(g+1)*Mg] viewed as (N, Mg, P)
         dst = out[:, g * Mg:(g + 1) * Mg].reshape(N, Mg, P)
         ctx.copy(prod.reshape(N, P, Mg).transpose(0, 2, 1), dst, f"scatter{g}")
 
 
 def _check_float(op, x):
-    if x.dtype not in (ipu.FLOAT32, ipu.FLOAT16):
+    if op.type.endswith("_pow2scaled"):
+        if not x.dtype.is_float8:
+            raise TypeError(f"{op.name}: {op.type} takes float8 operands, not {x.dtype.name}")
+    elif x.dtype not in (ipu.FLOAT32, ipu.FLOAT16):
         raise TypeError(f"{op.name}: {op.type} takes float32 or float16, not {x.dtype.name}")
 
 
-@lowering_rule("conv")
+def _log2_scale(ctx, op):
+    """The scale input of a pow2-scaled conv (a one-element int32 view), else None."""
+    return ctx.value(op.inputs[2]).reshape(1) if len(op.inputs) > 2 else None
+
+
+@lowering_rule("conv", "conv_pow2scaled")
 def conv(ctx, op):
     x, w = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
     _check_float(op, x)
@@ -87,11 +97,11 @@ def conv(ctx, op):
     strides, dilations, pads = op.attrs["strides"], op.attrs["dilations"], op.attrs["pads"]
     padded = _padded(ctx, x, out_spatial, kernel, strides, dilations, pads, 0.0)
     out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
-    _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, op.attrs["groups"])
+    _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, op.attrs["groups"], _log2_scale(ctx, op))
     ctx.bind(t_out, out)
 
 
-@lowering_rule("conv_transpose")
+@lowering_rule("conv_transpose", "conv_transpose_pow2scaled")
 def conv_transpose(ctx, op):
     """The adjoint of conv: spread the input with (stride - 1) zeros between elements, pad it by
     dilation x (kernel - 1) minus the padding on each side, and convolve (stride 1) with the weight
@@ -134,7 +144,7 @@ def conv_transpose(ctx, op):
     wt = np.concatenate(parts, 0)
     w2 = ipu.Tensor(w.variable, wt, wt.shape)
     out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
-    _conv_core(ctx, big, w2, out, out_spatial, (1,) * n, dilations, groups)
+    _conv_core(ctx, big, w2, out, out_spatial, (1,) * n, dilations, groups, _log2_scale(ctx, op))
     ctx.bind(t_out, out)
 
 

@@ -282,7 +282,7 @@ def scatter_reduce(ctx, op):
     reduction's identity; with max/min and no initial values, positions no index reaches are 0
     (PopART). A grouped scatter_reduce is the same per group, which is what the group axis (a
     non-reduced axis) gives anyway."""
-    from codelets.multislice import UPDATE_OPS
+    from codelets.indexing import UPDATE_OPS
 
     names = op.attrs.get("input_names") or ("data", "indices")
     data = ctx.value(op.inputs[0])
@@ -346,7 +346,9 @@ def _dynamic_one(ctx, kind, table, offset, size, update=None, suffix="dynamic", 
     tiles, fb, fo, fs, ns, region, first = [], [], [], [], [], [], []
     for b in range(plan.num_blocks):
         w = int(plan.width[b])
-        js, jc = split(size, _workers(ctx, plan, b))
+        # DynamicSlice / DynamicUpdate are supervisor vertices (poplibs DynamicSlice1D): one per
+        # block, splitting its region over the workers itself
+        js, jc = split(size, 1)
         for s, c in zip(js, jc):
             if c == 0:
                 continue

@@ -1,4 +1,4 @@
-"""print_tensor, init and histogram.
+"""print_tensor, init, histogram and io_tile_copy.
 
 print_tensor is what Poplar's PrintTensor program is: a device-to-host transfer into a stream
 whose host callback prints (ipu.HostStream.callback). The engine calls it right after the
@@ -14,46 +14,32 @@ import ipu
 
 from .. import blocks
 from ..columns import split
+from ..print_format import PrintFormat, format_tensor
 from ..registry import lowering_rule
+from .shape import materialise
 
 
 class TensorPrinter:
-    """Host callback of a print_tensor stream: formats like PopART's PrintTensor options."""
+    """Host callback of a print_tensor stream: writes `title: <tensor>` in Poplar's PrintTensor
+    format (print_format.py) to standard error, where Poplar prints."""
 
     def __init__(self, title: str, attrs: dict, out=None):
         self.title = title
-        self.threshold = int(attrs.get("summarise_threshold", 1000))
-        self.edge_items = int(attrs.get("edge_items", 3))
-        self.line_width = int(attrs.get("max_line_width", 75))
-        self.digits = int(attrs.get("digits", 8))
-        self.float_format = attrs.get("float_format", "auto")
-        self.separator = attrs.get("separator", " ")
-        self.open_bracket = attrs.get("open_bracket", "[")
-        self.close_bracket = attrs.get("close_bracket", "]")
-        self.out = out  # a file-like object, or None for sys.stdout at call time
+        self.fmt = PrintFormat.from_attrs(attrs)
+        self.out = out  # a file-like object, or None for sys.stderr at call time
 
     def format(self, array: np.ndarray) -> str:
-        kw = dict(threshold=self.threshold, edgeitems=self.edge_items, max_line_width=self.line_width,
-                  separator=self.separator)
-        if array.dtype.kind == "f":
-            if self.float_format == "fixed":
-                kw.update(precision=self.digits, floatmode="fixed", suppress_small=True)
-            elif self.float_format == "scientific":
-                kw.update(formatter={"float_kind": lambda v: np.format_float_scientific(v, precision=self.digits)})
-            elif self.float_format == "none":
-                kw.update(formatter={"float_kind": repr})
-            else:
-                kw.update(precision=self.digits)
-        text = np.array2string(array, **kw)
-        if (self.open_bracket, self.close_bracket) != ("[", "]"):
-            text = text.replace("[", "\0").replace("]", self.close_bracket).replace("\0", self.open_bracket)
-        return text
+        return format_tensor(array, self.fmt)
 
     def __call__(self, array: np.ndarray, replica: int) -> None:
         import sys
 
+        if array.dtype.names and array.dtype.names[0] in ("float8_143", "float8_152"):
+            from codelets.float8 import host_decode  # float8 prints its values (unscaled)
+            array = host_decode(np.ascontiguousarray(array).view(np.uint8), array.dtype.names[0]).reshape(array.shape)
+
         prefix = f"{self.title}" if replica == 0 else f"{self.title} (replica {replica})"
-        print(f"{prefix}: {self.format(array)}", file=self.out or sys.stdout, flush=True)
+        print(f"{prefix}: {self.format(array)}", file=self.out or sys.stderr, flush=True)
 
 
 @lowering_rule("print_tensor")
@@ -142,3 +128,9 @@ def histogram(ctx, op):
     cs = ctx.compute_set("histogram/combine")
     ctx.g.add_vertices(cs, "HistogramCombine", [tile], {"partials": (gathered, 0, nv * nb), "out": (out, 0, nb)})
     ctx.emit(ipu.Execute(cs, name=cs.name))
+
+
+@lowering_rule("io_tile_copy")
+def io_tile_copy(ctx, op):
+    # The simulated target has no IO tiles (every tile computes): the copy stays where the data lives.
+    materialise(ctx, op.outputs[0], ctx.value(op.inputs[0]), "io_tile_copy")

@@ -1,5 +1,5 @@
-"""interpolate (ONNX Resize, nearest and linear) and io_tile_copy: static index gathers, so
-the exchange does the work; linear blends two gathered neighbours per scaled axis."""
+"""interpolate (ONNX Resize, nearest and linear): static index gathers, so the exchange does
+the work; linear blends two gathered neighbours per scaled axis."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,29 +9,7 @@ import ipu
 from .. import blocks as B
 from .shape import materialise
 from ..registry import lowering_rule
-
-
-def _source_coords(out_len, in_len, scale, mode):
-    x = np.arange(out_len, dtype=np.float64)
-    if mode == "align_corners":
-        return x * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros(out_len)
-    if mode == "asymmetric":
-        return x / scale
-    if mode == "pytorch_half_pixel" and out_len <= 1:
-        return np.zeros(out_len)
-    return (x + 0.5) / scale - 0.5  # half_pixel
-
-
-def _nearest(coords, in_len, mode):
-    if mode == "floor":
-        i = np.floor(coords)
-    elif mode == "ceil":
-        i = np.ceil(coords)
-    elif mode == "round_prefer_ceil":
-        i = np.floor(coords + 0.5)
-    else:  # round_prefer_floor
-        i = np.ceil(coords - 0.5)
-    return np.clip(i, 0, in_len - 1).astype(np.int64)
+from ...ops._interpolation import linear_neighbours, nearest_index, source_coords
 
 
 def _take(view: ipu.Tensor, axis: int, idx: np.ndarray) -> ipu.Tensor:
@@ -53,14 +31,11 @@ def interpolate(ctx, op):
     for a, (n_in, n_out, s) in enumerate(zip(x.shape, t_out.shape, scales)):
         if n_in == n_out and s == 1.0:
             continue
-        coords = _source_coords(n_out, n_in, s, ctm)
+        coords = source_coords(n_out, n_in, s, ctm)
         if mode == "nearest":
-            cur = _take(cur, a, _nearest(coords, n_in, op.attrs.get("nearest_mode", "round_prefer_floor")))
+            cur = _take(cur, a, nearest_index(coords, n_in, op.attrs.get("nearest_mode", "round_prefer_floor")))
             continue
-        c = np.clip(coords, 0, n_in - 1)
-        lo = np.floor(c).astype(np.int64)
-        hi = np.minimum(lo + 1, n_in - 1)
-        frac = c - lo
+        lo, hi, frac = linear_neighbours(coords, n_in)
         shape = [1] * x.rank
         shape[a] = n_out
         w_hi = ctx.g.add_constant(ctx.name(f"w_hi{a}"), frac.reshape(shape).astype(x.dtype.numpy), x.dtype)
@@ -72,9 +47,3 @@ def interpolate(ctx, op):
                        B.binary(ctx, "mul", a_hi, w_hi, shape=a_hi.shape, suffix=f"hi{a}"), suffix=f"blend{a}")
     materialise(ctx, t_out, cur, "resize")
 
-
-@lowering_rule("io_tile_copy")
-def io_tile_copy(ctx, op):
-    # IO tiles arrive with streaming memory (issue 6); until then every tile computes, and the
-    # copy is a plain on-tile copy.
-    materialise(ctx, op.outputs[0], ctx.value(op.inputs[0]), "io_tile_copy")

@@ -40,9 +40,36 @@ def reshape(ctx, op):
     _view_or_copy(ctx, op, ctx.value(op.inputs[0]).reshape(tuple(op.outputs[0].shape)))
 
 
+def _root(t):
+    """The tensor whose storage `t` is a view of (following view ops up to their source)."""
+    while t.producer is not None and t.producer.aliases:
+        p = t.producer
+        t = p.inputs[next(iter(p.aliases.values()))]
+    return t
+
+
+def _read_only_by_matmuls(op) -> bool:
+    """True when a transpose's result may stay a view of its input: only matmuls read it and no op
+    of the graph changes the input's storage in place. The matmul then gathers its blocks from
+    the view as contiguous source rows and transposes them on the tiles (codelets/plans/matmul.py)
+    instead of this op copying the tensor element by element."""
+    out = op.outputs[0]
+    if not out.consumers or any(c.type != "matmul" or c.modified for c in out.consumers):
+        return False
+    root = _root(op.inputs[0])
+    for other in op.graph.ops:
+        if any(_root(other.inputs[i]) is root for i in other.modified):
+            return False
+    return True
+
+
 @lowering_rule("transpose")
 def transpose(ctx, op):
-    _view_or_copy(ctx, op, ctx.value(op.inputs[0]).transpose(tuple(op.attrs["permutation"])))
+    view = ctx.value(op.inputs[0]).transpose(tuple(op.attrs["permutation"]))
+    if not _is_view(op) and _read_only_by_matmuls(op):
+        ctx.bind(op.outputs[0], view)
+        return
+    _view_or_copy(ctx, op, view)
 
 
 @lowering_rule("slice")

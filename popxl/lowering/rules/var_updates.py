@@ -152,7 +152,7 @@ def lamb_square(ctx, op):
 def sparse_accumulate(ctx, op):
     """t[indices] += f * X along axis: the scatter-add of the indexing rules (column plan, one
     MultiUpdate vertex per block), starting from t."""
-    from codelets.multislice import UPDATE_OPS
+    from codelets.indexing import UPDATE_OPS
 
     from .indexing import ColumnPlan, _from_front, _to_front, multi_update
 

@@ -6,8 +6,10 @@ import numpy as np
 
 import popxl.ops as ops
 
+from popxl.ops._interpolation import axis_matrix
+
 from ._registry import grad_rule
-from ._util import const, scatter_strided
+from ._util import const, invert_perm, scatter_strided
 
 
 def _swap01(t):
@@ -166,3 +168,33 @@ def _average_pool(ctx, op, grads):
 def _max_pool(ctx, op, grads):
     """Every element equal to its window's maximum receives that window's gradient."""
     return [_window_grad(ctx, op, grads[0], "max")]
+
+
+@grad_rule("interpolate")
+def _interpolate(ctx, op, grads):
+    """Nearest and linear resizing are linear and separable: out = M_a @ x along each resized
+    axis a, so the input gradient applies the transposed matrices M_a^T (a matmul with a constant,
+    the resized axis moved last), in reverse order."""
+    x, g = op.inputs[0], grads[0]
+    if op.attrs["mode"] not in ("nearest", "linear"):
+        raise NotImplementedError(f"autodiff: interpolate mode {op.attrs['mode']!r} has no gradient rule "
+                                  "(nearest and linear have).")
+    out_shape = op.outputs[0].shape
+    for a in reversed(range(x.rank)):
+        n_in, n_out, s = x.shape[a], out_shape[a], op.attrs["scale_factor"][a]
+        if n_in == n_out and s == 1.0:
+            continue
+        m = axis_matrix(n_in, n_out, s, op.attrs)  # (n_out, n_in): out = m @ x along axis a
+        perm = [i for i in range(g.rank) if i != a] + [a]
+        moved = ops.transpose(g, perm) if a != g.rank - 1 else g
+        res = ops.matmul(moved, const(m, g.dtype, f"interpolate_grad_{a}"))  # dx[.., i] = sum_j g[.., j] m[j, i]
+        g = ops.transpose(res, invert_perm(perm)) if a != g.rank - 1 else res
+    return [g]
+
+
+@grad_rule("roi_align")
+def _roi_align(ctx, op, grads):
+    """The image gets RoiAlignGrad of the output gradient; the regions and batch indices get none
+    (as in PopART, whose RoiAlign gradient is for the image only)."""
+    from popxl.ops.conv import _roi_align_grad
+    return [_roi_align_grad(grads[0], ctx.input(1), ctx.input(2), op.inputs[0].shape, op.attrs), None, None]

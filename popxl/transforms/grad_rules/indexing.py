@@ -23,6 +23,21 @@ def _gather(ctx, op, grads):
     return [_gather_grad(grads[0], ctx.input(1), x.shape, op.attrs["axis"]), None]
 
 
+@grad_rule("grouped_gather")
+def _grouped_gather(ctx, op, grads):
+    """Per group, a scatter-add of the gradient into the gathered rows: grouped_scatter_reduce
+    with indices spread over the gradient's shape (each group scatters with its own indices)."""
+    x, indices = op.inputs[0], op.inputs[1]
+    axis, groups = op.attrs["axis"], op.attrs["group_size"]
+    pre, post = tuple(x.shape[:axis]), tuple(x.shape[axis + 1:])
+    k = indices.nelms // groups
+    g = ops.reshape(grads[0], pre + (k,) + post)
+    idx = ops.reshape(ctx.input(1), (groups,) + (1,) * (axis - 1) + (k,) + (1,) * len(post))
+    idx = idx + zeros(g.shape, idx.dtype, "grouped_gather_grad_index")
+    return [ops.grouped_scatter_reduce(g, idx, "sum", axis=axis, axis_size=x.shape[axis], group_size=groups),
+            None]
+
+
 @grad_rule("scatter")
 def _scatter(ctx, op, grads):
     """out = t with out[idx] = values: t gets the gradient except at the scattered positions."""

@@ -1,0 +1,450 @@
+"""The matmul programs: C = A @ B on the tiles as AMP blocks, following a plan (matmul_plan.py).
+
+The counterpart of poplin's matmul, built only on `ipu/` and the codelets. Every cell of the plan's
+grid is one tile: it receives its A block [g, m, k] and B block [g, k, n] in two exchange phases
+(one Copy per operand: sources that several tiles need are sent once, the exchange multicasts),
+computes a float32 partial [g, m, n] with `MatMulBlock` vertices (the AMP), and the partials then
+cross one more exchange to the tiles that own each output element, where `MatMulReducePartials`
+sums the k-split (casting to float16 for a half output).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import ipu
+from ipu import MappingError
+from ipu import costs as ipu_costs
+from ipu.tensor import TEMPORARY
+
+from ..matmul import reduce_partials_cycles
+
+from .matmul_plan import (_ALIGN, _CODE_MARGIN, _EXCHANGE_BYTES_PER_RUN, MatMulPlan, Problem,  # noqa: F401
+                          _align, _canon_a, _canon_b, _canon_c, _ceil, _phase, canonical_problem,
+                          plan_for_shapes, plan_matmul)
+
+# ------------------------------------------------------------------------------------------------
+# the cells of a plan
+
+
+def _cells(plan: MatMulPlan):
+    """Per cell (C order over the grid): origin and size in (g, m, n, k), and its tile."""
+    pg, pm, pn, pk = plan.parts
+    cg, cm, cn, ck = plan.chunks
+    ig, im, in_, ik = (x.ravel() for x in np.meshgrid(np.arange(pg), np.arange(pm), np.arange(pn),
+                                                       np.arange(pk), indexing="ij"))
+    g0, m0, n0, k0 = ig * cg, im * cm, in_ * cn, ik * ck
+    gs = np.clip(plan.G - g0, 0, cg)
+    ms = np.clip(plan.M - m0, 0, cm)
+    ns = np.clip(plan.N - n0, 0, cn)
+    ks = np.clip(plan.K - k0, 0, ck)
+    return dict(g0=g0, m0=m0, n0=n0, k0=k0, gs=gs, ms=ms, ns=ns, ks=ks, tile=plan.tiles.ravel())
+
+
+def _owner_canonical(plan: MatMulPlan) -> np.ndarray:
+    """For mapping_for_output: the tile of every canonical output element [G, M, N], each output
+    block split into pk contiguous (in block order) shares among the tiles that computed it."""
+    pg, pm, pn, pk = plan.parts
+    cg, cm, cn, _ = plan.chunks
+    G, M, N = plan.G, plan.M, plan.N
+    g = np.arange(G)[:, None, None]
+    i = np.arange(M)[None, :, None]
+    j = np.arange(N)[None, None, :]
+    ig, im, in_ = g // cg, i // cm, j // cn
+    gs = np.minimum(cg, G - ig * cg)
+    ms = np.minimum(cm, M - im * cm)
+    ns = np.minimum(cn, N - in_ * cn)
+    e = ((g - ig * cg) * ms + (i - im * cm)) * ns + (j - in_ * cn)
+    share = e * pk // (gs * ms * ns)
+    return plan.tiles[ig, im, in_, share]
+
+
+def mapping_for_output(plan: MatMulPlan, out_shape=None) -> np.ndarray:
+    """The tile of every element of the output (flat, row-major over `out_shape`, by default the
+    shape of the problem the plan was made for) that keeps the reduction next to the partials:
+    each output block is shared out among the pk tiles that computed its partials."""
+    if plan.sub is not None:
+        # serial passes: spread the output evenly (each pass reduces onto wherever it lives)
+        total = plan.G * plan.M * plan.N
+        T = plan.target.num_tiles
+        return (np.arange(total, dtype=np.int64) * T // max(total, 1)).astype(np.int32)
+    owner = _owner_canonical(plan)
+    p = plan.problem
+    if p is None:
+        shape = tuple(out_shape) if out_shape is not None else ((plan.M, plan.N) if plan.G == 1 else (plan.G, plan.M, plan.N))
+        if int(np.prod(shape, dtype=np.int64)) != owner.size:
+            raise ValueError(f"out_shape {shape} does not hold the plan's {owner.size} outputs")
+        return owner.reshape(-1).astype(np.int32)
+    pos = _canon_c(np.arange(int(np.prod(p.out_shape, dtype=np.int64)), dtype=np.int64), p)
+    tiles = np.empty(pos.size, np.int32)
+    tiles[pos.reshape(-1)] = owner.reshape(-1)
+    return tiles
+
+
+def map_output(graph: ipu.Graph, out: ipu.Tensor, plan: MatMulPlan) -> None:
+    """Map `out` (a view of the product's shape) with mapping_for_output(plan)."""
+    tiles = mapping_for_output(plan, out.shape)
+    if tiles.size != out.numel:
+        raise ValueError(f"map_output: {out.name!r} has {out.numel} elements, the plan makes {tiles.size}")
+    _set_mapping(graph, out, tiles)
+
+
+def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
+    """Map the view's flat elements to `tiles` (one per element) through set_tile_mapping."""
+    tiles = np.asarray(tiles).reshape(-1)
+    if tiles.size == 0:
+        return
+    brk = np.flatnonzero(tiles[1:] != tiles[:-1]) + 1
+    starts = np.concatenate(([0], brk))
+    stops = np.concatenate((brk, [tiles.size]))
+    mapping: dict = {}
+    for s, e, tl in zip(starts.tolist(), stops.tolist(), tiles[starts].tolist()):
+        mapping.setdefault(tl, []).append((s, e))
+    graph.set_tile_mapping(t, mapping)
+
+
+# ------------------------------------------------------------------------------------------------
+# building the programs
+
+
+def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`)."""
+    T = graph.target.num_tiles
+    per_tile = np.zeros(T, np.int64)
+    for v in graph.variables:
+        if v.category == TEMPORARY or v.numel == 0 or v is exclude:
+            continue
+        t = v.tile_of[v.tile_of >= 0]
+        if t.size:
+            per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
+    return int(per_tile.max(initial=0))
+
+
+def _mapped_bytes(t: ipu.Tensor):
+    """Bytes of the view's variable on its busiest tile, or None when it is not mapped yet."""
+    v = t.variable
+    if v.numel == 0 or (v.tile_of < 0).any():
+        return None
+    return int(np.bincount(v.tile_of, minlength=1).max()) * v.dtype.itemsize
+
+
+def _blocks_variable(graph, name, dtype, tiles, sizes):
+    """A temporary holding one contiguous block per cell on the cell's tile; returns (var, offsets)."""
+    sizes = np.asarray(sizes, np.int64)
+    off = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    total = int(sizes.sum())
+    var = graph.add_variable(name, (total,), dtype, category=TEMPORARY)
+    if total:
+        var.set_tile_runs(tiles, sizes)  # one run per cell: no per-element tile table
+    return var, off
+
+
+def _gather(src3, cells, axes):
+    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell."""
+    (r0k, rsk), (c0k, csk) = axes
+    parts = []
+    for g0, gs, r0, rs, c0, cs in zip(cells["g0"].tolist(), cells["gs"].tolist(), cells[r0k].tolist(),
+                                      cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
+        parts.append(src3[g0:g0 + gs, r0:r0 + rs, c0:c0 + cs].reshape(-1))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _is_transposed(src3) -> bool:
+    """True when a canonical operand [G, R, C] runs contiguously down its rows rather than along
+    them: a transposed view (autodiff's B^T and A^T, attention's K^T), whose blocks gathered row by
+    row would cross the exchange one element at a time."""
+    G, R, C = src3.shape
+    if G == 0 or R < 2 or C < 2:
+        return False
+    x = src3[0]
+    return bool(np.all(x[1:, :] - x[:-1, :] == 1)) and not bool(np.all(x[:, 1:] - x[:, :-1] == 1))
+
+
+_MIN_BAND = 32  # elements: shortest exchange run a band split may make
+
+
+def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, name):
+    """Copy every cell's operand block [g, r, c] (row-major) into `blocks` on the cell's tile.
+
+    A transposed source moves as poplibs moves it: each block crosses the exchange in the source's
+    own order ([g, c, r]: runs as long as a block's rows, so little exchange code) into a staging
+    block on the destination tile, and Transpose2d vertices (one per band of the block's rows, so
+    all six workers share a block) turn it into [g, r, c] there (cycles from the poplibs
+    estimator, codelets/transpose.py)."""
+    if not _is_transposed(src3):
+        flat = _gather(src3, cells, axes)
+        seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), blocks, name=name))
+        return
+    (r0k, rsk), (c0k, csk) = axes
+    # every cell's block is staged as up to 6 bands of its rows (one per worker), each band [c, r]
+    # in source order; a band's Transpose2d writes rows of the block, which are contiguous there.
+    # Bands are at least _MIN_BAND rows wide: narrower ones would cut the exchange runs short.
+    workers = graph.target.worker_contexts
+    src_t = src3.transpose(0, 2, 1)
+    parts, v_tile, v_off, v_rows, v_cols = [], [], [], [], []
+    for tile, base, g0, gs, r0, rs, c0, cs in zip(
+            cells["tile"].tolist(), off.tolist(), cells["g0"].tolist(), cells["gs"].tolist(),
+            cells[r0k].tolist(), cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
+        if gs * rs * cs == 0:
+            continue
+        bands = max(1, min(rs // _MIN_BAND, -(-workers // gs)))
+        edges = [rs * i // bands for i in range(bands + 1)]
+        pos = base
+        for g in range(g0, g0 + gs):
+            for b0, b1 in zip(edges[:-1], edges[1:]):
+                parts.append(src_t[g, c0:c0 + cs, r0 + b0:r0 + b1].reshape(-1))
+                v_tile.append(tile)
+                v_off.append(pos)
+                v_rows.append(cs)
+                v_cols.append(b1 - b0)
+                pos += cs * (b1 - b0)
+    stage, _ = _blocks_variable(graph, f"{name}/stage", blocks.dtype, cells["tile"], sizes)
+    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=name))
+    if not parts:
+        return
+    cs_ = graph.add_compute_set(f"{name}/transpose")
+    rows, cols = np.asarray(v_rows, np.int64), np.asarray(v_cols, np.int64)
+    field = (np.asarray(v_off, np.int64), rows * cols)
+    graph.add_vertices(cs_, "Transpose2d", np.asarray(v_tile, np.int64),
+                       {"src": (stage, *field), "dst": (blocks, *field)}, ip={"rows": rows, "cols": cols})
+    seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
+
+
+def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
+                 name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False,
+                 available_memory_proportion: float | None = None) -> ipu.Program:
+    """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
+
+    a [..., M, K], b [..., K, N] (float32, or float16) and out [..., M, N] (float32; float16 or
+    float32 for half operands) are views mapped however the caller mapped them. If out is not
+    mapped at all it is mapped with mapping_for_output. The program: Copy A blocks to their tiles,
+    Copy B blocks, one compute set of MatMulBlock vertices (float32 partials), Copy the partials to
+    the tiles that own each output element, one compute set of MatMulReducePartials summing them
+    into out (and, when out's elements on a tile are too scattered to reduce in place, a last local
+    Copy from a per-tile result into out).
+
+    float8 operands (either format each) need `log2_scale`, a one-element int32 tensor: out (float16)
+    = (a @ b) x 2**log2_scale, the scale sent to every AMP tile and applied by the
+    MatMulBlockPow2Scaled vertices (`check_range`: stop the program if it is outside [-32, 32)).
+
+    available_memory_proportion: poplibs' option, the share of tile memory the product's
+    temporaries may take (None: all the tile has); see plan_matmul.
+    """
+    target = graph.target
+    for t, what in ((a, "a"), (b, "b"), (out, "out")):
+        if not isinstance(t, ipu.Tensor):
+            raise TypeError(f"build_matmul: {what} must be an ipu.Tensor, got {type(t).__name__}")
+    float8 = a.dtype.is_float8
+    if float8:
+        if not b.dtype.is_float8:
+            raise TypeError(f"build_matmul: a is {a.dtype.name} but b is {b.dtype.name}; both must be float8")
+        if out.dtype != ipu.FLOAT16:
+            raise TypeError(f"build_matmul: a float8 product is float16, not {out.dtype.name}")
+        if not isinstance(log2_scale, ipu.Tensor) or log2_scale.numel != 1 or log2_scale.dtype != ipu.INT32:
+            raise TypeError("build_matmul: float8 operands need log2_scale, a one-element int32 tensor")
+    elif log2_scale is not None:
+        raise TypeError("build_matmul: log2_scale is only for float8 operands")
+    if a.dtype != b.dtype and not float8:
+        raise TypeError(f"build_matmul: a is {a.dtype.name} but b is {b.dtype.name}")
+    if a.dtype not in (ipu.FLOAT32, ipu.FLOAT16) and not float8:
+        raise TypeError(f"build_matmul: operands must be float32, float16 or float8, not {a.dtype.name}")
+    if out.dtype not in (ipu.FLOAT32, ipu.FLOAT16) or (a.dtype == ipu.FLOAT32 and out.dtype != ipu.FLOAT32):
+        raise TypeError(f"build_matmul: a {a.dtype.name} product cannot be written to a {out.dtype.name} output")
+    prob = canonical_problem(a.shape, b.shape)
+    if tuple(out.shape) != prob.out_shape:
+        raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
+    if plan is None:
+        plan = plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype,
+                               reserved_bytes=_reserved_bytes(graph, exclude=out.variable),
+                               out_live_bytes=_mapped_bytes(out),
+                               available_memory_proportion=available_memory_proportion)
+    else:
+        if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
+            raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
+                             f"these operands make [{prob.G}x{prob.M}x{prob.K}] x [{prob.K}x{prob.N}]")
+        if plan.target.num_tiles != target.num_tiles:
+            raise ValueError("build_matmul: the plan was made for another target")
+        if plan.problem is None:
+            plan.problem = prob
+    G, M, K, N = plan.G, plan.M, plan.K, plan.N
+    seq = ipu.Sequence(name=name)
+    if G * M * N == 0:
+        return seq
+
+    C = _canon_c(out.index(), prob)
+    c_flat = np.ascontiguousarray(C).reshape(-1)
+    out_var = out.variable
+    owners = out_var.tile_of[c_flat]
+    if (owners < 0).any():
+        if not (owners < 0).all():
+            raise MappingError(f"build_matmul: out {out.name!r} is only partly mapped; map all of it or none")
+        map_output(graph, out, plan)
+        owners = out_var.tile_of[c_flat]
+    if plan.sub is not None:
+        return _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale, check_range)
+
+    cells = _cells(plan)
+    tiles = cells["tile"]
+    P = plan.num_partials
+    isz_t = a.dtype
+
+    # 1. operand blocks to their tiles (one exchange phase per operand)
+    if K > 0:
+        A = _canon_a(a.index(), prob)
+        B = _canon_b(b.index(), prob)
+        a_sizes = cells["gs"] * cells["ms"] * cells["ks"]
+        b_sizes = cells["gs"] * cells["ks"] * cells["ns"]
+        p_sizes = cells["gs"] * cells["ms"] * cells["ns"]
+        a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
+        b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", b.dtype, tiles, b_sizes)
+        partials, p_off = _blocks_variable(graph, f"{name}/partials", ipu.FLOAT32, tiles, p_sizes)
+        _exchange_operand(graph, seq, a, A, cells, (("m0", "ms"), ("k0", "ks")), a_blocks, a_off, a_sizes,
+                          f"{name}/exchange a")
+        _exchange_operand(graph, seq, b, B, cells, (("k0", "ks"), ("n0", "ns")), b_blocks, b_off, b_sizes,
+                          f"{name}/exchange b")
+
+        # 2. the AMP: one MatMulBlock per (cell, batch element of the cell)
+        cs = graph.add_compute_set(f"{name}/amp")
+        gs = cells["gs"]
+        cell_of = np.repeat(np.arange(gs.size), gs)
+        local = np.arange(cell_of.size) - np.repeat(np.cumsum(gs) - gs, gs)
+        ms, ks, ns = cells["ms"][cell_of], cells["ks"][cell_of], cells["ns"][cell_of]
+        keep = (ms > 0) & (ns > 0)
+        cell_of, local, ms, ks, ns = cell_of[keep], local[keep], ms[keep], ks[keep], ns[keep]
+        fields = {
+            "a": (a_blocks, a_off[cell_of] + local * ms * ks, ms * ks),
+            "b": (b_blocks, b_off[cell_of] + local * ks * ns, ks * ns),
+            "out": (partials, p_off[cell_of] + local * ms * ns, ms * ns),
+        }
+        if float8:  # the scale, once on every AMP tile (one multicast exchange)
+            used = np.unique(tiles[cell_of])
+            scales, _ = _blocks_variable(graph, f"{name}/log2_scale", ipu.INT32, used, np.ones(used.size, np.int64))
+            src = np.repeat(log2_scale.index().reshape(-1)[:1], used.size)
+            seq.add(ipu.Copy(ipu.Tensor(log2_scale.variable, src, src.shape), scales, name=f"{name}/exchange scale"))
+            fields["log2_scale"] = (scales, np.searchsorted(used, tiles[cell_of]), np.ones(cell_of.size, np.int64))
+            graph.add_vertices(cs, "MatMulBlockPow2Scaled", tiles[cell_of], fields,
+                               ip={"m": ms, "k": ks, "n": ns, "check_range": int(check_range)})
+        else:
+            graph.add_vertices(cs, "MatMulBlock", tiles[cell_of], fields, ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
+        seq.add(ipu.Execute(cs, name=f"{name}/amp"))
+
+    # 3. partials to the tiles that reduce them: the owners of the outputs when out is spread
+    # about evenly (the reduction then writes out in place), else the plan's own spread
+    # (mapping_for_output) into a result that a last Copy moves into out
+    even = -(-owners.size // target.num_tiles)
+    spread = np.bincount(owners, minlength=target.num_tiles).max() <= 2 * even + 16
+    if not spread:
+        owners = _owner_canonical(plan).reshape(-1)
+    # the output elements in order of (reducing tile, position in out's variable)
+    key_sorted = np.all(owners[1:] >= owners[:-1]) if owners.size > 1 else True
+    if key_sorted and (c_flat.size < 2 or np.all(c_flat[1:] > c_flat[:-1])):
+        q = np.arange(c_flat.size, dtype=np.int64)
+    else:
+        q = np.lexsort((c_flat, owners))
+    flat = c_flat[q]
+    own = owners[q].astype(np.int64)
+    total = q.size
+    brk = np.ones(total, bool)
+    brk[1:] = (own[1:] != own[:-1]) | (flat[1:] != flat[:-1] + 1)
+    run_start = np.flatnonzero(brk)
+    run_len = np.diff(np.append(run_start, total))
+    out_float = out.dtype == ipu.FLOAT32
+    nt = target.num_tiles
+
+    if K > 0:
+        # for every element of `partials`, in memory order: its output element (its rank in the
+        # sorted order above) and its k chunk. The partials Copy then reads `partials` in order and
+        # scatters into the reduction's inputs, which keeps the host's copy streaming through
+        # memory (the simulated exchange is the same set of runs either way).
+        pg_, pm_, pn_, pk_ = plan.parts
+        cg_, cm_, cn_, _ = plan.chunks
+        rank = np.empty(total, np.int64)
+        rank[q] = np.arange(total, dtype=np.int64)
+        elem_rank = np.empty(int(p_sizes.sum()), np.int64)
+        # cells come in a few shapes (the edge cells of each dimension are smaller): per shape, the
+        # output positions of a block are one pattern shifted by the block's origin
+        shape_key = (cells["gs"] * (M + 1) + cells["ms"]) * (N + 1) + cells["ns"]
+        for key in np.unique(shape_key):
+            sel = np.flatnonzero(shape_key == key)
+            gs_, ms_, ns_ = (int(cells[x][sel[0]]) for x in ("gs", "ms", "ns"))
+            blk = gs_ * ms_ * ns_
+            if blk == 0:
+                continue
+            pattern = ((np.arange(gs_)[:, None, None] * M + np.arange(ms_)[None, :, None]) * N
+                       + np.arange(ns_)[None, None, :]).reshape(-1)
+            origin = (cells["g0"][sel] * M + cells["m0"][sel]) * N + cells["n0"][sel]
+            where = p_off[sel][:, None] + np.arange(blk)[None, :]
+            elem_rank[where] = rank[origin[:, None] + pattern[None, :]]
+        elem_p = np.repeat(np.arange(p_sizes.size, dtype=np.int64) % pk_, p_sizes)
+
+    if K > 0 and P == 1 and out_float:
+        # nothing to add up: the partials are the result
+        dst = flat[elem_rank]
+        seq.add(ipu.Copy(partials, ipu.Tensor(out_var, dst, dst.shape), name=f"{name}/exchange partials"))
+        return seq
+
+    # reduce each run of out in place, or each tile's elements into a contiguous result then copy
+    # them into out locally: whichever the cost models make cheaper on the busiest tile
+    run_tile = own[run_start]
+    direct = np.bincount(run_tile, weights=reduce_partials_cycles(run_len, P, out_float, target.worker_contexts),
+                         minlength=nt).max()
+    tile_ids, tile_start, tile_len = np.unique(own, return_index=True, return_counts=True)
+    via_temp = (reduce_partials_cycles(tile_len, P, out_float, target.worker_contexts).max()
+                + ipu_costs.sync_cycles(target) + target.exchange_overhead_cycles
+                + int(np.ceil(tile_len.max() * out.dtype.itemsize / target.memory_write_bytes_per_cycle)))
+    in_place = spread and direct <= via_temp
+    if in_place:
+        grp_start, grp_len, grp_tile = run_start, run_len, run_tile
+    else:
+        grp_start, grp_len, grp_tile = tile_start, tile_len, tile_ids
+    grp_of = np.repeat(np.arange(grp_start.size), grp_len)
+    pos_in = np.arange(total) - grp_start[grp_of]
+
+    if P > 0:
+        red_in, red_off = _blocks_variable(graph, f"{name}/reduce_in", ipu.FLOAT32, grp_tile, P * grp_len)
+        grp_e = grp_of[elem_rank]
+        dst = red_off[grp_e] + elem_p * grp_len[grp_e] + pos_in[elem_rank]
+        seq.add(ipu.Copy(partials, ipu.Tensor(red_in, dst, dst.shape), name=f"{name}/exchange partials"))
+        red_fields = (red_in, red_off, P * grp_len)
+    else:
+        # k = 0: nothing to add, the reduction writes zeros; one float per tile to connect to
+        dummy_tiles = np.unique(grp_tile)
+        dummy, _ = _blocks_variable(graph, f"{name}/no_partials", ipu.FLOAT32, dummy_tiles, np.ones(dummy_tiles.size, np.int64))
+        red_fields = (dummy, np.searchsorted(dummy_tiles, grp_tile), np.zeros(grp_tile.size, np.int64))
+
+    cs = graph.add_compute_set(f"{name}/reduce")
+    if in_place:
+        dst = (out_var, flat[grp_start], grp_len)
+    else:
+        result, res_off = _blocks_variable(graph, f"{name}/result", out.dtype, grp_tile, grp_len)
+        dst = (result, res_off, grp_len)
+    graph.add_vertices(cs, "MatMulReducePartials", grp_tile, {"partials": red_fields, "out": dst},
+                       ip={"num_partials": np.full(grp_tile.size, P)})
+    seq.add(ipu.Execute(cs, name=f"{name}/reduce"))
+    if not in_place:
+        seq.add(ipu.Copy(result, ipu.Tensor(out_var, flat, flat.shape), name=f"{name}/write out"))
+    return seq
+
+
+def _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale=None, check_range=False):
+    """The passes of a serially split plan, each a full build over a slice of the canonical
+    problem (views of the same variables); their temporaries are dead between passes, so the
+    memory planner reuses them."""
+    A = _canon_a(a.index(), prob)
+    B = _canon_b(b.index(), prob)
+    size = {"g": plan.G, "m": plan.M, "n": plan.N}[plan.serial_axis]
+    for s_ in range(plan.serial):
+        lo = s_ * plan.serial_chunk
+        hi = min(size, lo + plan.serial_chunk)
+        if plan.serial_axis == "g":
+            As, Bs, Cs = A[lo:hi], B[lo:hi], C[lo:hi]
+        elif plan.serial_axis == "m":
+            As, Bs, Cs = A[:, lo:hi], B, C[:, lo:hi]
+        else:
+            As, Bs, Cs = A, B[:, :, lo:hi], C[:, :, lo:hi]
+        As, Bs, Cs = (np.ascontiguousarray(x) for x in (As, Bs, Cs))
+        sub = plan.sub if hi - lo == plan.serial_chunk else None
+        seq.add(build_matmul(graph, ipu.Tensor(a.variable, As, As.shape), ipu.Tensor(b.variable, Bs, Bs.shape),
+                             ipu.Tensor(out.variable, Cs, Cs.shape), plan=sub, name=f"{name}/pass{s_}",
+                             log2_scale=log2_scale, check_range=check_range))
+    return seq

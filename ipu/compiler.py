@@ -1,0 +1,301 @@
+"""The compiler: a graph and its programs into an Executable.
+
+1. Walk the program trees in execution order (calls expanded) to get the timeline: the segments
+   in which each variable is live (one per call for a function's temporaries) and the loops
+   (`ipu.timeline`).
+2. Plan memory: an address for every piece of every used variable on its tile (`ipu.memory`).
+3. Turn every leaf into steps with precomputed tables through its program kind (`ipu.kinds`:
+   compute.py, exchange.py, streams.py, remote.py, collectives.py); control nodes (Sequence,
+   Repeat, If, Switch, Call) become the node tree the engine walks. Each step carries its cycles
+   on every tile from the cost models.
+
+Program kinds use the compiler through its public methods only: `add_step`, `sync`,
+`addresses`, `address_runs`, `scalar_ref`, `cached`, `add_vertex_memory`, `add_exchange_code`, and the
+read-only `target`, `graph`, `layouts` and `steps`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import codeload, costs
+from . import collectives, compute, exchange, remote, streams  # noqa: F401  (the built-in program kinds)
+from .errors import CompileError, MappingError
+from .executable import Executable, Layout, Step
+from .graph import Function, Graph
+from .kinds import kind_of
+from .memory import CATEGORIES, MemoryPlan, align, check_fits, place_pieces
+from .program import Call, If, Program, Repeat, Sequence, Switch
+from .target import Target
+from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor
+from .timeline import Timeline
+
+__all__ = ["CONTROL_BYTES_PER_STEP", "Compiler", "compile"]
+
+# Non-data memory per tile (an assumption in the spirit of Poplar's code generation; a documented
+# constant, not a measurement; exchange code: exchange.py):
+CONTROL_BYTES_PER_STEP = 8  # one supervisor instruction pair per program step, on every tile
+
+_FOREVER = np.iinfo(np.int64).max // 4
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. memory
+
+
+def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
+    pieces_tile, pieces_bytes, pieces_owner, seg_counts, seg_s, seg_e = [], [], [], [], [], []
+    live_vars = [v for v in graph.variables if v.category != TEMPORARY or v.id in used]
+    for v in live_vars:
+        if v.numel == 0:
+            continue
+        unmapped = v.unmapped()
+        if unmapped:
+            raise MappingError(
+                f"tensor {v.name!r} has {unmapped} of {v.numel} elements without a tile mapping; "
+                f"call set_tile_mapping or map_linearly on it before compiling"
+            )
+        starts, stops, tiles = v.pieces()
+        always = v.category != TEMPORARY
+        # every piece of a temporary is live in the variable's segments (ipu/timeline.py)
+        segs = np.array([(-1, _FOREVER)] if always else segments[v.id], np.int64).reshape(-1, 2)
+        pieces_tile.append(tiles.astype(np.int64))
+        pieces_bytes.append((stops - starts) * v.dtype.itemsize)
+        seg_counts.append(np.full(len(starts), len(segs), np.int64))
+        seg_s.append(np.tile(segs[:, 0], len(starts)))
+        seg_e.append(np.tile(segs[:, 1], len(starts)))
+        pieces_owner.append((v, starts, stops, tiles))
+    if pieces_tile:
+        tile = np.concatenate(pieces_tile)
+        nbytes = np.concatenate(pieces_bytes)
+        counts = np.concatenate(seg_counts)
+        seg_start = np.concatenate(seg_s)
+        seg_end = np.concatenate(seg_e)
+    else:
+        tile = nbytes = counts = seg_start = seg_end = np.zeros(0, np.int64)
+    seg_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    start = seg_start[seg_ptr[:-1]]
+    local, peak = place_pieces(tile, nbytes, seg_start, seg_end, target, seg_ptr)
+    tile_bytes = align(peak, target.alignment)
+    tile_base = np.concatenate(([0], np.cumsum(tile_bytes)[:-1])).astype(np.int64)
+    total = int(tile_bytes.sum())
+
+    layouts = {}
+    k = 0
+    for v, starts, stops, tiles in pieces_owner:
+        n = len(starts)
+        addr = tile_base[tiles.astype(np.int64)] + local[k:k + n]
+        layouts[v.id] = Layout(v, starts, stops, tiles.astype(np.int64), addr)
+        k += n
+
+    n = target.num_tiles
+    cats = {c: np.zeros(n, np.int64) for c in CATEGORIES}
+    size = align(nbytes, target.alignment)
+    always = start < 0
+    cat_of = np.array([{VARIABLE: 0, CONSTANT: 1, TEMPORARY: 2}[v.category]
+                       for v, s, _, _ in pieces_owner for _ in range(len(s))], dtype=np.int64)
+    if tile.size:
+        cats["variables"] += np.bincount(tile[cat_of == 0], weights=size[cat_of == 0], minlength=n).astype(np.int64)
+        cats["constants"] += np.bincount(tile[cat_of == 1], weights=size[cat_of == 1], minlength=n).astype(np.int64)
+        fixed = cats["variables"] + cats["constants"]
+        cats["temporaries"] = np.maximum(tile_bytes - fixed, 0)
+    cats["stack"][:] = target.stack_bytes_per_tile
+
+    # liveness over the timeline: not-always-live bytes (summed over tiles) at each position
+    length = max(1, max((sg[-1][1] for sg in segments.values() if sg), default=0) + 1)
+    diff = np.zeros(length + 1, np.int64)
+    temp = np.repeat(~always, counts)
+    if temp.any():
+        seg_size = np.repeat(size, counts)[temp]
+        np.add.at(diff, np.clip(seg_start[temp], 0, length), seg_size)
+        np.add.at(diff, np.clip(seg_end[temp] + 1, 0, length), -seg_size)
+    liveness = np.cumsum(diff)[:length]
+    return layouts, MemoryPlan(target, tile_bytes, tile_base, total, cats), liveness, cats["temporaries"].copy()
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. steps
+
+
+class Compiler:
+    """Turns program nodes into steps (see the module docstring for what program kinds may use)."""
+
+    def __init__(self, graph: Graph, layouts: dict, plan: MemoryPlan):
+        self.graph = graph
+        self.target = graph.target
+        self.layouts = layouts
+        self.plan = plan
+        self._steps: list[Step] = []
+        self._cache: dict = {}
+        self._functions: dict[int, int] = {}
+        self.function_nodes: list = []
+        n = self.target.num_tiles
+        self._code_on_tile: dict = {}  # (codelet, types) -> bool[tiles]: its code is on the tile
+        self.code_bytes = np.zeros(n, np.int64)
+        self.state_bytes = np.zeros(n, np.int64)
+        self.exchange_bytes = np.zeros(n, np.int64)
+        self.owners: dict = {}  # category -> [(owner name, tiles, bytes)] for out-of-memory reports
+        self.control_steps = 0
+
+    # -- the API of program kinds
+    @property
+    def steps(self) -> list:
+        """The steps so far, in id order (read only: add steps with add_step)."""
+        return self._steps
+
+    def add_step(self, kind: str, name: str, cycles: int, tile_cycles=None, *, payload=None, vertices: int = 0,
+                 bytes_moved: int = 0, debug: str = "") -> Step:
+        """Append a step (one control-code step on every tile) and return it."""
+        s = Step(len(self._steps), kind, name, cycles, tile_cycles, payload, vertices, bytes_moved, debug)
+        self._steps.append(s)
+        self.control_steps += 1
+        return s
+
+    def sync(self, why: str = ""):
+        """A sync step across the replica's tiles (before an exchange or transfer); its node."""
+        c = costs.sync_cycles(self.target)
+        return ("step", self.add_step("sync", f"sync ({why})" if why else "sync", c).id)
+
+    def node(self, p: Program):
+        """The compiled node of a program (control nodes here, leaves through their kind)."""
+        if isinstance(p, Sequence):
+            return ("seq", [self.node(q) for q in p.programs])
+        if isinstance(p, Repeat):
+            if int(p.count) < 0:
+                raise CompileError(f"Repeat count must be >= 0, got {p.count}")
+            self.control_steps += 1
+            return ("repeat", int(p.count), self.node(p.body))
+        if isinstance(p, If):
+            ref = self.scalar_ref(p.condition, "If condition")
+            b = self.add_step("branch", p.name or "if", costs.branch_cycles(self.target))
+            return ("if", b.id, ref, self.node(p.then_), self.node(p.else_) if p.else_ is not None else ("seq", []))
+        if isinstance(p, Switch):
+            ref = self.scalar_ref(p.control, "Switch control")
+            b = self.add_step("branch", p.name or "switch", costs.branch_cycles(self.target))
+            cases = {int(k): self.node(v) for k, v in p.cases.items()}
+            default = self.node(p.default) if p.default is not None else ("seq", [])
+            return ("switch", b.id, ref, cases, default)
+        if isinstance(p, Call):
+            return ("call", self._function(p.function))
+        return kind_of(p).compile(self, p)
+
+    def addresses(self, t: Tensor, what: str):
+        """(byte addresses, tiles) of every element of `t`, in row-major order."""
+        L = self.layouts.get(t.variable.id)
+        if L is None:
+            raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
+        return L.element_addresses(t.flat_index())
+
+    def address_runs(self, t: Tensor, what: str):
+        """(byte addresses, tiles, element counts) of the stretches of `t` that are consecutive in
+        one piece, in row-major order (`Layout.run_addresses`): per run, not per element."""
+        L = self.layouts.get(t.variable.id)
+        if L is None:
+            raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
+        return L.run_addresses(*t.index_runs())
+
+    def scalar_ref(self, t: Tensor, what: str):
+        """(storage dtype, element offset in that view) of a one-element tensor the engine reads."""
+        if t.numel != 1:
+            raise CompileError(f"{what} must be a tensor of one element, {t.name!r} has shape {t.shape}")
+        L = self.layouts[t.variable.id]
+        addr, _ = L.element_addresses(t.flat_index())
+        dt = t.dtype
+        return (dt.storage, int(addr[0]) // dt.itemsize)
+
+    def cached(self, key, build):
+        """build() once per key in this compilation (e.g. a compute set executed several times)."""
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    def add_vertex_memory(self, tiles: np.ndarray, code_key, code_bytes: int, state_bytes: int,
+                          owner: str = "") -> None:
+        """Vertex state for every vertex on `tiles`; the code of `code_key` once per tile using it.
+        `owner` (the compute set's name) is what an out-of-memory report names."""
+        n = self.target.num_tiles
+        state = np.bincount(tiles, minlength=n) * state_bytes
+        self.state_bytes += state
+        self._owned("vertex_state", owner, state)
+        on = self._code_on_tile.get(code_key)
+        if on is None:
+            on = self._code_on_tile[code_key] = np.zeros(n, bool)
+        used = np.unique(tiles)
+        new = used[~on[used]]
+        on[new] = True
+        self.code_bytes[new] += code_bytes
+
+    def add_exchange_code(self, tile_bytes: np.ndarray, owner: str = "") -> None:
+        """Exchange code bytes on every tile; `owner` (the exchange's name) for out-of-memory reports."""
+        self.exchange_bytes += tile_bytes
+        self._owned("exchange_code", owner, tile_bytes)
+
+    def _owned(self, category: str, owner: str, tile_bytes: np.ndarray) -> None:
+        nz = np.flatnonzero(tile_bytes)
+        if nz.size:  # sparse: (owner, tiles, bytes) per step
+            self.owners.setdefault(category, []).append((owner, nz.astype(np.int32), tile_bytes[nz].astype(np.int64)))
+
+    def owners_on_tile(self, t: int, layouts: dict, top: int = 4) -> dict:
+        """{category: [(owner name, bytes), ...]} of what fills tile t, largest first: tensors (named
+        by the op that made them) for data, steps for exchange code and vertex state."""
+        by: dict = {}
+        for L in layouts.values():
+            m = L.tiles == t
+            if m.any():
+                v = L.variable
+                cat = {VARIABLE: "variables", CONSTANT: "constants"}.get(v.category, "temporaries")
+                name = v.debug or v.name
+                b = int(((L.stops[m] - L.starts[m]) * v.dtype.itemsize).sum())
+                by.setdefault(cat, {})[name] = by.setdefault(cat, {}).get(name, 0) + b
+        for cat, items in self.owners.items():
+            for owner, tiles, nbytes in items:
+                k = np.searchsorted(tiles, t)
+                if k < tiles.size and tiles[k] == t:
+                    by.setdefault(cat, {})[owner] = by.setdefault(cat, {}).get(owner, 0) + int(nbytes[k])
+        return {c: sorted(d.items(), key=lambda x: -x[1])[:top] for c, d in by.items()}
+
+    # -- functions
+    def _function(self, f: Function) -> int:
+        key = id(f)
+        if key not in self._functions:
+            self._functions[key] = len(self.function_nodes)
+            self.function_nodes.append(None)
+            self.function_nodes[self._functions[key]] = self.node(f.program)
+        return self._functions[key]
+
+
+def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural name
+    """Compile `programs` (one Program or a list; run them by index) for the graph's target."""
+    if isinstance(programs, Program):
+        programs = [programs]
+    programs = list(programs)
+    for p in programs:
+        if not isinstance(p, Program):
+            raise TypeError(f"compile takes ipu programs, got {type(p).__name__}")
+    target = graph.target
+    tl = Timeline()
+    for p in programs:
+        tl.walk(p)
+    layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, tl.segments(), target)
+    comp = Compiler(graph, layouts, plan)
+    nodes = [comp.node(p) for p in programs]
+    plan.categories["vertex_code"] = comp.code_bytes
+    plan.categories["vertex_state"] = comp.state_bytes
+    plan.categories["exchange_code"] = comp.exchange_bytes
+    plan.categories["control_code"] = np.full(target.num_tiles, comp.control_steps * CONTROL_BYTES_PER_STEP, np.int64)
+    # code loaded from streaming memory (ipu/codeload.py): vertex code of functions that CodeLoad
+    # targets is live only from a load to the last call before the next load
+    code = codeload.analyse(programs, comp, tl.pos)
+    if code is not None:
+        plan.categories["vertex_code"] = code.resident
+        plan.categories["code_loaded"] = code.loaded_peak
+        n = max(len(liveness), len(code.live))
+        liveness = np.pad(liveness, (0, n - len(liveness))) + np.pad(code.live, (0, n - len(code.live)))
+        live_peak = live_peak + code.loaded_peak
+
+    check_fits(plan, lambda t: comp.owners_on_tile(t, layouts))
+    for v in graph.variables:  # mappings are fixed now: keep them as pieces, not per element
+        v.compact()
+    return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
+                      {v.id: v for v in graph.variables}, dict(graph.streams), plan,
+                      len(liveness), liveness, live_peak,
+                      remote_buffers=dict(graph.remote_buffers), code_liveness=code)

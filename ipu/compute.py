@@ -1,0 +1,139 @@
+"""The compute kind: `Execute(compute_set)` runs every vertex of a compute set (one BSP compute phase).
+
+Compiling groups the vertices by (codelet, field types) into kernel groups: one kernel call runs a
+whole group, with the element offset of every field of every vertex in the typed views of tile
+memory. The step's cycles come from the codelets' cost models scheduled on the worker contexts
+(`costs.compute_set_tile_cycles`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import costs
+from .codelet import IN, INOUT, OUT
+from .errors import CompileError
+from .graph import ComputeSet
+from .kinds import ProgramKind, register_kind
+from .program import Execute
+
+__all__ = ["KernelGroup", "Vertices"]
+
+
+@dataclass
+class KernelGroup:
+    """The vertices of one compute set that run through one kernel call."""
+
+    codelet: object
+    types: tuple
+    tiles: np.ndarray
+    off: np.ndarray  # element offsets into the typed views, int64[V, F]
+    cnt: np.ndarray
+    fp: np.ndarray
+    ip: np.ndarray
+    vertex_cycles: np.ndarray
+
+
+@dataclass(eq=False)
+class Vertices:
+    """The payload of a compute step: its kernel groups."""
+
+    groups: list
+
+
+def _compile(comp, p: Execute):
+    cs = p.compute_set
+    if not isinstance(cs, ComputeSet):
+        raise CompileError("Execute takes a ComputeSet")
+    groups, tile_cycles, nverts = comp.cached(("compute_set", id(cs)), lambda: _compile_compute_set(comp, cs))
+    step = comp.add_step("compute", p.name or cs.name, int(tile_cycles.max(initial=0)), tile_cycles,
+                         payload=Vertices(groups), vertices=nverts, debug=cs.debug)
+    return ("step", step.id)
+
+
+def _compile_compute_set(comp, cs: ComputeSet):
+    by_key: dict = {}
+    for chunk in cs.chunks:
+        c = chunk.codelet
+        n = len(chunk.tiles)
+        off = np.zeros((n, len(c.fields)), np.int64)
+        for j, var in enumerate(chunk.field_vars):
+            off[:, j] = _field_offsets(comp, cs, chunk, j, var)
+        by_key.setdefault((c.name, chunk.types), []).append((chunk, off))
+    groups = []
+    all_tiles, all_cycles, all_sup = [], [], []
+    target = comp.target
+    for (name, types), items in by_key.items():
+        c = items[0][0].codelet
+        tiles = np.concatenate([ch.tiles for ch, _ in items])
+        off = np.concatenate([o for _, o in items])
+        cnt = np.concatenate([ch.field_count for ch, _ in items])
+        fp = np.concatenate([ch.fp for ch, _ in items])
+        ip = np.concatenate([ch.ip for ch, _ in items])
+        vc = np.asarray(c.cycles(types, cnt, fp, ip, target), np.int64).reshape(-1)
+        if vc.shape[0] != tiles.shape[0]:
+            raise CompileError(f"codelet {name}: cost model returned {vc.shape[0]} values for {tiles.shape[0]} vertices")
+        groups.append(KernelGroup(c, types, tiles, np.ascontiguousarray(off), np.ascontiguousarray(cnt),
+                                  np.ascontiguousarray(fp), np.ascontiguousarray(ip), vc))
+        all_tiles.append(tiles)
+        all_cycles.append(vc)
+        all_sup.append(np.full(len(tiles), c.supervisor))
+        # memory: vertex state per vertex, code once per (codelet, types) per tile
+        comp.add_vertex_memory(tiles, (name, types), c.code_bytes(types), c.state_bytes(), cs.name)
+    if all_tiles:
+        tile_cycles = costs.compute_set_tile_cycles(np.concatenate(all_tiles), np.concatenate(all_cycles),
+                                                    np.concatenate(all_sup), target)
+    else:
+        tile_cycles = np.zeros(target.num_tiles, np.int64)
+    return groups, tile_cycles, cs.num_vertices
+
+
+def _field_offsets(comp, cs, chunk, j, var) -> np.ndarray:
+    L = comp.layouts[var.id]
+    s = chunk.field_start[:, j]
+    k = chunk.field_count[:, j]
+    p = np.searchsorted(L.starts, s, side="right") - 1
+    p = np.clip(p, 0, max(len(L.starts) - 1, 0))
+    isz = var.dtype.itemsize
+    if len(L.starts) == 0:
+        return np.zeros(len(s), np.int64)
+    inside = s + k <= L.stops[p]
+    on_tile = L.tiles[p] == chunk.tiles
+    ok = (k == 0) | (inside & on_tile)
+    if not ok.all():
+        v = int(np.flatnonzero(~ok)[0])
+        fname = chunk.codelet.fields[j].name
+        tile = int(chunk.tiles[v])
+        elems = np.arange(s[v], s[v] + k[v])
+        _, el_tiles = L.element_addresses(elems)
+        others = sorted(set(int(t) for t in el_tiles) - {tile})
+        if others:
+            raise CompileError(
+                f"compute set {cs.name!r}: a {chunk.codelet.name} vertex on tile {tile} connects field "
+                f"{fname!r} to elements [{s[v]}, {s[v] + k[v]}) of {var.name!r}, which live on tile(s) "
+                f"{others[:8]}. A vertex can only touch memory of its own tile: Copy the data to tile "
+                f"{tile} first (an exchange), or put the vertex where the data is."
+            )
+        raise CompileError(
+            f"compute set {cs.name!r}: a {chunk.codelet.name} vertex on tile {tile} connects field "
+            f"{fname!r} to elements [{s[v]}, {s[v] + k[v]}) of {var.name!r}, which are not contiguous in "
+            f"tile memory (they span several pieces of its tile mapping); split the vertex per piece."
+        )
+    byte = L.addr[p] + (s - L.starts[p]) * isz
+    return np.where(k == 0, 0, byte // isz)
+
+
+def _uses(p: Execute):
+    return [(v, f.direction in (IN, INOUT), f.direction in (OUT, INOUT))
+            for chunk in p.compute_set.chunks for f, v in zip(chunk.codelet.fields, chunk.field_vars)]
+
+
+def _run(engine, payload: Vertices, reps) -> None:
+    for g in payload.groups:
+        kern = g.codelet.kernel()
+        for r in reps:
+            kern(tuple(engine.view(r, t.storage) for t in g.types), g.off, g.cnt, g.fp, g.ip)
+
+
+register_kind(ProgramKind("compute", (Execute,), _compile, _uses, Vertices, _run))

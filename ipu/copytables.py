@@ -1,0 +1,149 @@
+"""Copy tables: how an element-wise copy becomes runs of bytes, and the compiled copiers.
+
+A copy table lists runs (source byte offset, destination byte offset, bytes) that are contiguous
+at both ends. The compiler builds them once (`runs`); the engine copies them with `copy_runs`,
+one `memcpy` per run (LLVM's memcpy intrinsic: several times faster than an element loop for
+the short runs exchanges are made of).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["CopyTable", "copy_runs", "copy_runs_staged", "merge_runs", "runs"]
+
+
+@dataclass(eq=False)
+class CopyTable:
+    """The payload of an exchange step: byte runs within one replica's memory. `staged`: source
+    and destination overlap (a copy within one variable), so the sources are read first."""
+
+    src_off: np.ndarray
+    dst_off: np.ndarray
+    nbytes: np.ndarray
+    staged: bool = False
+
+
+def runs(sa, da, st, dt, isz):
+    """Group an element-wise copy (byte addresses and tiles of every element at both ends) into
+    runs contiguous at both ends on fixed tiles:
+    (source offsets, destination offsets, bytes, source tiles, destination tiles)."""
+    args = [np.ascontiguousarray(np.asarray(a, np.int64)) for a in (sa, da, st, dt)]
+    return _runs_kernel(*args, isz)
+
+
+def merge_runs(src, dst, isz):
+    """The copy runs of a copy given both ends as address runs (`Layout.run_addresses`: byte
+    addresses, tiles and element counts of stretches in the copy's element order): the same
+    table `runs` makes from per-element addresses, built in one pass over the runs."""
+    (sa, st, sn), (da, dt, dn) = src, dst
+    return _merge_kernel(*(np.ascontiguousarray(a, np.int64) for a in (sa, st, sn, da, dt, dn)), isz)
+
+
+@njit(cache=True)
+def _merge_kernel(sa, st, sn, da, dt, dn, isz):
+    cap = sa.shape[0] + da.shape[0]
+    so = np.empty(cap, np.int64)
+    do = np.empty(cap, np.int64)
+    nb = np.empty(cap, np.int64)
+    ts = np.empty(cap, np.int64)
+    td = np.empty(cap, np.int64)
+    i = 0
+    j = 0
+    ui = 0  # elements of source part i / destination part j already used
+    uj = 0
+    r = -1
+    while i < sa.shape[0] and j < da.shape[0]:
+        k = min(sn[i] - ui, dn[j] - uj)
+        a = sa[i] + ui * isz
+        b = da[j] + uj * isz
+        if r >= 0 and so[r] + nb[r] == a and do[r] + nb[r] == b and ts[r] == st[i] and td[r] == dt[j]:
+            nb[r] += k * isz  # continues the previous run at both ends
+        else:
+            r += 1
+            so[r] = a
+            do[r] = b
+            nb[r] = k * isz
+            ts[r] = st[i]
+            td[r] = dt[j]
+        ui += k
+        uj += k
+        if ui == sn[i]:
+            i += 1
+            ui = 0
+        if uj == dn[j]:
+            j += 1
+            uj = 0
+    return so[:r + 1].copy(), do[:r + 1].copy(), nb[:r + 1].copy(), ts[:r + 1].copy(), td[:r + 1].copy()
+
+
+@njit(cache=True)
+def _runs_kernel(sa, da, st, dt, isz):
+    n = sa.shape[0]
+    count = 0
+    for i in range(n):
+        if i == 0 or sa[i] != sa[i - 1] + isz or da[i] != da[i - 1] + isz or st[i] != st[i - 1] \
+                or dt[i] != dt[i - 1]:
+            count += 1
+    so = np.empty(count, np.int64)
+    do = np.empty(count, np.int64)
+    nb = np.empty(count, np.int64)
+    ts = np.empty(count, np.int64)
+    td = np.empty(count, np.int64)
+    r = -1
+    for i in range(n):
+        if i == 0 or sa[i] != sa[i - 1] + isz or da[i] != da[i - 1] + isz or st[i] != st[i - 1] \
+                or dt[i] != dt[i - 1]:
+            r += 1
+            so[r] = sa[i]
+            do[r] = da[i]
+            nb[r] = 0
+            ts[r] = st[i]
+            td[r] = dt[i]
+        nb[r] += isz
+    return so, do, nb, ts, td
+
+
+@intrinsic
+def _memcpy(typingctx, dst, dst_off, src, src_off, count):
+    """memcpy(dst + dst_off, src + src_off, count elements of the arrays' type)."""
+    sig = types.void(dst, dst_off, src, src_off, count)
+
+    def codegen(context, builder, signature, args):
+        d, d_off, s, s_off, n = args
+        dst_arr = context.make_array(signature.args[0])(context, builder, d)
+        src_arr = context.make_array(signature.args[2])(context, builder, s)
+        itemsize = context.get_abi_sizeof(context.get_data_type(signature.args[0].dtype))
+        cgutils.raw_memcpy(builder, builder.gep(dst_arr.data, [d_off]), builder.gep(src_arr.data, [s_off]), n, itemsize)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def copy_runs(src, dst, src_off, dst_off, count):
+    """Copy runs of elements (in units of the arrays' type, which must be the same); runs must not
+    overlap their own destination (sources and destinations of different runs may)."""
+    for i in range(src_off.shape[0]):
+        _memcpy(dst, dst_off[i], src, src_off[i], count[i])
+
+
+@njit(cache=True)
+def copy_runs_staged(mem, src_off, dst_off, nbytes):
+    """Copy runs within one array whose sources and destinations may overlap: read all, then write."""
+    total = 0
+    for i in range(nbytes.shape[0]):
+        total += nbytes[i]
+    tmp = np.empty(total, np.uint8)
+    k = 0
+    for i in range(src_off.shape[0]):
+        tmp[k:k + nbytes[i]] = mem[src_off[i]:src_off[i] + nbytes[i]]
+        k += nbytes[i]
+    k = 0
+    for i in range(dst_off.shape[0]):
+        mem[dst_off[i]:dst_off[i] + nbytes[i]] = tmp[k:k + nbytes[i]]
+        k += nbytes[i]

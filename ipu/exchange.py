@@ -1,0 +1,66 @@
+"""The exchange kinds: `Copy(src, dst)` (an exchange phase after a sync) and `Sync`.
+
+A copy becomes a table of byte runs contiguous at both ends (`copytables.runs`); its cycles come
+from `costs.exchange_tile_cycles`, and its exchange code (`costs.exchange_code_bytes`: sends,
+receive regions and phase entry) is charged to the tiles' `exchange_code` memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import costs
+from .copytables import CopyTable, copy_runs, copy_runs_staged, merge_runs
+from .errors import CompileError
+from .kinds import ProgramKind, register_kind
+from .program import Copy, Sync
+
+__all__: list = []
+
+
+def _compile_copy(comp, p: Copy):
+    sync = comp.sync(p.name or "copy")
+    return ("seq", [sync, ("step", _copy_step(comp, p).id)])
+
+
+def _copy_step(comp, p: Copy):
+    src, dst = p.src, p.dst
+    if src.numel != dst.numel:
+        raise CompileError(f"Copy {p.name!r}: {src.name!r} has {src.numel} elements but {dst.name!r} has {dst.numel}")
+    if src.dtype != dst.dtype:
+        raise CompileError(f"Copy {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is {dst.dtype.name}; cast with a compute set")
+    if src.numel == 0:
+        return comp.add_step("exchange", p.name or "copy", 0)
+    isz = src.dtype.itemsize
+    src_off, dst_off, nbytes, src_tile, dst_tile = merge_runs(comp.address_runs(src, "Copy source"),
+                                                              comp.address_runs(dst, "Copy destination"), isz)
+    target = comp.target
+    tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target)
+    # exchange code from the phase's messages: sends, receive regions, phase entry (costs.py)
+    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles),
+                           p.name or f"copy {src.name} -> {dst.name}")
+    staged = src.variable is dst.variable
+    return comp.add_step("exchange", p.name or f"copy {src.name} -> {dst.name}",
+                         int(tile_cycles.max(initial=0)) + extra, tile_cycles,
+                         payload=CopyTable(src_off, dst_off, nbytes, staged), bytes_moved=int(nbytes.sum()))
+
+
+def _copy_uses(p: Copy):
+    return [(p.src.variable, True, False), (p.dst.variable, False, True)]
+
+
+def _run_copy(engine, table: CopyTable, reps) -> None:
+    if table.staged:
+        for r in reps:
+            copy_runs_staged(engine.memory[r], table.src_off, table.dst_off, table.nbytes)
+        return
+    for r in reps:
+        m = engine.memory[r]
+        copy_runs(m, m, table.src_off, table.dst_off, table.nbytes)
+
+
+def _compile_sync(comp, p: Sync):
+    return ("step", comp.add_step("sync", p.name or "sync", costs.sync_cycles(comp.target)).id)
+
+
+register_kind(ProgramKind("exchange", (Copy,), _compile_copy, _copy_uses, CopyTable, _run_copy))
+register_kind(ProgramKind("sync", (Sync,), _compile_sync, lambda p: []))

@@ -1,0 +1,63 @@
+"""The arithmetic of `ops.interpolate` (ONNX Resize, nearest and linear): which source positions
+feed each output position, and with which weights. The lowering gathers by these indices; the
+gradient applies the transposed weights."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def source_coords(out_len: int, in_len: int, scale: float, mode: str) -> np.ndarray:
+    """Source coordinate of every output position along one axis (ONNX coordinate_transformation_mode)."""
+    x = np.arange(out_len, dtype=np.float64)
+    if mode == "align_corners":
+        return x * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros(out_len)
+    if mode == "asymmetric":
+        return x / scale
+    if mode == "pytorch_half_pixel" and out_len <= 1:
+        return np.zeros(out_len)
+    return (x + 0.5) / scale - 0.5  # half_pixel
+
+
+def nearest_index(coords: np.ndarray, in_len: int, mode: str) -> np.ndarray:
+    """The source index nearest each coordinate (ONNX nearest_mode), clamped to the axis."""
+    if mode == "floor":
+        i = np.floor(coords)
+    elif mode == "ceil":
+        i = np.ceil(coords)
+    elif mode == "round_prefer_ceil":
+        i = np.floor(coords + 0.5)
+    else:  # round_prefer_floor
+        i = np.ceil(coords - 0.5)
+    return np.clip(i, 0, in_len - 1).astype(np.int64)
+
+
+def linear_neighbours(coords: np.ndarray, in_len: int):
+    """(low index, high index, weight of the high one) of each coordinate, clamped to the axis."""
+    c = np.clip(coords, 0, in_len - 1)
+    lo = np.floor(c).astype(np.int64)
+    hi = np.minimum(lo + 1, in_len - 1)
+    return lo, hi, c - lo
+
+
+def axis_matrix(in_len: int, out_len: int, scale: float, attrs: dict) -> np.ndarray:
+    """The (out_len, in_len) matrix M with out = M @ in along one axis."""
+    coords = source_coords(out_len, in_len, scale, attrs.get("coordinate_transformation_mode", "half_pixel"))
+    m = np.zeros((out_len, in_len), np.float64)
+    rows = np.arange(out_len)
+    if attrs["mode"] == "nearest":
+        m[rows, nearest_index(coords, in_len, attrs.get("nearest_mode", "round_prefer_floor"))] = 1.0
+        return m
+    lo, hi, frac = linear_neighbours(coords, in_len)
+    np.add.at(m, (rows, lo), 1.0 - frac)
+    np.add.at(m, (rows, hi), frac)
+    return m
+
+
+def reference(x: np.ndarray, out_shape, attrs: dict) -> np.ndarray:
+    """NumPy interpolate: each resized axis multiplied by its matrix (in float64)."""
+    y = np.asarray(x, np.float64)
+    for a, (n_in, n_out, s) in enumerate(zip(x.shape, out_shape, attrs["scale_factor"])):
+        if n_in == n_out and s == 1.0:
+            continue
+        y = np.moveaxis(np.tensordot(axis_matrix(n_in, n_out, s, attrs), np.moveaxis(y, a, 0), axes=1), 0, a)
+    return y.astype(x.dtype)

@@ -1,0 +1,275 @@
+"""poplibs' cycle estimators, transcribed by hand into plain Python for calibration.
+
+These functions are the *reference* the simulator's cost models are checked against: they follow
+the C++ of graphcore/poplibs line by line (scalar arithmetic, explicit per-worker loops, C++
+unsigned integer division), deliberately written apart from the vectorised models in `codelets/`
+so that a slip in one shows up as a difference. Each function names the file, version and
+function it transcribes. They generate the estimator rows of codelets/reference_cycles.csv
+(`python tests/calibration/make_reference_table.py`) and drive the property sweeps in
+tests/calibration/test_sweeps.py.
+
+Sources:
+- PE = lib/popops/PerformanceEstimation.cpp @ 03953b1c8d81ade8843bb69e41c46f7d2437dccc;
+- CE = lib/popops/popopsCycleEstimators.cpp, the MultiVertex version (UnaryOp1D / BinaryOp1D
+  names, VertexPerfEstimate, 8/64-bit DynamicSlice1D), with its op tables in
+  lib/popops/popopsCycleEstimators.hpp (OpPerformanceInfo with a loop unroll factor);
+- PL = lib/poplin/PerformanceEstimation.hpp (ConvPartial1x1Out, ReduceAdd).
+"""
+from __future__ import annotations
+
+NUM_WORKERS = 6
+DATA_PATH_BITS = 64
+TYPE_SIZE = {"float": 4, "half": 2, "int": 4, "unsigned int": 4, "short": 2, "unsigned short": 2,
+             "char": 1, "signed char": 1, "unsigned char": 1, "bool": 1}
+
+PE = "graphcore/poplibs lib/popops/PerformanceEstimation.cpp@03953b1c8d81ade8843bb69e41c46f7d2437dccc"
+CE = "graphcore/poplibs lib/popops/popopsCycleEstimators.cpp (MultiVertex version: UnaryOp1D/BinaryOp1D)"
+PL = "graphcore/poplibs lib/poplin/PerformanceEstimation.hpp"
+
+
+def vector_width(t: str) -> int:
+    """Target::getVectorWidth: elements of t in one 64-bit data path."""
+    return DATA_PATH_BITS // (8 * TYPE_SIZE[t])
+
+
+def iceil(x: int, y: int) -> int:
+    return x // y + (1 if x % y else 0)
+
+
+def basic_op_supervisor_overhead(scaled_ptr64: bool = False) -> int:
+    """PE basicOpSupervisorOverhead."""
+    return 11 + (2 if scaled_ptr64 else 0)
+
+
+# --------------------------------------------------------------------------------------------
+# op tables (CE .hpp): (cyclesPerLoop, naturalVectorWidth, loopUnrollFactor), the entries the
+# reference table uses
+
+UNARY_PERF = {
+    ("TANH", "float"): (12, False, 2), ("TANH", "half"): (4, False, 4),
+    ("EXPONENT", "float"): (6, False, 2), ("EXPONENT", "half"): (4, False, 4),
+    ("SQRT", "float"): (10, False, 2), ("SQRT", "half"): (23, False, 4),
+    ("NEGATE", "float"): (2, False, 2), ("NEGATE", "half"): (2, False, 4), ("NEGATE", "int"): (2, False, 0),
+    ("ABSOLUTE", "float"): (1, False, 0), ("ABSOLUTE", "int"): (2, False, 0),
+}
+BINARY_PERF = {
+    ("ADD", "float"): (1, True, 0), ("ADD", "half"): (1, True, 0), ("ADD", "int"): (7, False, 1),
+    ("MULTIPLY", "float"): (1, True, 0), ("MULTIPLY", "half"): (1, True, 0), ("MULTIPLY", "int"): (7, False, 1),
+    ("DIVIDE", "float"): (10, False, 2), ("DIVIDE", "half"): (21, False, 4),
+    ("MAXIMUM", "float"): (4, False, 2), ("MAXIMUM", "half"): (4, False, 4),
+}
+BROADCAST_PERF = {
+    ("ADD", "float"): (1, True, 0), ("ADD", "half"): (1, True, 0), ("ADD", "int"): (6, False, 1),
+    ("MULTIPLY", "float"): (1, True, 0), ("MULTIPLY", "half"): (1, True, 0),
+    ("DIVIDE", "float"): (6, False, 2), ("DIVIDE", "half"): (8, False, 2),
+}
+
+
+def _has_external_codelet(op: str, t: str) -> bool:
+    """CE hasExternalCodelet: the assembly add / subtract / multiply of float and half."""
+    return t in ("float", "half") and op in ("ADD", "SUBTRACT", "MULTIPLY")
+
+
+# --------------------------------------------------------------------------------------------
+# element-wise MultiVertices (CE)
+
+
+def unary_op_1d(n: int, op: str, t: str) -> int:
+    """CE MAKE_PERF_ESTIMATOR_NAME(UnaryOp1D) with unaryOpInnerLoopCycles."""
+    cpl, natural, unroll = UNARY_PERF[(op, t)]
+    worker = 33 if op == "EXPONENT" else 17
+    per_worker = (n + NUM_WORKERS - 1) // NUM_WORKERS
+    if not natural and unroll > 0:
+        inner = iceil(per_worker, unroll) * cpl
+    else:
+        vw = vector_width(t) if natural else 1
+        inner = (cpl + 4) * (per_worker + vw - 1) // vw  # basicOpLoopCycles
+    worker += inner
+    return worker * NUM_WORKERS + 9 + basic_op_supervisor_overhead()
+
+
+def _binary_inner(op: str, t: str, perf, n: int, overhead_ext: int, overhead_other: int) -> int:
+    cpl, natural, unroll = perf
+    if natural:
+        per_loop = vector_width(t)
+        cpl += overhead_ext if _has_external_codelet(op, t) else overhead_other
+    else:
+        per_loop = unroll
+    return iceil(n, per_loop) * cpl
+
+
+def binary_op_1d(n: int, op: str, t: str) -> int:
+    """CE MAKE_PERF_ESTIMATOR_NAME(BinaryOp1D) with internal::binaryOpInnerLoopCycles (not in
+    place: 2 cycles of loop overhead on the assembly fast path, else 5)."""
+    worker = 29 if t == "float" else 26
+    per_worker = iceil(n, NUM_WORKERS)
+    worker += _binary_inner(op, t, BINARY_PERF[(op, t)], per_worker, 2, 5)
+    return NUM_WORKERS * worker + basic_op_supervisor_overhead()
+
+
+def broadcast_scalar_1d(n: int, op: str, t: str) -> int:
+    """CE internal::broadcastArithmetic1DCycleEstimate (BroadcastScalar1D, not in place)."""
+    cycles = 20
+    per_worker = iceil(n, NUM_WORKERS)
+    cycles += _binary_inner(op, t, BROADCAST_PERF[(op, t)], per_worker, 1, 4)
+    return cycles * NUM_WORKERS + basic_op_supervisor_overhead()
+
+
+# --------------------------------------------------------------------------------------------
+# ScaledAdd (PE getScaledArithmeticSupervisorCycleEstimate)
+
+
+def scaled_add(n: int, t: str, op: str = "ADD", constant: bool = True, scaled_ptr64: bool = True) -> int:
+    """PE getScaledArithmeticSupervisorCycleEstimate with dataType == dataBType == t, not memory
+    constrained, no forced interleaving. op: ADD or AXPLUSBY."""
+    if t in ("int", "unsigned int"):
+        sup = 53 + 26 * (n // 3)
+        sup += 6 if n % 3 == 0 else 6 + 26 * (n % 3)
+        sup += 8
+        if not constant:
+            sup += 6
+        return sup
+    vw = vector_width(t)
+    total_vectors = n // vw
+    remaining_elems = n % vw
+    vectors_per_worker = total_vectors // NUM_WORKERS
+    remaining_vectors = total_vectors % NUM_WORKERS
+    per_type = 21 + (6 if scaled_ptr64 else 0)
+    sup = per_type + basic_op_supervisor_overhead() + (7 if remaining_elems == 0 else 13) + 12
+    if op == "AXPLUSBY" and not constant:
+        raise NotImplementedError("tensor scales are not transcribed")
+    if not constant:
+        sup += 6
+    workers = []
+    if t == "float" and op == "AXPLUSBY":
+        for wid in range(NUM_WORKERS):
+            c = 16
+            num_vectors = vectors_per_worker  # + (remainingVectors < 0): unsigned, never
+            if num_vectors != 0:
+                c += 6 + 3 * (num_vectors - 1)
+            if wid == remaining_vectors:
+                c += 1
+                if remaining_elems != 0:
+                    c += 5
+            c += 1
+            workers.append(c)
+    else:
+        inner = 3
+        for wid in range(NUM_WORKERS):
+            c = 15
+            num_vectors = vectors_per_worker
+            if num_vectors != 0:
+                c += 6 + inner * (num_vectors - 1)
+            c += 2
+            if wid == remaining_vectors:
+                c += 1
+                if remaining_elems != 0:
+                    if t == "float":
+                        c += 8
+                    else:
+                        c += 5
+                        if remaining_elems >= 2:
+                            c += 7
+                            if remaining_elems == 3:
+                                c += 6
+            c += 1
+            workers.append(c)
+    return sup + max(workers) * NUM_WORKERS
+
+
+# --------------------------------------------------------------------------------------------
+# Cast1D (PE castWorkerCycles, getCast1DCycleEstimate)
+
+
+def cast_worker(n: int, f: str, t: str) -> int:
+    """PE castWorkerCycles (no 64-bit types)."""
+    char_float = f == "unsigned char" and t == "half"
+    float_char = f == "half" and t in ("unsigned char", "signed char", "char")
+    if char_float or float_char:
+        def work(atom, fill, loop, r1, r2, r3):
+            c = 0
+            n_atom = n // atom
+            if n_atom > 0:
+                c += fill + (n_atom - 1) * loop
+            rem = n % atom
+            return c + (2, r1, r2, r3)[rem]
+        clamp = 3 if f == "unsigned char" else 4
+        c = 4
+        if char_float:
+            c += work(4, 14, 9, 12, 14, 22)
+        else:
+            c += clamp + work(4, 19, 16, 14, 21, 29)
+        return c
+    dp = DATA_PATH_BITS // 8
+    from_load = dp // TYPE_SIZE[f]
+    to_store = dp // TYPE_SIZE[t]
+    aux = f in ("float", "half") and t in ("float", "half")
+    op_vw = min(from_load * 2, to_store * 1) if aux else 1
+    load_c = op_vw // min(op_vw, from_load)
+    store_c = op_vw // min(op_vw, to_store)
+    cpv = max(load_c, store_c) + (0 if aux else 1)
+    c = 19 + cpv * (n // op_vw)
+    rem = n % op_vw
+    bits = (op_vw - 1).bit_length()  # ceilLog2
+    for i in range(bits):
+        c += 1
+        if rem & (1 << i):
+            c += 2
+    return c
+
+
+def cast_1d(n: int, f: str, t: str) -> int:
+    """PE getCast1DCycleEstimate."""
+    per_worker = (n + NUM_WORKERS - 1) // NUM_WORKERS
+    return 12 + NUM_WORKERS * (cast_worker(per_worker, f, t) + 18)
+
+
+# --------------------------------------------------------------------------------------------
+# DynamicSlice1D (CE internal::getDynamicSlice1DEstimate)
+
+
+def dynamic_slice_1d(region: int, sub_elements: int, t: str) -> int:
+    is8 = TYPE_SIZE[t] == 1
+    per_worker = (region + NUM_WORKERS - 1) // NUM_WORKERS
+    vw = 4 if is8 else DATA_PATH_BITS // (16 if t == "half" else 32)
+    sup = basic_op_supervisor_overhead() + 1 + 6 + 1 + 6
+    copies = per_worker // vw
+    worker = 72 + (70 + 2 * copies) * sub_elements if is8 else 35 + (24 + 2 * copies) * sub_elements
+    return sup + worker * NUM_WORKERS
+
+
+# --------------------------------------------------------------------------------------------
+# Fill (PE _fillCycleEstimate, getFill1DCycleEstimate)
+
+
+def fill_1d(n: int, t: str) -> int:
+    if TYPE_SIZE[t] == 1:
+        return 28 + n // 4 if n < 64 else 39 + n // 8
+    width = DATA_PATH_BITS // (16 if t == "half" else 32)
+    if t == "half":
+        if n == 1:
+            return 15
+        if n == 2:
+            return 21
+        return 26 + n // width
+    return 16 + n // width + 6 + (1 if n % width == 1 else 0) + 1
+
+
+# --------------------------------------------------------------------------------------------
+# MultiSlice (PE getMultiSliceCycleEstimate, every offset in range, unsorted, one worker)
+
+
+def multi_slice(elems_per_slice: int, num_offsets: int, t: str, is_update: bool = False) -> int:
+    """PE getMultiSliceCycleEstimate, returned per worker (the estimate multiplies by the worker
+    count for the MultiVertex; a worker vertex here is one of those workers)."""
+    size = TYPE_SIZE[t]
+    if size == 1:
+        vw, cpv = 4, 3
+    elif size == 2:
+        vw, cpv = 2, 2
+    else:
+        vw, cpv = DATA_PATH_BITS // (size * 8), 2
+    pro = 29 if is_update else 30
+    vectors = iceil(elems_per_slice, vw)
+    core = num_offsets * (19 + vectors * cpv)
+    return pro + core
