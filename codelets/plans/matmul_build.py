@@ -107,15 +107,23 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 
 
 def _reserved_bytes(graph: ipu.Graph) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds."""
+    """The most always-live bytes (variables, constants) any tile already holds.
+
+    Each variable's bytes per tile are counted once and remembered with the tile table they came
+    from (a model with many matmuls would otherwise recount every variable at every matmul)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
+    cache = graph.__dict__.setdefault("_reserved_by_variable", {})
     for v in graph.variables:
         if v.category == TEMPORARY or v.numel == 0:
             continue
-        t = v.tile_of[v.tile_of >= 0]
-        if t.size:
-            per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
+        tiles = v.tile_of
+        hit = cache.get(v.id)
+        if hit is None or hit[0] is not tiles or hit[1] != hash(tiles[:64].tobytes()):
+            t = tiles[tiles >= 0]
+            counted = np.bincount(t, minlength=T) * v.dtype.itemsize if t.size else np.zeros(T, np.int64)
+            hit = cache[v.id] = (tiles, hash(tiles[:64].tobytes()), counted)
+        per_tile += hit[2]
     return int(per_tile.max(initial=0))
 
 
