@@ -140,13 +140,29 @@ class Graph:
         get_current_context().pop_graph()
         return False
 
+    # -- PopART's internal graph ----------------------------------------------------------------
+    @property
+    def _pb_graph(self):
+        """This graph as PopART's `_ir.Graph`: a view that reads and edits it (popxl/_pb)."""
+        from popxl._pb import graph_view
+        return graph_view(self)
+
+    @classmethod
+    def _from_pb(cls, pb_graph) -> "Graph":
+        """The popxl Graph of an `_ir.Graph` view."""
+        g = getattr(pb_graph, "_g", None)
+        if not isinstance(g, Graph):
+            raise TypeError(f"Graph._from_pb takes an _ir.Graph, not {type(pb_graph).__name__}")
+        return g
+
     # -- hooks ------------------------------------------------------------------------------------
     def register_op_created_hook(self, fn: Callable[["Op"], Any]) -> int:
-        """Call ``fn(op)`` after each op created in this graph. Returns a handle for removal."""
+        """Call ``fn(op)`` after each op created in this graph, with the op as PopART's ``_ir.Op``
+        (as PopXL does; ``op._op`` is the popxl Op). Returns a handle for removal."""
 
         @wraps(fn)
-        def hook(op: "Op"):
-            if op.graph is self:
+        def hook(op):
+            if op._op.graph is self:
                 fn(op)
 
         return get_current_context().register_op_created_hook(hook)

@@ -70,8 +70,10 @@ class Ir:
             raise ValueError(f"replication must be a positive integer or 'popdist', not {replication!r}.")
         else:
             self.replication_factor = replication
-        from popxl._session_options import PbIr
-        self._pb_ir = PbIr(self)  # scripts set session options through ir._pb_ir.getSessionOptions()
+        from popxl._pb import ir_view
+        # PopART's internal Ir as a view of this one (popxl/_pb): scripts set session options through
+        # ir._pb_ir.getSessionOptions(); popxl-addons reads and edits graphs through it
+        self._pb_ir = ir_view(self)
         if self._use_popdist:  # as PopXL: PopDist writes the distributed options into the session options
             from popxl._popdist import configure_session_options
 

@@ -169,6 +169,12 @@ class Session:
         return self._ir
 
     @property
+    def _pb_session(self):
+        """PopART's session behind this one (writeWeights / weightsFromHost; popxl/_pb/session.py)."""
+        from popxl._pb.session import PbSession
+        return PbSession(self)
+
+    @property
     def is_attached(self) -> bool:
         return self._attach_depth > 0
 

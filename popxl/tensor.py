@@ -108,6 +108,21 @@ class Tensor:
         graph._add_tensor(self)
         return self
 
+    # -- PopART's internal tensor ---------------------------------------------------------------
+    @property
+    def _pb_tensor(self):
+        """This tensor as PopART's `_ir.Tensor`: a view of it (popxl/_pb)."""
+        from popxl._pb import tensor_view
+        return tensor_view(self)
+
+    @classmethod
+    def _from_pb_tensor(cls, pb_tensor) -> "Tensor":
+        """The popxl Tensor of an `_ir.Tensor` view."""
+        t = getattr(pb_tensor, "_t", None)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Tensor._from_pb_tensor takes an _ir.Tensor, not {type(pb_tensor).__name__}")
+        return t
+
     # -- identity -------------------------------------------------------------------------------
     @property
     def id(self) -> str:
