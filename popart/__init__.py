@@ -7,6 +7,7 @@ from .dataflow import (AnchorReturnType, AnchorReturnTypeId, DataFlow, ExchangeS
                        PyStepIOCallback, PyWeightsIO)
 from .devices import (DeviceConnectionType, DeviceInfo, DeviceManager, DeviceSelectionCriterion, DeviceType,
                       SyncPattern)
+from .logging import getLogger
 from .errors import (OutOfMemoryException, popart_exception, popart_internal_exception,
                      poplar_application_runtime_error, poplar_exception, poplar_runtime_error)
 from .optimizers import (SGD, Adam, AdamMode, Adaptive, AdaptiveMode, ClipNormSettings, ConstSGD, Optimizer,

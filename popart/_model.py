@@ -3,7 +3,7 @@ opsets, find the inputs and weights, and infer every tensor's shape by translati
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import onnx

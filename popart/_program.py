@@ -75,9 +75,8 @@ class Program:
 class _Scope:
     """Maps main-graph variables to the tensors standing for them in the graph being built."""
 
-    def __init__(self, mapping: Optional[Dict] = None, parent: Optional["_Scope"] = None):
+    def __init__(self, mapping: Optional[Dict] = None):
         self.mapping = mapping
-        self.parent = parent
 
     def __call__(self, v):
         if self.mapping is None:
@@ -127,7 +126,7 @@ class _Builder:
             for name, arr in io.initializers.items():
                 if name not in self.weight_inputs:
                     tr.consts[name] = arr
-            tr.consts_of_initializers = dict(tr.consts)
+            self.initializer_consts = dict(tr.consts)
             self.seed_input = None
             if has_random:
                 self.seed_input = popxl.graph_input((2,), popxl.uint32, name="random_seed")
@@ -364,7 +363,7 @@ class _Builder:
         tr.values.update(data)
         for w in self.weight_inputs:
             tr.values[w] = get(self.weights[w])
-        tr.consts.update(self.tr.consts_of_initializers)
+        tr.consts.update(self.initializer_consts)
         for node in self.spec.model.graph.node:
             tr.run_node(node)
         outs = {}

@@ -10,7 +10,6 @@ attribute names, so models saved by real PopART read the same way.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
@@ -19,7 +18,7 @@ from onnx import numpy_helper
 
 from . import _opsets
 from .errors import popart_exception
-from .tensorinfo import TensorInfo, numpy_type, onnx_type, type_name
+from .tensorinfo import TensorInfo, onnx_type
 
 DEFAULT_ONNX_OPSET = 10
 MAX_ONNX_OPSET = 11

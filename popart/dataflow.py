@@ -7,7 +7,7 @@ first place, "Final" and "Sum" keep only the replica dimension. Inputs have the 
 from __future__ import annotations
 
 import enum
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 

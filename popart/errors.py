@@ -16,16 +16,10 @@ class popart_internal_exception(popart_exception):  # noqa: N801
     """An inconsistency inside the PopART frontend (a bug: please report it)."""
 
 
-class poplar_exception(RuntimeError):  # noqa: N801
-    """An error from the (simulated) device layer."""
-
-
-class poplar_runtime_error(poplar_exception):  # noqa: N801
-    """A failure while the program runs on the device."""
-
-
-class poplar_application_runtime_error(poplar_runtime_error):  # noqa: N801
-    """A failure caused by the program itself while it runs (for example a stream given bad data)."""
+# The device-side errors are popxl's (popxl/errors.py), so a PopXL script's
+# `except popart.poplar_application_runtime_error` catches what popxl.Session raises (a float8
+# log2 scale out of range, ...).
+from popxl.errors import poplar_application_runtime_error, poplar_exception, poplar_runtime_error  # noqa: E402,F401
 
 
 class OutOfMemoryException(popart_exception):

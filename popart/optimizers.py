@@ -9,7 +9,7 @@ The update formulas are built in popart/_optimizer_updates.py.
 from __future__ import annotations
 
 import enum
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import Dict, Iterable, List, Optional
 
 from .errors import popart_exception
 

@@ -178,7 +178,7 @@ def _defaults() -> Dict[str, Any]:
 
 # the fields that change what the simulator builds or reports
 ACTED_ON = {"enableReplicatedGraphs", "replicatedGraphCount", "virtualGraphMode", "enablePipelining",
-            "enableGradientAccumulation", "accumulationFactor", "engineOptions",
+            "enableGradientAccumulation", "accumulationFactor", "engineOptions", "constantWeights",
             "instrumentWithHardwareCycleCounter", "hardwareInstrumentations",
             "accumulationAndReplicationReductionType", "meanAccumulationAndReplicationReductionStrategy",
             "syntheticDataMode", "constantWeights", "reportOptions", "enableStochasticRounding", "cachePath",
@@ -238,9 +238,17 @@ class Patterns:
     def __init__(self, arg=PatternsLevel.Default):
         self.level = arg if isinstance(arg, PatternsLevel) else PatternsLevel.Default
         self.names = list(arg) if isinstance(arg, (list, tuple)) else []
-        self.enableRuntimeAsserts = True
+        self.runtimeAsserts = True
         self.inplaceEnabled = True
         self.updateInplacePrioritiesForIpuEnabled = True
+
+    @property
+    def InPlace(self) -> bool:  # noqa: N802
+        return self.inplaceEnabled
+
+    @InPlace.setter
+    def InPlace(self, v: bool) -> None:  # noqa: N802
+        self.inplaceEnabled = bool(v)
 
     def enablePattern(self, name: str, enabled: bool = True):  # noqa: N802
         if enabled and name not in self.names:
@@ -259,8 +267,8 @@ class Patterns:
     def isInPlaceEnabled(self) -> bool:  # noqa: N802
         return self.inplaceEnabled
 
-    def enableRuntimeAssertsFn(self, v: bool):  # noqa: N802
-        self.enableRuntimeAsserts = bool(v)
+    def enableRuntimeAsserts(self, v: bool):  # noqa: N802
+        self.runtimeAsserts = bool(v)
         return self
 
 

@@ -9,9 +9,7 @@ OutOfMemoryException when the program does not fit), `weightsFromHost()` writes 
 from __future__ import annotations
 
 import copy
-import os
-import warnings
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import numpy as np
 import onnx
@@ -74,9 +72,11 @@ class _Session:
         if self._af < 1:
             raise popart_exception(f"accumulationFactor must be >= 1, not {self._af}")
         self._placement = o.virtualGraphMode == VirtualGraphMode.Manual
-        if o.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Manual):
-            raise popart_exception(f"virtualGraphMode {o.virtualGraphMode} is not supported; use Off or Manual "
-                                   f"(builder.virtualGraph on every op)")
+        if o.virtualGraphMode == VirtualGraphMode.Auto:
+            self._placement = _auto_virtual_graphs(self._model, self._io, deviceInfo.numIpus // self._rf)
+        elif o.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Manual):
+            raise popart_exception(f"virtualGraphMode {o.virtualGraphMode} is not supported; use Off, Manual "
+                                   f"(builder.virtualGraph on every op) or Auto")
         self._check_pipelining()
         bps = dataFlow.batchesPerStep()
         spec = _program.ProgramSpec(self._model, self._io, {a: dataFlow.art(a) for a in dataFlow.anchors()}, bps,
@@ -132,12 +132,7 @@ class _Session:
                     stages.add(int(a.i))
         n_stages = max(len(stages), len({int(a.i) for n in self._model.graph.node for a in n.attribute
                                          if a.name == "__ipu_number"}))
-        if self._training and self._af < n_stages:
-            raise popart_exception(f"Pipelining a training model of {n_stages} stages needs gradient accumulation "
-                                   f"with accumulationFactor >= {n_stages} (it is {self._af})")
-        if not self._training and self.dataFlow.batchesPerStep() < n_stages:
-            raise popart_exception(f"Pipelining an inference model of {n_stages} stages needs batchesPerStep >= "
-                                   f"{n_stages} (it is {self.dataFlow.batchesPerStep()})")
+        self._pipeline_stages = n_stages
 
     # -- properties ---------------------------------------------------------------------------------------
     @property
@@ -270,7 +265,7 @@ class _Session:
             stepio = self._stepio_from_callbacks(stepio)
         if not isinstance(stepio, PyStepIO):
             raise popart_exception(f"run takes a popart.PyStepIO or PyStepIOCallback, not {type(stepio).__name__}")
-        bps, af, rf = self.dataFlow.batchesPerStep(), self._af, self._rf
+        rf = self._rf
         prog = self._program
         expected = [n for n, _ in self._io.inputs]
         h2d = {}
@@ -317,6 +312,11 @@ class _Session:
                 f"Input {name!r} has shape {list(arr.shape)}; expected {list(want)} ([batchesPerStep={bps}, "
                 f"accumulationFactor={af}, replicationFactor={rf}] with size-1 dimensions dropped, then the tensor "
                 f"shape {list(shape)})")
+        if arr.dtype != want_np and arr.dtype.kind in "iu" and arr.size:
+            info_t = np.iinfo(want_np)  # the IPU has no 64-bit integers: the values must fit 32 bits
+            if arr.min() < info_t.min or arr.max() > info_t.max:
+                raise popart_exception(f"Input {name!r} has values outside the {np.dtype(want_np).name} range the IPU "
+                                       f"holds {info_t.min}..{info_t.max} (64-bit integers are narrowed to 32 bits)")
         full = arr.reshape((bps, af, rf) + shape)
         eng = np.moveaxis(full, 2, 0).reshape((rf, bps * af) + shape)
         eng = np.ascontiguousarray(eng.astype(want_np, copy=False))
@@ -410,6 +410,88 @@ class _Session:
             pass
 
 
+class _IrSession:
+    """InferenceSession.fromIr: a popxl.Session behind PopART's session methods."""
+
+    def __init__(self, ir, deviceInfo: DeviceInfo, name: str):  # noqa: N803
+        if not isinstance(ir, popxl.Ir):
+            raise popart_exception(f"fromIr takes a popxl.Ir (or its _pb_ir), not {type(ir).__name__}")
+        self._ir, self.deviceInfo, self.name = ir, deviceInfo, name
+        self._session: Optional[popxl.Session] = None
+        self._last_cycles = 0
+
+    def prepareDevice(self, loadEngine: bool = True, err=None) -> None:  # noqa: N802,N803
+        if self._session is None:
+            from popxl import _replication
+            target = self.deviceInfo.target_for(self._ir.instance_replication_factor,
+                                                _replication.ipus_per_replica(self._ir))
+            try:
+                self._session = popxl.Session(self._ir, target)
+            except ipu.OutOfMemoryError as e:
+                raise OutOfMemoryException(e) from e
+            self._session.frontend = "popart"
+            self._session.__enter__()
+
+    def _s(self, what: str) -> popxl.Session:
+        if self._session is None:
+            raise popart_exception(f"{what}: call session.prepareDevice() first")
+        return self._session
+
+    def initAnchorArrays(self) -> Dict[str, np.ndarray]:  # noqa: N802
+        return {s.tensor_id: a for s, a in self._s("initAnchorArrays").create_host_outputs().items()}
+
+    def run(self, stepio: PyStepIO, debugName: str = "") -> None:  # noqa: N803
+        s = self._s("run")
+        by_id = {st.tensor_id: st for st in s.expected_inputs()}
+        unknown = [k for k in stepio.inputs if k not in by_id]
+        if unknown:
+            raise popart_exception(f"PyStepIO has input(s) {unknown} that no host_load reads; inputs are "
+                                   f"{sorted(by_id)}")
+        outs = {st: np.zeros_like(stepio.outputs[st.tensor_id]) for st in s._lowered.d2h
+                if st.tensor_id in stepio.outputs}
+        before = s.total_cycles
+        try:
+            s.run_with_outputs({by_id[k]: v for k, v in stepio.inputs.items()}, outs)
+        except ValueError as e:
+            raise popart_exception(str(e)) from e
+        self._last_cycles = s.total_cycles - before
+        for st, arr in outs.items():
+            stepio.outputs[st.tensor_id][...] = arr
+
+    def weightsFromHost(self) -> None:  # noqa: N802
+        self._s("weightsFromHost").weights_from_host()
+
+    def weightsToHost(self) -> None:  # noqa: N802
+        self._s("weightsToHost").weights_to_host()
+
+    def getCycleCount(self, id: str = "") -> int:  # noqa: N802,A002
+        return int(self._last_cycles)
+
+    def getIr(self):  # noqa: N802
+        return self._ir
+
+
+def _auto_virtual_graphs(model: onnx.ModelProto, io: ModelIO, ipus: int) -> bool:
+    """VirtualGraphMode.Auto: split the ops, in their (topological) order, into `ipus` contiguous
+    shards of about equal cost (one unit per op plus one per 1024 weight elements it reads), as
+    PopART's auto-sharding splits the forward graph. Sets each node's virtual graph (and pipeline
+    stage) on the session's copy of the model; returns whether the model is placed."""
+    if ipus <= 1:
+        return False
+    nodes = list(model.graph.node)
+    cost = [1.0 + sum(io.initializers[t].size for t in n.input if io.is_weight(t)) / 1024 for n in nodes]
+    total, run = sum(cost), 0.0
+    for n, c in zip(nodes, cost):
+        ipu = min(ipus - 1, int(run * ipus / total))
+        run += c
+        for a in list(n.attribute):
+            if a.name in ("__ipu_number", "__pipeline_stage"):
+                n.attribute.remove(a)
+        n.attribute.extend([onnx.helper.make_attribute("__ipu_number", ipu),
+                            onnx.helper.make_attribute("__pipeline_stage", ipu)])
+    return True
+
+
 class _CallbackOutputs(PyStepIO):
     """The PyStepIO a PyStepIOCallback stands for: anchors go to the output callbacks one batch at
     a time, in order."""
@@ -436,7 +518,9 @@ class InferenceSession(_Session):
 
     @classmethod
     def fromIr(cls, ir, deviceInfo, name="fromIr"):  # noqa: N802,N803
-        raise popart_exception("InferenceSession.fromIr is not supported: build a popxl.Session from a popxl.Ir")
+        """A session running a popxl Ir (or its `_pb_ir`), as popart.ir programs were run: inputs
+        keyed by the host-to-device streams' tensor ids, anchors by the device-to-host ones."""
+        return _IrSession(getattr(ir, "_ir", ir), deviceInfo, name)
 
 
 class TrainingSession(_Session):

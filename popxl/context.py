@@ -65,6 +65,27 @@ class Context:
         self._op_created_hooks: Dict[int, Callable[["Op"], Any]] = {}
 
     # -- settings picked up by new ops -------------------------------------------------------
+    @contextmanager
+    def _placed(self, ipu_id: Optional[int], io_tile_set: bool, execution_context: ExecutionContext,
+                name_scope: List[str]):
+        """Record ops with this placement, execution context and name scope inside the block."""
+        prev = (self._ipu_id, self._io_tile_set, self._execution_context, self._name_scope)
+        self._ipu_id, self._io_tile_set = ipu_id, io_tile_set
+        self._execution_context, self._name_scope = execution_context, list(name_scope)
+        try:
+            yield
+        finally:
+            self._ipu_id, self._io_tile_set, self._execution_context, self._name_scope = prev
+
+    @contextmanager
+    def _without_name_scope(self):
+        """Record ops outside any name scope inside the block."""
+        saved, self._name_scope = self._name_scope, []
+        try:
+            yield
+        finally:
+            self._name_scope = saved
+
     @property
     def ipu_id(self) -> Optional[int]:
         return self._ipu_id

@@ -36,6 +36,21 @@ class Graph:
         self._by_ref_inputs: Set[Tensor] = set()
         return self
 
+    # -- what the op builder, graph_input / graph_output and the transforms change --------------------
+    def _add_op(self, op: "Op") -> None:
+        self._ops.append(op)
+
+    def _set_op_order(self, ops: List["Op"]) -> None:
+        self._ops = list(ops)
+
+    def _add_input(self, t: Tensor, by_ref: bool = False) -> None:
+        self._inputs.append(t)
+        if by_ref:
+            self._by_ref_inputs.add(t)
+
+    def _add_output(self, t: Tensor) -> None:
+        self._outputs.append(t)
+
     # -- naming -----------------------------------------------------------------------------------
     @property
     def name(self) -> str:

@@ -227,6 +227,16 @@ class Ir:
             if candidate not in used:
                 return candidate
 
+    def _add_stream(self, stream: "Stream") -> None:
+        self._streams.append(stream)
+
+    def _add_remote_buffer(self, buffer: "RemoteBuffer") -> None:
+        self._remote_buffers.append(buffer)
+
+    def _forget_graph(self, graph_id: str) -> None:
+        """Drop a graph whose building failed."""
+        self._graphs.pop(graph_id, None)
+
     def _next_op_id(self) -> int:
         return next(self._op_ids)
 
@@ -332,7 +342,9 @@ class Ir:
         return hash(self._id)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Ir) and self._id == other._id
+        if not isinstance(other, Ir):  # PopXL's behaviour: comparing an Ir with anything else is an error
+            raise TypeError(f"Value must be of type popxl.Ir. Type: {type(other)}. Value: {other}.")
+        return self._id == other._id
 
     def __repr__(self) -> str:
         return f"Ir[id={self._id}]"

@@ -119,6 +119,9 @@ class Session:
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
         self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        # the executable holds what running needs; the lowering's graph and program tree (index
+        # arrays of every view, vertex field tables) would otherwise stay for the session's life
+        self._lowered.graph = self._lowered.main = None
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
@@ -277,8 +280,8 @@ class Session:
             return np.array(tensor._data, copy=True)
         if not isinstance(tensor, Variable):
             raise TypeError(
-                f"get_tensor_data takes a Variable or Constant, not {type(tensor).__name__} "
-                f"{getattr(tensor, 'id', '')!r}; stream intermediate tensors out with host_store"
+                f"{tensor} is not of type Constant or Variable. get_tensor_data is not supported for this "
+                f"type. (It reads variables and constants; stream intermediate tensors out with host_store.)"
             )
         self._check_ir(tensor)
         if self.is_attached and self._device_is_newer:
@@ -287,12 +290,17 @@ class Session:
         return _replication.retrieved(tensor, self._host_weights[tensor], self._ir.replication_factor)
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
+        tensors = list(tensors)
+        for t in tensors:  # as PopXL: check every argument before reading any
+            if not isinstance(t, (Variable, Constant)):
+                self.get_tensor_data(t)
         return {t: self.get_tensor_data(t) for t in tensors}
 
     @_locked
     def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
         if not isinstance(tensor, Variable):
-            raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
+            raise TypeError(f"Tensor {getattr(tensor, 'id', tensor)} is not of type Variable. write_variable_data "
+                            f"is not supported for this type. (Got a {type(tensor).__name__}.)")
         self._check_ir(tensor)
         import numbers
 
@@ -301,14 +309,14 @@ class Session:
         arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
-                f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
-                f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
+                f"The dtype of the input array {arr.dtype} must match the equivalent type of the tensor "
+                f"{tensor.id} : {tensor.dtype}. (Convert it with .astype({tensor.dtype.as_numpy().name!r}).)"
             )
         if not _replication.accepts_host_shape(tensor, arr.shape, self._ir.replication_factor):
             raise ValueError(
-                f"write_variable_data: variable {tensor.id!r} takes host data of shape "
-                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}"
-                f", the data has shape {arr.shape}"
+                f"The shape of the input array {arr.shape} must match the shape of the tensor {tensor.id} : "
+                f"{tensor.shape}. (Variable {tensor.id!r} takes host data of shape "
+                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}.)"
             )
         arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
@@ -363,12 +371,15 @@ class Session:
                                  f"key the inputs by this Ir's streams {[x.tensor_id for x in expected]}")
             if s not in expected:
                 raise ValueError(
-                    f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
-                    f"expected inputs are {[x.tensor_id for x in expected]}"
+                    f"Unexpected/Missing input.\n  Unexpected: {{{str(s)!r}}}\n  Missing: "
+                    f"{set(x.tensor_id for x in expected if x not in inputs) or set()}\n(Input stream "
+                    f"{s.tensor_id!r} is not used by this program: no host_load reads it. Expected inputs are "
+                    f"{[x.tensor_id for x in expected]}.)"
                 )
         missing = [s.tensor_id for s in expected if s not in inputs]
         if missing:
-            raise ValueError(f"missing inputs for streams {missing}; pass an array for each in `inputs`")
+            raise ValueError(f"Unexpected/Missing input.\n  Unexpected: set()\n  Missing: {set(missing)}\n"
+                             f"(Pass an array for each of the session's input streams in `inputs`.)")
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
@@ -379,9 +390,9 @@ class Session:
                 arr = arr.reshape(want)  # dimensions of size 1 dropped or added, as PopXL accepts
             if arr.shape != want:
                 raise ValueError(
-                    f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
-                    f"({'leading dims (num_host_transfers, instance_replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
-                    f"the stream shape {tuple(s.shape)})"
+                    f"Shape mismatch for input stream {s.tensor_id}:\nStream shape = {tuple(s.shape)}, therefore "
+                    f"expected full global batch shape {want}. Got array shape = {arr.shape}. "
+                    f"({'The leading dims are (num_host_transfers, instance_replication_factor) = ' + str(lead) + '.' if lead else 'num_host_transfers and the replication factor are 1, so no leading dims.'})"
                 )
             npd = s.dtype.as_numpy()
             arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
@@ -401,8 +412,9 @@ class Session:
     def _require_attached(self, what: str, allow_exit: bool = False) -> None:
         if not self.is_attached and not allow_exit:
             raise ValueError(
-                f"Session.{what}: the session is not attached to a device. Use it inside "
-                f"`with session:` (which attaches and loads the weights)."
+                "Must be attached to device before calling a runtime function. Put the call inside a "
+                f"`Session` context, for example `with session: session.run()`. (Session.{what}: `with "
+                "session:` attaches and loads the weights.)"
             )
 
     def run_with_outputs(self, inputs=None, outputs=None, downcast_inputs: bool = True) -> None:

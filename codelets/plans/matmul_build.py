@@ -106,17 +106,25 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 # building the programs
 
 
-def _reserved_bytes(graph: ipu.Graph) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds."""
+def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
     for v in graph.variables:
-        if v.category == TEMPORARY or v.numel == 0:
+        if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
         t = v.tile_of[v.tile_of >= 0]
         if t.size:
             per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
     return int(per_tile.max(initial=0))
+
+
+def _mapped_bytes(t: ipu.Tensor):
+    """Bytes of the view's variable on its busiest tile, or None when it is not mapped yet."""
+    v = t.variable
+    if v.numel == 0 or (v.tile_of < 0).any():
+        return None
+    return int(np.bincount(v.tile_of, minlength=1).max()) * v.dtype.itemsize
 
 
 def _blocks_variable(graph, name, dtype, tiles, sizes):
@@ -203,7 +211,8 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
 
 
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
-                 name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False) -> ipu.Program:
+                 name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False,
+                 available_memory_proportion: float | None = None) -> ipu.Program:
     """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
 
     a [..., M, K], b [..., K, N] (float32, or float16) and out [..., M, N] (float32; float16 or
@@ -217,6 +226,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     float8 operands (either format each) need `log2_scale`, a one-element int32 tensor: out (float16)
     = (a @ b) x 2**log2_scale, the scale sent to every AMP tile and applied by the
     MatMulBlockPow2Scaled vertices (`check_range`: stop the program if it is outside [-32, 32)).
+
+    available_memory_proportion: poplibs' option, the share of tile memory the product's
+    temporaries may take (None: all the tile has); see plan_matmul.
     """
     target = graph.target
     for t, what in ((a, "a"), (b, "b"), (out, "out")):
@@ -243,7 +255,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
     if plan is None:
         plan = plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype,
-                               reserved_bytes=_reserved_bytes(graph))
+                               reserved_bytes=_reserved_bytes(graph, exclude=out.variable),
+                               out_live_bytes=_mapped_bytes(out),
+                               available_memory_proportion=available_memory_proportion)
     else:
         if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
             raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "

@@ -20,7 +20,8 @@ import popxl.ops as ops
 from ..errors import popart_exception
 
 Rule = Callable[["Node"], Union[Sequence, "popxl.Tensor", np.ndarray]]
-RULES: Dict[Tuple[str, str], Rule] = {}
+# (domain, op type) -> (rule, the attributes it understands)
+RULES: Dict[Tuple[str, str], Tuple[Rule, frozenset]] = {}
 GRAPHCORE = "ai.graphcore"
 # attributes PopART puts on nodes for placement and scheduling; every rule accepts them
 PLACEMENT_ATTRIBUTES = {"__ipu_number", "__pipeline_stage", "__execution_phase",
@@ -36,8 +37,7 @@ def onnx_op(*op_types: str, domain: str = "", attrs: Sequence[str] = ()):
         for t in op_types:
             if (domain, t) in RULES:
                 raise ValueError(f"two translation rules for {domain or 'ai.onnx'}::{t}")
-            RULES[(domain, t)] = fn
-            fn._attrs = set(attrs)
+            RULES[(domain, t)] = (fn, frozenset(attrs))
         return fn
     return deco
 
@@ -186,6 +186,7 @@ class Translation:
         self.node_ipu: Dict[str, int] = {}  # ONNX tensor id -> IPU of the node that made it
         self.recompute: set = set()
         self._seeds = 0
+        self.unsupported: Dict[str, str] = {}  # output id -> the node that cannot compute it
 
     def next_seed(self) -> popxl.Tensor:
         """A fresh (2,) uint32 seed for one random op, derived from the session's seed."""
@@ -210,6 +211,9 @@ class Translation:
             if key not in self._const_tensors:
                 self._const_tensors[key] = popxl.constant(to_device_array(self.consts[tid]), name=_safe(tid))
             return self._const_tensors[key]
+        if tid in self.unsupported:
+            raise popart_exception(f"Tensor {tid!r}, an output of {self.unsupported[tid]}, is not supported: that "
+                                   f"output cannot be computed (use the op's other outputs)")
         raise popart_exception(f"Tensor {tid!r} is used before it is computed (the ONNX graph is not in "
                                f"topological order, or the tensor does not exist)")
 
@@ -224,13 +228,13 @@ class Translation:
     # -- nodes ---------------------------------------------------------------------------------------------
     def run_node(self, proto: onnx.NodeProto) -> None:
         domain = proto.domain if proto.domain != "ai.onnx" else ""
-        rule = RULES.get((domain, proto.op_type))
+        rule, understood = RULES.get((domain, proto.op_type), (None, frozenset()))
         node = Node(self, proto, self.opset)
         if rule is None:
             raise popart_exception(
                 f"ONNX op {domain + '::' if domain else ''}{proto.op_type} (node {node.name!r}) is not supported by "
                 f"the simulator's PopART frontend. Supported ops: {', '.join(supported_ops())}")
-        node.check_attrs(rule._attrs)
+        node.check_attrs(understood)
         ipu = None
         if self.placement:
             ipu = node.attr("__ipu_number", None)
@@ -262,9 +266,10 @@ class Translation:
                 self.set_output(tid, v)
                 if ipu is not None:
                     self.node_ipu[tid] = ipu
-        missing = [t for t, v in zip(proto.output, list(outs) + [None] * len(proto.output)) if t and v is None]
-        if missing or len(outs) < len([t for t in proto.output if t]):
-            raise node.error(f"output(s) {missing or list(proto.output)[len(outs):]} are not supported")
+        # outputs a rule does not produce (optional outputs such as a mask) are an error only when used
+        for tid, v in zip(proto.output, list(outs) + [None] * len(proto.output)):
+            if tid and v is None:
+                self.unsupported[tid] = node.where()
 
     def _try_fold(self, node: Node, rule):
         """Run the node on the host when every input is a constant (PopART's const-expr folding)."""

@@ -218,12 +218,34 @@ def mod(node):
     a, b = node.input(0), node.input(1)
     if int(node.attr("fmod", 0)) == 1:
         return ops.fmod(a, b)
-    # Python-style remainder: the sign of the divisor
+    return _python_mod(a, b)
+
+
+def _python_mod(a, b):
+    """The remainder with the sign of the divisor: fmod, plus b where the signs differ."""
     r = ops.fmod(a, b)
     zero = _scalar(0, r)
     fix = ops.logical_and(ops.logical_not(ops.equal(r, zero)),
                           ops.logical_not(ops.equal(ops.greater(r, zero), ops.greater(b, zero))))
     return ops.where(fix, ops.add(r, b), r)
+
+
+@onnx_op("Remainder", domain=GRAPHCORE)
+def remainder(node):
+    """Python's remainder: the sign of the divisor (as Mod with fmod=0)."""
+    return _python_mod(node.input(0), node.input(1))
+
+
+@onnx_op("IncrementMod", domain=GRAPHCORE, attrs=("increment", "modulus"))
+def increment_mod(node):
+    return ops.increment_mod(node.input(0), float(node.attr("increment")), float(node.attr("modulus")))
+
+
+@onnx_op("PrintTensor", domain=GRAPHCORE, attrs=("print_gradient", "title"))
+def print_tensor(node):
+    x = node.input(0)
+    return ops.print_tensor(x, node.attr("title", "") or node.proto.input[0],
+                            print_gradient=bool(int(node.attr("print_gradient", 1))))
 
 
 @onnx_op("Fmod", domain=GRAPHCORE)

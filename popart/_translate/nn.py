@@ -64,6 +64,53 @@ def conv(node):
     return y
 
 
+@onnx_op("ConvTranspose", attrs=("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                                 "output_shape", "pads", "strides"))
+def conv_transpose(node):
+    x, w = node.input(0), node.input(1)
+    r = x.rank - 2
+    y = ops.conv_transpose(x, w, stride=_spatial(node, r, "strides", 1), padding=_spatial(node, 2 * r, "pads", 0),
+                           dilation=_spatial(node, r, "dilations", 1), groups=int(node.attr("group", 1)),
+                           pad_type=_pad_type(node), output_padding=tuple(node.attr("output_padding") or ()),
+                           output_shape=tuple(node.attr("output_shape") or ()))
+    if node.has_input(2):
+        b = node.input(2)
+        y = ops.add(y, ops.reshape(b, (1, b.shape[0]) + (1,) * r))
+    return y
+
+
+@onnx_op("Upsample", "Resize", attrs=("mode", "scales", "coordinate_transformation_mode", "nearest_mode",
+                                      "cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias",
+                                      "keep_aspect_ratio_policy", "axes"))
+def resize(node):
+    """Upsample (scales attribute, opset < 9, or input 1) and Resize (scales input 2 or sizes input 3)."""
+    x = node.input(0)
+    if node.op_type == "Upsample":
+        scales = node.attr("scales") if node.has_attr("scales") else node.const(1, "scales")
+    elif node.has_input(2) and np.asarray(node.const(2, "scales")).size:
+        scales = node.const(2, "scales")
+    elif node.has_input(3):
+        sizes = np.asarray(node.const(3, "sizes")).reshape(-1)
+        scales = sizes / np.asarray(x.shape, np.float64)
+    else:
+        raise node.error("needs scales or sizes")
+    scales = [float(s) for s in np.asarray(scales).reshape(-1)]
+    mode = node.attr("mode", "nearest") or "nearest"
+    if mode not in ("nearest", "linear", "cubic"):
+        raise node.error(f"mode {mode!r} is not supported")
+    for a in ("cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias", "axes"):
+        if node.has_attr(a) and a != "cubic_coeff_a":
+            raise node.error(f"attribute {a!r} is not supported")
+    ctm = node.attr("coordinate_transformation_mode", "asymmetric" if node.op_type == "Upsample" else
+                    "half_pixel") or "half_pixel"
+    if node.op_type == "Upsample" or node.version < 11:
+        ctm = "asymmetric"  # what Upsample and Resize-10 mean
+    nearest = node.attr("nearest_mode", "round_prefer_floor") or "round_prefer_floor"
+    if node.op_type == "Upsample" or node.version < 11:
+        nearest = "floor"
+    return ops.interpolate(x, tuple(scales), mode=mode, nearest_mode=nearest, coordinate_transformation_mode=ctm)
+
+
 def _pool_args(node, rank):
     kernel = tuple(int(k) for k in node.attr("kernel_shape"))
     return dict(kernel_size=kernel, stride=_spatial(node, rank, "strides", 1),
@@ -73,12 +120,10 @@ def _pool_args(node, rank):
 
 @onnx_op("MaxPool", attrs=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"))
 def max_pool(node):
-    if node.output_used(1):
-        raise node.error("the Indices output is not supported")
     x = node.input(0)
     if int(node.attr("storage_order", 0)):
         raise node.error("storage_order=1 (column major) is not supported")
-    return ops.max_pool(x, **_pool_args(node, x.rank - 2))
+    return [ops.max_pool(x, **_pool_args(node, x.rank - 2)), None]  # no Indices output
 
 
 @onnx_op("AveragePool", attrs=("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
@@ -131,6 +176,11 @@ def log_softmax_rule(node):
     return _softmax_2d(node, log_softmax)
 
 
+@onnx_op("BatchNormalization", domain=GRAPHCORE, attrs=("epsilon", "momentum"))
+def gc_batch_norm(node):
+    return batch_norm(node)
+
+
 @onnx_op("BatchNormalization", attrs=("epsilon", "momentum", "spatial", "training_mode", "is_test",
                                       "consumed_inputs"))
 def batch_norm(node):
@@ -173,17 +223,14 @@ def layer_norm(node):
     y = ops.mul(y, node.input(1))
     if node.has_input(2):
         y = ops.add(y, node.input(2))
-    if node.output_used(1) or node.output_used(2):
-        raise node.error("the Mean / InvStdDev outputs are not supported")
-    return y
+    return [y, None, None]  # no Mean / InvStdDev outputs
 
 
 @onnx_op("GroupNormalization", domain=GRAPHCORE, attrs=("num_groups", "epsilon"))
 def group_norm(node):
     x, w, b = node.input(0), node.input(1), node.input(2)
-    if any(node.output_used(i) for i in (1, 2)):
-        raise node.error("the mean / inverse standard deviation outputs are not supported")
-    return [ops.group_norm(x, w, b, int(node.attr("num_groups")), float(node.attr("epsilon", 1e-5)))]
+    # no mean / inverse standard deviation outputs
+    return [ops.group_norm(x, w, b, int(node.attr("num_groups")), float(node.attr("epsilon", 1e-5))), None, None]
 
 
 @onnx_op("InstanceNormalization", attrs=("epsilon",))
@@ -197,12 +244,10 @@ def dropout(node):
     x = node.input(0)
     ratio = float(node.attr("ratio", 0.5)) if node.version < 12 else (
         float(np.asarray(node.const(1, "ratio"))) if node.has_input(1) else 0.5)
-    if node.output_used(1):
-        raise node.error("the mask output is not supported")
     if not node.tr.training or ratio == 0.0:
-        return ops.identity(x)
+        return [ops.identity(x), None]  # no mask output
     seed = node.tr.next_seed()
-    return ops.dropout(x, seed, ratio)
+    return [ops.dropout(x, seed, ratio), None]
 
 
 @onnx_op("ShapedDropout", domain=GRAPHCORE, attrs=("shape", "ratio"))
@@ -257,6 +302,14 @@ def arg_reduce(node):
         raise node.error("select_last_index=1 is not supported")
     fn = ops.argmax if node.op_type == "ArgMax" else ops.argmin
     return fn(node.input(0), int(node.attr("axis", 0)), bool(int(node.attr("keepdims", 1))))
+
+
+@onnx_op("ReduceMedian", domain=GRAPHCORE, attrs=("axes", "keepdims"))
+def reduce_median(node):
+    x = node.input(0)
+    axes = [int(a) % x.rank for a in node.attr("axes")] if node.attr("axes") else list(range(x.rank))
+    values = ops.median(x, axes, bool(int(node.attr("keepdims", 1))))
+    return [values, values.producer.outputs[1]]  # the median op's second output: the int32 indices
 
 
 @onnx_op("TopK", attrs=("axis", "k", "largest", "sorted"))

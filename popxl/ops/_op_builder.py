@@ -7,6 +7,7 @@ from popxl import dtypes
 from popxl.context import get_current_context
 from popxl.graph import Graph
 from popxl.op import Op
+from popxl.op_table import check_op
 from popxl.tensor import Tensor
 
 __all__ = ["create_op", "single", "check_inputs_in_graph"]
@@ -69,6 +70,7 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
         inplace, modified, aliases, called_graphs: see :class:`popxl.op.Op`.
         check_placement: check that the inputs are on one IPU and one tile set.
     """
+    check_op(op_type, attrs or ())
     ctx = get_current_context()
     g = ctx.graph
     inputs = tuple(inputs)
@@ -99,12 +101,12 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
                                    ipu=op.ipu, tile_set=op.tile_set))
     op.outputs = tuple(outs)
     op.after = ctx._sequence_op(op)
-    g._ops.append(op)
+    g._add_op(op)
     seen = set()
     for t in inputs:
         if id(t) not in seen:
             seen.add(id(t))
-            t._consumers.append(op)
+            t._add_consumer(op)
     ctx._op_created(op)
     return op
 

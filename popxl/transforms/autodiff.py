@@ -447,7 +447,7 @@ class _GradBuilder:
         except BaseException:
             # leave no half-built gradient graph behind (graphs it called stay: they may be complete)
             if not any(self.grad_graph in op.called_graphs for g in self.fwd.ir.graphs for op in g._ops):
-                self.fwd.ir._graphs.pop(self.grad_graph.id, None)
+                self.fwd.ir._forget_graph(self.grad_graph.id)
             raise
         finally:
             self.state.building.remove(self.fwd)

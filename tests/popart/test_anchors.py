@@ -141,3 +141,22 @@ def test_gradient_anchors_of_weights_inputs_and_activations():
     np.testing.assert_allclose(out[g + w], X.T @ (2 * H), rtol=1e-6)
     np.testing.assert_allclose(out[g + x], (2 * H) @ np.full((4, 3), 0.5), rtol=1e-6)
     assert s.getInfo(g + h).shape() == [2, 4]
+
+
+def test_everyn_with_gradient_accumulation_returns_every_micro_batch_of_every_nth_step():
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    w = b.addInitializedInputTensor(np.ones(2, np.float32), "w")
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.mul([x, w])], popart.ReductionType.Sum)
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = 2
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(4, {loss: popart.AnchorReturnType("EveryN", 2)}),
+                               loss, popart.ConstSGD(0.0), device(), userOptions=opts)
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    assert out[loss].shape == (2, 2)
+    data = np.arange(16, dtype=np.float32).reshape(4, 2, 2)
+    s.run(popart.PyStepIO({x: data}, out))
+    np.testing.assert_allclose(out[loss], data.sum(-1)[[1, 3]])

@@ -141,3 +141,27 @@ def test_out_of_memory_is_out_of_memory_exception():
     with pytest.raises(popart.OutOfMemoryException) as info:
         s.prepareDevice()
     assert "tile" in info.value.getSummaryReport().lower()
+
+
+def test_int64_inputs_are_narrowed_only_when_they_fit():
+    b = popart.Builder()
+    i = b.addInputTensor(popart.TensorInfo("INT64", [3]), "i")
+    y = b.aiOnnx.add([i, i])
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device())
+    s.prepareDevice()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({i: np.array([1, -2, 3], np.int64)}, out))
+    np.testing.assert_array_equal(out[y], [2, -4, 6])
+    with pytest.raises(popart.popart_exception, match="outside the int32 range"):
+        s.run(popart.PyStepIO({i: np.array([1, 2 ** 40, 3], np.int64)}, out))
+
+
+def test_an_unsupported_optional_output_is_an_error_only_when_used():
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [1, 1, 4, 4]), "x")
+    y, idx = b.aiOnnx.maxpool([x], 2, [2, 2])
+    s = popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device())  # fine: idx unused
+    s.prepareDevice()
+    z = b.aiOnnx.cast([idx], "FLOAT")
+    with pytest.raises(popart.popart_exception, match=f"'{idx}', an output of MaxPool node .* is not supported"):
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [z]), device())

@@ -150,3 +150,44 @@ def test_manual_virtual_graphs_place_ops_on_ipus(rng):
     y2 = b2.aiOnnx.relu([x2])
     with pytest.raises(popart.popart_exception, match="Relu node .* has no virtual graph"):
         popart.InferenceSession(b2.getModelProto(), popart.DataFlow(1, [y2]), device(num_ipus=2), userOptions=opts)
+
+
+def test_auto_virtual_graphs_shard_the_model_over_the_ipus(rng):
+    """VirtualGraphMode.Auto splits the ops over the IPUs of a replica (here 2), numbers unchanged;
+    with pipelining and no gradient accumulation, as older PopART tutorials run."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 16]))
+    lbl = b.addInputTensor(popart.TensorInfo("INT32", [4]))
+    h = x
+    for i in range(4):
+        h = b.aiOnnx.relu([b.aiOnnx.matmul([h, b.addInitializedInputTensor(
+            (rng.normal(size=(16, 16)) / 4).astype(np.float32))])])
+    probs = b.aiOnnx.softmax([h])
+    loss = b.aiGraphcore.nllloss([probs, lbl], popart.ReductionType.Sum, debugPrefix="nllLossVal")
+    X = rng.normal(size=(4, 16)).astype(np.float32)
+    L = np.array([0, 3, 5, 7], np.int32)
+    results = []
+    for mode, ipus in ((popart.VirtualGraphMode.Off, 1), (popart.VirtualGraphMode.Auto, 2)):
+        opts = popart.SessionOptions()
+        opts.virtualGraphMode = mode
+        opts.enablePipelining = mode == popart.VirtualGraphMode.Auto
+        s = popart.TrainingSession(fnModel=b.getModelProto(), loss=loss, deviceInfo=device(num_ipus=ipus),
+                                   optimizer=popart.ConstSGD(0.01), dataFlow=popart.DataFlow(2, [loss]),
+                                   userOptions=opts)
+        s.prepareDevice()
+        s.setRandomSeed(1)
+        s.weightsFromHost()
+        out = s.initAnchorArrays()
+        s.run(popart.PyStepIO({x: np.stack([X, X]), lbl: np.stack([L, L])}, out))
+        results.append(out[loss].copy())
+        if ipus == 2:
+            assert any("ipu_copy" in st.name for st in s._session.executable.steps)
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5)
+
+
+def test_get_logger():
+    popart.getLogger("ir").setLevel("TRACE")
+    popart.getLogger("devicex").setLevel("CRITICAL")
+    assert popart.getLogger("devicex").getLevel() == "CRITICAL"
+    with pytest.raises(ValueError, match="Unknown log level"):
+        popart.getLogger().setLevel("LOUD")

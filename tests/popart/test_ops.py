@@ -24,16 +24,19 @@ UNARY = ["abs", "neg", "exp", "sqrt", "log", "relu", "tanh", "sigmoid", "erf", "
          "sign", "reciprocal", "softplus", "softsign", "identity"]
 
 
+@pytest.mark.parametrize("dtype", ["FLOAT", "FLOAT16"])
 @pytest.mark.parametrize("op", UNARY)
-def test_unary(op, rng):
-    shape = SHAPES[hash(op) % len(SHAPES)]
-    data = rng.normal(0, 2, shape).astype(np.float32)
+def test_unary(op, dtype, rng):
+    shape = SHAPES[sum(map(ord, op)) % len(SHAPES)]
+    npt = np.float32 if dtype == "FLOAT" else np.float16
+    data = rng.normal(0, 2, shape)
     if op in ("sqrt", "log"):
         data = np.abs(data) + 0.1
     if op == "reciprocal":
-        data = np.where(np.abs(data) < 0.1, 0.5, data).astype(np.float32)
-    proto, x, y = _unary_model(op, shape)
-    check_against_reference(proto, {x: data}, [y], rtol=2e-5, atol=2e-6)
+        data = np.where(np.abs(data) < 0.1, 0.5, data)
+    proto, x, y = _unary_model(op, shape, dtype)
+    tol = (2e-5, 2e-6) if dtype == "FLOAT" else (4e-3, 2e-3)
+    check_against_reference(proto, {x: data.astype(npt)}, [y], rtol=tol[0], atol=tol[1])
 
 
 @pytest.mark.parametrize("op,attrs", [("leakyrelu", {"alpha": 0.2}), ("elu", {"alpha": 0.7}), ("selu", {}),
@@ -47,20 +50,23 @@ def test_unary_with_attributes(op, attrs, rng):
 BINARY = ["add", "sub", "mul", "div", "pow", "max", "min", "sum", "mean"]
 
 
+@pytest.mark.parametrize("dtype", ["FLOAT", "FLOAT16"])
 @pytest.mark.parametrize("op", BINARY)
 @pytest.mark.parametrize("shapes", [((3, 5), (3, 5)), ((2, 1, 7), (7,)), ((1,), (4, 3))])
-def test_binary_broadcast(op, shapes, rng):
+def test_binary_broadcast(op, shapes, dtype, rng):
     b = popart.Builder()
-    a_ = b.addInputTensor(popart.TensorInfo("FLOAT", list(shapes[0])), "a")
-    c_ = b.addInputTensor(popart.TensorInfo("FLOAT", list(shapes[1])), "b")
+    a_ = b.addInputTensor(popart.TensorInfo(dtype, list(shapes[0])), "a")
+    c_ = b.addInputTensor(popart.TensorInfo(dtype, list(shapes[1])), "b")
     y = getattr(b.aiOnnx, op)([a_, c_])
-    da = rng.uniform(0.5, 2, shapes[0]).astype(np.float32)
-    db = rng.uniform(0.5, 2, shapes[1]).astype(np.float32)
+    npt = np.float32 if dtype == "FLOAT" else np.float16
+    da = rng.uniform(0.5, 2, shapes[0]).astype(npt)
+    db = rng.uniform(0.5, 2, shapes[1]).astype(npt)
+    rtol = 1e-5 if dtype == "FLOAT" else 2e-3
     if op in ("max", "min", "sum", "mean"):  # onnx.reference's variadic ops broadcast only into the first input
         want = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": lambda p, q: (p + q) / 2}[op](da, db)
-        np.testing.assert_allclose(run_inference(b.getModelProto(), {a_: da, c_: db}, [y])[y], want, rtol=1e-6)
+        np.testing.assert_allclose(run_inference(b.getModelProto(), {a_: da, c_: db}, [y])[y], want, rtol=rtol)
         return
-    check_against_reference(b.getModelProto(), {a_: da, c_: db}, [y], rtol=1e-5)
+    check_against_reference(b.getModelProto(), {a_: da, c_: db}, [y], rtol=rtol)
 
 
 @pytest.mark.parametrize("op", ["equal", "greater", "less"])
@@ -287,3 +293,89 @@ def test_float16_inference(rng):
     assert got[y].dtype == np.float16
     np.testing.assert_allclose(got[y].astype(np.float32), np.maximum(X.astype(np.float32) @ W.astype(np.float32), 0),
                                rtol=1e-2, atol=1e-2)
+
+
+def test_transformer_block_matches_reference(rng):
+    """Self-attention and an MLP with layer norms as opset-11 exporters write them (ReduceMean, Sub,
+    Pow, Sqrt, Div; gelu through Erf), batched MatMul with Transpose, Softmax on the last axis."""
+    B, S, D, H = 2, 5, 8, 16
+    b = popart.Builder()
+    o = b.aiOnnxOpset11
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [B, S, D]), "x")
+
+    def w(shape, name):
+        return b.addInitializedInputTensor((rng.normal(size=shape) / np.sqrt(shape[0])).astype(np.float32), name)
+
+    def c(v):
+        return o.constant(np.asarray(v, np.float32))
+
+    def layer_norm(t):
+        mu = o.reducemean([t], axes=[-1], keepdims=1)
+        d = o.sub([t, mu])
+        var = o.reducemean([o.pow([d, c(2.0)])], axes=[-1], keepdims=1)
+        return o.div([d, o.sqrt([o.add([var, c(1e-5)])])])
+
+    h = layer_norm(x)
+    q, k, v = (o.matmul([h, w((D, D), n)]) for n in ("wq", "wk", "wv"))
+    scores = o.div([o.matmul([q, o.transpose([k], perm=[0, 2, 1])]), c(np.sqrt(D))])
+    attn = o.matmul([o.softmax([scores], axis=2), v])
+    x1 = o.add([x, o.matmul([attn, w((D, D), "wo")])])
+    u = o.matmul([layer_norm(x1), w((D, H), "w1")])
+    gelu = o.mul([o.mul([u, c(0.5)]), o.add([c(1.0), o.erf([o.div([u, c(np.sqrt(2.0))])])])])
+    y = o.add([x1, o.matmul([gelu, w((H, D), "w2")])])
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(B, S, D)).astype(np.float32)}, [y],
+                            rtol=1e-4, atol=1e-5)
+
+
+def test_more_graphcore_ops_against_numpy(rng, capsys):
+    b = popart.Builder()
+    X = rng.normal(size=(3, 7)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "x")
+    d = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "d")
+    gc = b.aiGraphcore
+    outs = [gc.remainder([x, d]), gc.fmod([x, d]), gc.incrementmod([x], 0.5, 2.0), gc.reducemedian([x], axes=[1],
+                                                                                                 keepdims=0)[0],
+            gc.printtensor([x], title="my_x"), gc.swish([x]), gc.geluerf([x]), gc.expm1([x]), gc.log1p([gc.scale(
+                [b.aiOnnx.abs([x])], 1.0)]), gc.detach([x]), gc.nop([x])]
+    D = np.where(rng.random((3, 7)) > 0.5, 1.5, -1.5).astype(np.float32)
+    got = run_inference(b.getModelProto(), {x: X, d: D}, outs)
+    from math import erf
+    want = [np.mod(X, D), np.fmod(X, D), np.fmod(X + 0.5, 2.0), np.sort(X, 1)[:, 3], X, X / (1 + np.exp(-X)),
+            0.5 * X * (1 + np.vectorize(erf)(X / np.sqrt(2))), np.expm1(X), np.log1p(np.abs(X)), X, X]
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(got[o], w, rtol=2e-5, atol=2e-6, err_msg=o)
+    printed = capsys.readouterr()
+    assert "my_x: [" in printed.out + printed.err
+
+
+@pytest.mark.parametrize("stride,pads,out_pad", [(1, [0, 0, 0, 0], [0, 0]), (2, [1, 1, 1, 1], [1, 1])])
+def test_conv_transpose(stride, pads, out_pad, rng):
+    b = popart.Builder()
+    X = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    w = b.addInitializedInputTensor(rng.normal(size=(3, 2, 3, 3)).astype(np.float32), "w")
+    bias = b.addInitializedInputTensor(rng.normal(size=(2,)).astype(np.float32), "bias")
+    y = b.aiOnnx.convtranspose([x, w, bias], kernel_shape=[3, 3], strides=[stride, stride], pads=pads,
+                               output_padding=out_pad)
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_opset11(mode, rng):
+    b = popart.Builder()
+    o = b.aiOnnxOpset11
+    X = rng.normal(size=(1, 2, 3, 4)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    roi = o.constant(np.zeros(0, np.float32))
+    scales = o.constant(np.array([1, 1, 2, 2], np.float32))
+    y = o.resize([x, roi, scales], mode=mode)
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-5, atol=1e-5)
+
+
+def test_upsample_nearest(rng):
+    b = popart.Builder(opsets={"ai.onnx": 9, "ai.graphcore": 1})
+    X = rng.normal(size=(1, 1, 2, 3)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    y = b.aiOnnx.upsample([x, b.aiOnnx.constant(np.array([1, 1, 2, 3], np.float32))], mode="nearest")
+    got = run_inference(b.getModelProto(), {x: X}, [y])
+    np.testing.assert_array_equal(got[y], X.repeat(2, axis=2).repeat(3, axis=3))

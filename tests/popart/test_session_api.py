@@ -150,3 +150,39 @@ def test_engine_options_auto_report_write_a_profile(tmp_path):
     from popxl import _profiling
     _profiling._flush_all()
     assert os.path.exists(tmp_path / "profile.json")
+
+
+def test_patterns_as_scripts_use_them():
+    p = popart.Patterns(popart.PatternsLevel.NoPatterns)
+    p.enableRuntimeAsserts(False)
+    p.InPlace = False
+    assert not p.isInPlaceEnabled()
+    p2 = popart.Patterns(["MulArgGradOp"]).enablePattern("PreUniRepl", True)
+    assert p2.isPatternEnabled("PreUniRepl") and p2.isPatternEnabled("MulArgGradOp")
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    y = b.aiOnnx.relu([x])
+    popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device(), patterns=p)
+
+
+def test_inference_session_from_a_popxl_ir():
+    """InferenceSession.fromIr runs a popxl Ir (popart.ir programs' way): streams keyed by tensor id."""
+    import popxl
+    import popxl.ops as ops
+    ir = popxl.Ir()
+    with ir.main_graph:
+        a_s = popxl.h2d_stream([3], popxl.float32, name="input0_stream")
+        a = ops.host_load(a_s, "a")
+        o = ops.add(a, popxl.constant(np.ones(3, np.float32)))
+        o_s = popxl.d2h_stream(o.shape, o.dtype, name="output_stream")
+        ops.host_store(o_s, o)
+    s = popart.InferenceSession.fromIr(ir=ir._pb_ir, deviceInfo=device())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    assert anchors[o_s.tensor_id].shape == (3,)
+    data = np.arange(3, dtype=np.float32)
+    s.run(popart.PyStepIO({a_s.tensor_id: data}, anchors))
+    np.testing.assert_allclose(anchors[o_s.tensor_id], data + 1)
+    assert s.getCycleCount() > 0
+    with pytest.raises(popart.popart_exception, match="no host_load reads"):
+        s.run(popart.PyStepIO({"nope": data}, anchors))

@@ -81,9 +81,13 @@ def test_run_with_outputs_refuses_a_buffer_of_another_type(dtype):
 
 def test_run_with_outputs_refuses_unknown_or_read_only_buffers():
     ir, s, o = _stream_ir(popxl.float32)
+    with ir.main_graph:
+        unused = popxl.d2h_stream((4,), popxl.float32, name="unused")
     other_ir, _, other_o = _stream_ir(popxl.float32)
     with popxl.Session(ir, "ipu_model") as sess:
-        with pytest.raises(ValueError, match="belongs to another popxl.Ir"):
+        with pytest.raises(ValueError, match="'unused' is not written by this program"):
+            sess.run_with_outputs({s: np.ones(4, np.float32)}, {unused: np.zeros(4, np.float32)})
+        with pytest.raises(ValueError, match="'y' belongs to another popxl.Ir"):
             sess.run_with_outputs({s: np.ones(4, np.float32)}, {other_o: np.zeros(4, np.float32)})
         ro = np.zeros(4, np.float32)
         ro.flags.writeable = False
