@@ -207,6 +207,36 @@ class Context:
         for fn in list(self._op_created_hooks.values()):
             fn(view)
 
+    @contextmanager
+    def _quiet(self):
+        """Record ops without telling the op-created hooks and without in_sequence ordering (a
+        custom op's expansion graph is built while the user's graph is being built)."""
+        hooks, seq = self._op_created_hooks, self._in_sequence
+        self._op_created_hooks, self._in_sequence = {}, None
+        try:
+            yield
+        finally:
+            self._op_created_hooks, self._in_sequence = hooks, seq
+
+    @contextmanager
+    def _op_settings_applied(self, graph, settings):
+        """Create ops in `graph` with the placement and execution context of `settings` (an
+        OpSettings from `_get_op_settings`, or None for the current ones)."""
+        prev = (self._ipu_id, self._io_tile_set, self._execution_context)
+        pushed = not self._graphs or self._graphs[-1] is not graph
+        if pushed:
+            self.push_graph(graph)
+        if settings is not None:
+            self._ipu_id = settings.vgraphId
+            self._io_tile_set = settings.tileSet == "io"
+            self._execution_context = settings.executionContext
+        try:
+            yield
+        finally:
+            self._ipu_id, self._io_tile_set, self._execution_context = prev
+            if pushed:
+                self.pop_graph()
+
     def _get_op_settings(self, name: str):
         """The settings of an op about to be created here (PopART's `Op::Settings`): graph, name
         with the name scope, IPU, tile set, execution context. Custom ops' createOpInGraph use it."""

@@ -39,7 +39,7 @@ class Op:
 
     __slots__ = ("id", "type", "graph", "inputs", "outputs", "attrs", "name", "scope", "ipu", "tile_set",
                  "inplace", "modified", "aliases", "called_graphs", "after", "execution_context",
-                 "debug_context", "_pb_view", "_infer_outputs")
+                 "debug_context", "_pb_view")
 
     def __init__(self, id: int, type: str, graph: "Graph", inputs: Tuple["Tensor", ...],
                  outputs: Tuple["Tensor", ...], attrs: Dict[str, Any], name: str, scope: str,
@@ -81,8 +81,11 @@ class Op:
     @property
     def _pb_op(self):
         """This op as PopART's `_ir.Op` (a view that reads and edits it; popxl/_pb)."""
-        from popxl._pb import op_view
-        return op_view(self)
+        view = getattr(self, "_pb_view", None)
+        if view is None:
+            from popxl._pb.ops import op_class_for
+            view = self._pb_view = op_class_for(self.type)(self)
+        return view
 
     def __repr__(self) -> str:
         ins = ", ".join(t.id if t is not None else "-" for t in self.inputs)

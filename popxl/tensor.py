@@ -112,8 +112,11 @@ class Tensor:
     @property
     def _pb_tensor(self):
         """This tensor as PopART's `_ir.Tensor`: a view of it (popxl/_pb)."""
-        from popxl._pb import tensor_view
-        return tensor_view(self)
+        view = self.__dict__.get("_pb_view")
+        if view is None:
+            from popxl._pb.views import Tensor as PbTensor
+            view = self._pb_view = PbTensor(self)
+        return view
 
     @classmethod
     def _from_pb_tensor(cls, pb_tensor) -> "Tensor":
@@ -163,6 +166,10 @@ class Tensor:
 
     def _remove_consumer(self, op: "Op") -> None:
         self._consumers.remove(op)
+
+    def _set_producer(self, op: Optional["Op"]) -> None:
+        """The op that computes this tensor (None: disconnected, as PopART's disconnectOutTensor)."""
+        self._producer = op
 
     def _set_ipu(self, ipu: Optional[int]) -> None:
         """The IPU the tensor lives on (ops that move data between IPUs set their outputs')."""

@@ -124,7 +124,7 @@ class LoopOp(_Subgraph, Op):
         vi = int(index)
         if vi in self._wrapper._pending:
             if any_modified(regions):
-                self._wrapper._proxies[("pending", vi)]._pb_pending_modified = True
+                self._wrapper._modified_proxies.add(id(self._wrapper._proxies[("pending", vi)]))
             return
         super().addModified(index, regions)
 
@@ -175,9 +175,9 @@ class LoopOp(_Subgraph, Op):
             raise NotImplementedError("addLoopOutput: the simulator replaces existing loop outputs (overwrite=True) "
                                       "only; a new loop-carried value needs a new loop input too")
         j = next(i for i, t in enumerate(g._outputs) if t is src)
-        g._outputs[k] = src
+        g._set_output(k, src)
         if j >= carried:  # the extra output the wrapper's call op needed: the loop carries it now
-            del g._outputs[j]
+            g._remove_output(j)
             self._wrapper._call._forget_output(j)
 
     def getCalledGraphIds(self) -> List[GraphId]:  # noqa: N802
@@ -193,7 +193,8 @@ class LoopWrapper(Graph):
         user = loop._graph
         # a popxl Graph object for `popxl.Graph._from_pb` (tensor ids, proxies); never lowered
         self._g = XGraph._create(user.ir, f"{user.id}__loop_wrapper")
-        self._g._pb_view = self
+        self._g._set_pb_view(self)
+        self._modified_proxies: set = set()  # ids of pending wrapper inputs marked modified
         self._pending: Dict[int, object] = {}  # loop input index -> parent tensor, not yet in the user graph
         self._proxies: Dict[object, object] = {}  # key -> wrapper tensor (a popxl Tensor of self._g)
         self._parent_of_proxy: Dict[int, object] = {}
@@ -259,8 +260,7 @@ class LoopWrapper(Graph):
             op.attrs["by_ref"] = tuple(sorted(set(op.attrs.get("by_ref", ())) | {int(k)}))
             op.modified = tuple(sorted(set(op.modified) | {slot}))
             op.inplace = True
-        pending_mod = getattr(proxy, "_pb_pending_modified", False)
-        if pending_mod:
+        if id(proxy) in self._modified_proxies:
             op.modified = tuple(sorted(set(op.modified) | {slot}))
             op.inplace = True
 

@@ -58,7 +58,7 @@ def _remove_unused_identities(graph) -> None:
     from .views import graph_view
     outs = {id(t) for t in graph._outputs}
     for op in list(graph._ops):
-        if op.type == "identity" and not op.modified and all(not t._consumers and id(t) not in outs
+        if op.type == "identity" and not op.modified and all(not t.consumers and id(t) not in outs
                                                               for t in op.outputs):
             graph_view(graph).eraseOp(op.id)
 

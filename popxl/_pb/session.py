@@ -29,7 +29,7 @@ class PbSession:
                 if arr.size != want.size:
                     raise ValueError(f"writeWeights: variable {v.id!r} holds {want.size} elements "
                                      f"(shape {want.shape}), the data has shape {arr.shape}")
-                s._host_weights[v] = np.array(arr, dtype=want.dtype).reshape(want.shape)
+                s._set_host_weight(v, np.array(arr, dtype=want.dtype).reshape(want.shape))
 
     def weightsFromHost(self) -> None:  # noqa: N802
         self._s.weights_from_host()

@@ -17,32 +17,20 @@ __all__ = ["GraphId", "TensorInfo", "Tensor", "Op", "Graph", "Ir", "Region", "Re
            "ExpectedConnectionType", "ExpectedConnection", "BwdGraphInfo", "OpSettings", "ExecutionContext",
            "graph_view", "ir_view", "op_view", "tensor_view"]
 
-_VIEW = "_pb_view"
-
-
-def _cached(obj, make):
-    v = getattr(obj, _VIEW, None)
-    if v is None:
-        v = make(obj)
-        setattr(obj, _VIEW, v)
-    return v
-
-
 def ir_view(ir) -> "Ir":
-    return _cached(ir, Ir)
+    return ir._pb_ir
 
 
 def graph_view(g) -> "Graph":
-    return _cached(g, Graph)
+    return g._pb_graph
 
 
 def tensor_view(t) -> "Tensor":
-    return _cached(t, Tensor)
+    return t._pb_tensor
 
 
 def op_view(op) -> "Op":
-    from .ops import op_class_for
-    return _cached(op, lambda o: op_class_for(o.type)(o))
+    return op._pb_op
 
 
 def unwrap_op(op):
@@ -237,10 +225,10 @@ class _Consumers:
         self._t = t
 
     def getOps(self) -> List["Op"]:  # noqa: N802
-        return [op_view(o) for o in self._t._consumers]
+        return [op_view(o) for o in self._t.consumers]
 
     def getTotal(self) -> int:  # noqa: N802
-        return len(self._t._consumers)
+        return len(self._t.consumers)
 
     def n(self, op) -> int:
         op = unwrap_op(op)
@@ -303,7 +291,7 @@ class Tensor:
         return "ActGrad"
 
     def isModified(self) -> bool:  # noqa: N802
-        return any(o.inputs.index(self._t) in o.modified for o in self._t._consumers if self._t in o.inputs)
+        return any(i in o.modified for o in self._t.consumers for i, x in enumerate(o.inputs) if x is self._t)
 
     def modifiedRegionsByOps(self, ops: Iterable["Op"], aliasModel=None) -> List[Region]:  # noqa: N802,N803
         """The regions of this tensor that `ops` change: the whole tensor when one of them modifies
@@ -321,6 +309,11 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"_ir.Tensor({self._t.id!r})"
+
+
+def _drop_consumer(t, op) -> None:
+    while any(c is op for c in t.consumers):
+        t._remove_consumer(op)
 
 
 def _modified_through(t, op_ids, seen) -> bool:
@@ -365,6 +358,7 @@ class Op:
 
     def __init__(self, op):
         self._op = op
+        self._pending_specs: dict = {}  # output index -> (shape, dtype, meta) of a cloned op's outputs
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -526,8 +520,8 @@ class Op:
                                "disconnect it first")
         ins[i] = t
         op.inputs = tuple(ins)
-        if not any(c is op for c in t._consumers):
-            t._consumers.append(op)
+        if not any(c is op for c in t.consumers):
+            t._add_consumer(op)
 
     def disconnectInTensor(self, index_or_tensor) -> None:  # noqa: N802
         op = self._op
@@ -543,7 +537,7 @@ class Op:
             t = ins[i]
             ins[i] = None
             if not any(x is t for x in ins):
-                t._consumers[:] = [c for c in t._consumers if c is not op]
+                _drop_consumer(t, op)
         op.inputs = tuple(ins)
         self._compact_inputs()
 
@@ -556,15 +550,14 @@ class Op:
 
     def disconnectAllInputs(self) -> None:  # noqa: N802
         op = self._op
-        for t in op.inputs:
-            if t is not None:
-                t._consumers[:] = [c for c in t._consumers if c is not op]
+        for t in set(op.inputs) - {None}:
+            _drop_consumer(t, op)
         op.inputs = ()
 
     def disconnectAllOutputs(self) -> None:  # noqa: N802
         for t in self._op.outputs:
-            if t is not None and t._producer is self._op:
-                t._producer = None
+            if t is not None and t.producer is self._op:
+                t._set_producer(None)
         self._op.outputs = ()
 
     def disconnectOutTensor(self, t) -> None:  # noqa: N802
@@ -573,7 +566,7 @@ class Op:
         for i, x in enumerate(outs):
             if x is t:
                 outs[i] = None
-                t._producer = None
+                t._set_producer(None)
         while outs and outs[-1] is None:
             outs.pop()
         self._op.outputs = tuple(outs)
@@ -581,12 +574,8 @@ class Op:
     def _out_spec(self, index: int):
         """(shape, dtype, meta_shape) of output `index` before it exists: what the op was cloned
         from, or what its own inference says (custom ops)."""
-        specs = getattr(self, "_pending_specs", None)
-        if specs and index in specs:
-            return specs[index]
-        infer = getattr(self._op, "_infer_outputs", None)
-        if infer is not None:
-            return infer()[index]
+        if index in self._pending_specs:
+            return self._pending_specs[index]
         raise RuntimeError(f"{self.debugName()}: cannot infer the shape of output {index}; "
                            "create the op with its outputs (or clone it from an op that has them)")
 
@@ -611,7 +600,7 @@ class Op:
         if outs[index] is not None:
             raise RuntimeError(f"{self.debugName()} already has output {index} ({outs[index].id})")
         outs[index] = t
-        t._producer = op
+        t._set_producer(op)
         op.outputs = tuple(outs)
 
     def cloneIntoGraph(self, graph: "Graph") -> "Op":  # noqa: N802
@@ -628,13 +617,14 @@ class Op:
                   inplace=src.inplace, modified=tuple(src.modified), aliases=dict(src.aliases),
                   called_graphs=tuple(src.called_graphs), after=(), execution_context=src.execution_context,
                   debug_context=src.debug_context)
-        infer = getattr(src, "_infer_outputs", None)
-        if infer is not None:
-            new._infer_outputs = infer
-        g._ops.append(new)
+        g._add_op(new)
         view = op_view(new)
-        view._pending_specs = {i: (t.shape, t.dtype, t.meta_shape) for i, t in enumerate(src.outputs) if t is not None}
+        view._set_pending_specs({i: (t.shape, t.dtype, t.meta_shape) for i, t in enumerate(src.outputs)
+                                 if t is not None})
         return view
+
+    def _set_pending_specs(self, specs: dict) -> None:
+        self._pending_specs = dict(specs)
 
     def setup(self) -> None:
         """Check the op is fully connected and keep the graph's schedule valid (an input produced
@@ -766,7 +756,7 @@ class Graph:
                 for other in self._g._ops:
                     if o in other.after:
                         other.after = tuple(a for a in other.after if a is not o)
-                del self._g._ops[k]
+                self._g._remove_op(o)
                 return
         raise KeyError(f"eraseOp: no op {opid} in graph {self._g.id!r}")
 
@@ -811,9 +801,7 @@ class Graph:
                 continue
             if isinstance(t, Constant) and retainConstTensors:
                 continue
-            del g._tensors[tid]
-            g._inputs[:] = [x for x in g._inputs if x is not t]
-            g._outputs[:] = [x for x in g._outputs if x is not t]
+            g._remove_tensor(t)
 
     # inputs / outputs
     def getInputIds(self) -> List[str]:  # noqa: N802
@@ -857,7 +845,7 @@ class Graph:
         output for it (repeat ops carry their outputs, see LoopOp.addLoopOutput)."""
         from popxl.transforms._graph_edit import add_op_output, callers_of
         t = self._g.get_tensor(tensorId)
-        self._g._outputs.append(t)
+        self._g._add_output(t)
         for op in callers_of(self._g):
             if op.type == "call":
                 add_op_output(op, t.shape, t.dtype, t.name.split("/")[-1], t.meta_shape)
@@ -879,17 +867,16 @@ class Graph:
             if t._consumers:
                 raise RuntimeError(f"removeOutput: output {index} of graph {g.id!r} is used at call site "
                                    f"{op.name!r} by {[c.name for c in t._consumers]}")
-            t._producer = None
+            t._set_producer(None)
             op.outputs = op.outputs[:index] + op.outputs[index + 1:]
-        del g._outputs[index]
+        g._remove_output(index)
 
     def removeInput(self, index: int) -> None:  # noqa: N802
         g = self._g
         from popxl.transforms._graph_edit import callers_of
         if callers_of(g):
             raise RuntimeError(f"removeInput: graph {g.id!r} is called; remove the input before calling it")
-        t = g._inputs.pop(index)
-        g._by_ref_inputs.discard(t)
+        g._remove_input(index)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Graph) and other._g is self._g
@@ -938,10 +925,7 @@ class Ir:
         gid = graphId.str() if isinstance(graphId, GraphId) else str(graphId)
         if self.hasGraph(gid):
             raise RuntimeError(f"The Ir already has a graph {gid!r}")
-        from popxl.graph import Graph as XGraph
-        g = XGraph._create(self._ir, gid)
-        self._ir._graphs[gid] = g
-        return graph_view(g)
+        return graph_view(self._ir._new_graph_with_id(gid))
 
     def createUniqueSubgraphId(self, base: str) -> str:  # noqa: N802
         n = 0
