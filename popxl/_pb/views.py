@@ -852,11 +852,17 @@ class Graph:
 
     def removeOutput(self, index: int) -> None:  # noqa: N802
         """Remove output `index`; call ops calling the graph lose the matching output, which must
-        be unused."""
+        be unused.
+
+        An index at or past the end removes the last output, as PopART's
+        `graph_outputs.erase(begin() + index)` does with libstdc++: popxl-addons'
+        autodiff_with_accumulation removes a trailing block of outputs by increasing index and
+        relies on it."""
         from popxl.transforms._graph_edit import callers_of
         g = self._g
-        if not 0 <= index < len(g._outputs):
+        if index < 0 or not g._outputs:
             raise IndexError(f"graph {g.id!r} has no output {index}")
+        index = min(int(index), len(g._outputs) - 1)
         for op in callers_of(g):
             if op.type == "repeat":
                 raise RuntimeError(f"removeOutput: graph {g.id!r} is repeated by op {op.name!r}, whose outputs "

@@ -158,13 +158,15 @@ class GradGraphInfo:
 
     @property
     def inputs(self) -> Tuple[Tensor, ...]:
-        """The inputs of the gradient graph."""
-        return self._graph.inputs
+        """The forward tensors of the expected inputs, in gradient-graph input order (PopXL's
+        meaning: ``ec.fwd_tensor`` of each expected input; the gradient graph's own inputs are
+        ``info.graph.inputs``)."""
+        return tuple(ec.fwd_tensor for ec in self._expected_inputs)
 
     @property
     def outputs(self) -> Tuple[Tensor, ...]:
-        """The outputs of the gradient graph."""
-        return self._graph.outputs
+        """The forward tensors whose gradients the gradient graph outputs, in output order."""
+        return tuple(ec.fwd_tensor for ec in self._expected_outputs)
 
     def _check_call_site(self, info: CallSiteInfo, what: str) -> None:
         if not isinstance(info, CallSiteInfo):
