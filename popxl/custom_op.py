@@ -29,7 +29,7 @@ import numpy as np
 from popxl import dtypes
 from popxl.tensor import Tensor, TensorSpec
 
-__all__ = ["CustomOp", "CustomLowering", "register_custom_op", "custom_op_types", "EXPANSION_ATTR"]
+__all__ = ["CustomOp", "CustomLowering", "InputSpec", "register_custom_op", "custom_op_types", "EXPANSION_ATTR"]
 
 EXPANSION_ATTR = "expansion"
 _CUSTOM: Dict[str, "CustomOp"] = {}
@@ -102,7 +102,7 @@ class CustomOp:
         unknown = [k for k in attrs if k not in self.attrs]
         if unknown:
             raise TypeError(f"{self.op_type}: unknown attribute(s) {unknown}; it takes {list(self.attrs)}")
-        specs = [TensorSpec(t.shape, t.dtype, t.meta_shape) for t in inputs]
+        specs = [InputSpec(t.shape, t.dtype, t.meta_shape) for t in inputs]
         outs = [_spec(o) for o in self.infer(specs, **attrs)]
         record_attrs = dict(attrs)
         if self.expand is not None and self.lower is None:
@@ -119,6 +119,18 @@ class CustomOp:
 
     def __repr__(self) -> str:
         return f"<custom op {self.op_type}>"
+
+
+class InputSpec(TensorSpec):
+    """What `infer` gets for each input: shape, dtype, meta_shape, and rank / nelms."""
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nelms(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
 
 
 def _camel(name: str) -> str:
