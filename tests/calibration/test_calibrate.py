@@ -50,7 +50,9 @@ def test_every_codelet_is_in_the_table():
     from ipu.codelet import registered_codelets
 
     ipu.get_codelet("ScaledAdd")  # load the built-in codelets
-    for name in registered_codelets():
+    for name, codelet in registered_codelets().items():
+        if not type(codelet).__module__.startswith("codelets."):
+            continue  # a test's own codelet (tests register some while the suite is collected)
         assert name in covered, f"codelet {name} has no row in codelets/reference_cycles.csv (add one, or one " \
                                 "saying it has no poplibs estimator, in tests/calibration/make_reference_table.py)"
         assert covered[name] in text, name
