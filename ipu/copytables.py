@@ -6,30 +6,51 @@ in the widest word that divides every offset and size (`word_table`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numba import njit
 
 __all__ = ["CopyTable", "copy_runs", "copy_runs_staged", "merge_runs", "runs", "word_table"]
 
 
-@dataclass(eq=False)
 class CopyTable:
     """The payload of an exchange step: byte runs within one replica's memory. `staged`: source
-    and destination overlap (a copy within one variable), so the sources are read first."""
+    and destination overlap (a copy within one variable), so the sources are read first.
 
-    src_off: np.ndarray
-    dst_off: np.ndarray
-    nbytes: np.ndarray
-    staged: bool = False
-    _words: tuple | None = None  # (dtype, src, dst, n) in the widest word: built on first use
+    Only the table the engine runs is kept: the runs in the widest word dividing every offset and
+    size, as uint32 when the offsets fit (12 bytes per run instead of 48; copy tables are the
+    largest host structure of a big model after its simulated memory). `src_off`, `dst_off` and
+    `nbytes` give the byte form back when asked."""
+
+    __slots__ = ("staged", "_words")
+
+    def __init__(self, src_off, dst_off, nbytes, staged: bool = False):
+        self.staged = bool(staged)
+        dt, s, d, n = word_table(np.asarray(src_off, np.int64), np.asarray(dst_off, np.int64),
+                                 np.asarray(nbytes, np.int64))
+        small = max(int(s.max(initial=0)), int(d.max(initial=0)), int(n.max(initial=0))) < 2 ** 32
+        if small:
+            s, d, n = (x.astype(np.uint32) for x in (s, d, n))
+        self._words = (dt, s, d, n)
 
     def words(self):
         """(word dtype, source, destination, count) in units of that word."""
-        if self._words is None:
-            self._words = word_table(self.src_off, self.dst_off, self.nbytes)
         return self._words
+
+    def _bytes(self, i: int) -> np.ndarray:
+        dt = self._words[0]
+        return self._words[i].astype(np.int64) * np.dtype(dt).itemsize
+
+    @property
+    def src_off(self) -> np.ndarray:
+        return self._bytes(1)
+
+    @property
+    def dst_off(self) -> np.ndarray:
+        return self._bytes(2)
+
+    @property
+    def nbytes(self) -> np.ndarray:
+        return self._bytes(3)
 
 
 def runs(sa, da, st, dt, isz):
