@@ -1,16 +1,23 @@
 """Built-in codelets (vertex types) of the simulated IPU.
 
-Importing this package registers every codelet with `ipu.register`; `ipu` imports it on first
-use of a codelet name. Each module holds one family: kernel, NumPy reference, cost model.
+Importing this package registers every codelet with `ipu.register` (popxl's lowering imports it; a
+program written directly against `ipu/` writes `import codelets`). Each module holds one family:
+kernel, NumPy reference, cost model with its source; op codes are one IntEnum per codelet.
 
 - scaled_add: ScaledAdd
-- elementwise: UnaryOp, BinaryOp (op tables UNARY_OPS, BINARY_OPS)
+- matmul: MatMulBlock, MatMulReducePartials (the AMP); plans/: the multi-tile matmul planner
+  (matmul_plan.py) and the programs it leads to (matmul_build.py)
+- elementwise: UnaryOp, BinaryOp (`UnaryOpCode`, `BinaryOpCode`; costs in elementwise_costs.py)
 - cast: Cast
 - cast_float8: Pow2ScaleThenCast, CastThenPow2Scale (float8, see float8.py for the formats)
 - matmul_float8: MatMulBlockPow2Scaled (the float8 AMP)
 - fill: Fill, Copy, Arange
-- reduce: Reduce (op table REDUCE_OPS, layouts ROWS / PARTIALS)
+- reduce: Reduce (`ReduceOpCode`, layouts ROWS / PARTIALS)
 - select: Select, Clamp
+- indexing: MultiSlice, MultiUpdate (`UpdateOpCode`), DynamicSlice, DynamicUpdate, EncodeOneHot
+- rowwise: ArgMinMax, ArgMinMaxPartial, ArgMinMaxCombine, TopK, Median, CumSum
+- rng: RandomUniform, RandomNormal, Dropout, ModifySeed
+- histogram: Histogram, HistogramCombine
 - transpose: Transpose2d
 """
 from . import scaled_add  # noqa: F401

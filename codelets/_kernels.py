@@ -8,8 +8,10 @@ branches it can run.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
+
+from ipu.half import f32_to_half_bits, half_bits_to_f32, store
 
 
 def kind(nbtype) -> str:
@@ -34,8 +36,6 @@ def convert_store(view, i, x):  # pragma: no cover - replaced by the Numba overl
 
 @overload(convert_store)
 def _convert_store(view, i, x):
-    from ipu.half import store
-
     dt = view.dtype
     if isinstance(dt, types.Integer) and isinstance(x, types.Float):
         bits = dt.bitwidth
@@ -60,46 +60,7 @@ def _convert_store(view, i, x):
 
 
 # ------------------------------------------------------------------------------------------------
-# fast float16 <-> float32 conversion of whole runs (bit manipulation, no per-element frexp/ldexp);
-# the same values as ipu.half's load/store: exact widening, round-to-nearest-even narrowing,
-# overflow to inf, NaN -> 0x7E00.
-
-_P112 = np.float32(2.0 ** 112)
-
-
-@njit(cache=True)
-def half_bits_to_f32(hb, out):
-    """out[i] = the float16 whose bits are hb[i] (uint16), exactly."""
-    ob = out.view(np.uint32)
-    n = hb.shape[0]
-    for i in range(n):
-        ob[i] = (np.uint32(hb[i]) & np.uint32(0x7FFF)) << np.uint32(13)
-    for i in range(n):
-        out[i] *= _P112  # rebias the exponent 15 -> 127; half subnormals become float32 normals
-    for i in range(n):
-        h = np.uint32(hb[i])
-        extra = (h & np.uint32(0x8000)) << np.uint32(16)
-        if (h & np.uint32(0x7FFF)) >= np.uint32(0x7C00):
-            extra |= np.uint32(0x7F800000)  # inf / NaN keep their payload
-        ob[i] |= extra
-
-
-@njit(cache=True)
-def f32_to_half_bits(t, hb):
-    """hb[i] = bits of t[i] rounded to float16 (nearest even; overflow -> inf; NaN -> 0x7E00)."""
-    tb = t.view(np.uint32)
-    for i in range(t.shape[0]):
-        u = np.uint32(tb[i])
-        a = u & np.uint32(0x7FFFFFFF)
-        sign = (u >> np.uint32(16)) & np.uint32(0x8000)
-        if a >= np.uint32(0x47800000):  # >= 65536, inf or NaN
-            h = np.uint32(0x7E00) if a > np.uint32(0x7F800000) else (np.uint32(0x7C00) | sign)
-        elif a < np.uint32(0x38800000):  # below 2**-14: half subnormal or zero
-            h = np.uint32(np.rint(abs(np.float64(t[i])) * 16777216.0)) | sign
-        else:
-            odd = (a >> np.uint32(13)) & np.uint32(1)
-            h = ((a - np.uint32(0x38000000) + np.uint32(0xFFF) + odd) >> np.uint32(13)) | sign
-        hb[i] = h
+# float16 <-> float32 of whole runs, by ipu.half's run converters
 
 
 def to_f32(x, n):  # pragma: no cover - replaced by the Numba overload

@@ -2,8 +2,8 @@
 
 Fields and types
 ----------------
-UnaryOp:  fields `in` (IN), `out` (OUT); int parameter `op` (a code of `UNARY_OPS`).
-BinaryOp: fields `a` (IN), `b` (IN), `out` (OUT); int parameter `op` (a code of `BINARY_OPS`).
+UnaryOp:  fields `in` (IN), `out` (OUT); int parameter `op` (a `UnaryOpCode`; names in `UNARY_OPS`).
+BinaryOp: fields `a` (IN), `b` (IN), `out` (OUT); int parameter `op` (a `BinaryOpCode`; names in `BINARY_OPS`).
 
 Element types: float32, float16, int32 and bool. `out` has the input's type, except for the
 predicates (isnan, isinf, isfinite, logical_not) and the comparisons / logical ops, whose `out`
@@ -31,6 +31,7 @@ vertices: they occupy the 6 workers of their tile and their cycles are tile cycl
 from __future__ import annotations
 
 import math
+from enum import IntEnum
 
 import numpy as np
 from numba import njit, types
@@ -43,22 +44,68 @@ from .elementwise_costs import INT_TYPES, binary_cycles, nonlinearity_1d_cycles,
 from ._kernels import from_f32, kind, to_f32
 
 # ------------------------------------------------------------------------------------------------
-# op codes
+# op codes: one enum per codelet, from which the name tables are built. The kernels compare with
+# the members (Numba folds them to constants). Codes are part of the vertex state: append only.
 
-UNARY_OPS = {
-    "negate": 0, "abs": 1, "exp": 2, "log": 3, "log1p": 4, "sqrt": 5, "rsqrt": 6, "square": 7,
-    "relu": 8, "gelu": 9, "geluerf": 10, "tanh": 11, "sigmoid": 12, "swish": 13, "sin": 14,
-    "cos": 15, "floor": 16, "ceil": 17, "round": 18, "sign": 19, "logical_not": 20, "isnan": 21,
-    "isinf": 22, "isfinite": 23, "reciprocal": 24, "expm1": 25, "erf": 26, "trunc": 27, "tan": 28,
-    "asin": 29,
-}
+
+class UnaryOpCode(IntEnum):
+    NEGATE = 0
+    ABS = 1
+    EXP = 2
+    LOG = 3
+    LOG1P = 4
+    SQRT = 5
+    RSQRT = 6
+    SQUARE = 7
+    RELU = 8
+    GELU = 9
+    GELUERF = 10
+    TANH = 11
+    SIGMOID = 12
+    SWISH = 13
+    SIN = 14
+    COS = 15
+    FLOOR = 16
+    CEIL = 17
+    ROUND = 18
+    SIGN = 19
+    LOGICAL_NOT = 20
+    ISNAN = 21
+    ISINF = 22
+    ISFINITE = 23
+    RECIPROCAL = 24
+    EXPM1 = 25
+    ERF = 26
+    TRUNC = 27
+    TAN = 28
+    ASIN = 29
+
+
+class BinaryOpCode(IntEnum):
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    DIV = 3
+    POW = 4
+    MAX = 5
+    MIN = 6
+    FMOD = 7
+    REM = 8
+    EQUAL = 9
+    NOT_EQUAL = 10
+    LESS = 11
+    LESS_EQUAL = 12
+    GREATER = 13
+    GREATER_EQUAL = 14
+    LOGICAL_AND = 15
+    LOGICAL_OR = 16
+    ATAN2 = 17
+
+
+U, B = UnaryOpCode, BinaryOpCode
+UNARY_OPS = {m.name.lower(): int(m) for m in UnaryOpCode}  # op name -> code (the `op` parameter)
 UNARY_NAMES = {v: k for k, v in UNARY_OPS.items()}
-
-BINARY_OPS = {
-    "add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4, "max": 5, "min": 6, "fmod": 7, "rem": 8,
-    "equal": 9, "not_equal": 10, "less": 11, "less_equal": 12, "greater": 13, "greater_equal": 14,
-    "logical_and": 15, "logical_or": 16, "atan2": 17,
-}
+BINARY_OPS = {m.name.lower(): int(m) for m in BinaryOpCode}
 BINARY_NAMES = {v: k for k, v in BINARY_OPS.items()}
 
 # which ops take which input kinds, and which give bool
@@ -68,15 +115,6 @@ _BINARY_BOOL_OUT = {"equal", "not_equal", "less", "less_equal", "greater", "grea
                     "logical_and", "logical_or"}
 _BINARY_INT = {"add", "sub", "mul", "div", "pow", "max", "min", "fmod", "rem"}
 _BINARY_FLOAT_ONLY = {"atan2"}
-
-# module constants: Numba freezes globals, so these are compile-time constants in the kernels
-U_NEG, U_ABS, U_EXP, U_LOG, U_LOG1P, U_SQRT, U_RSQRT, U_SQUARE = 0, 1, 2, 3, 4, 5, 6, 7
-U_RELU, U_GELU, U_GELUERF, U_TANH, U_SIGMOID, U_SWISH, U_SIN, U_COS = 8, 9, 10, 11, 12, 13, 14, 15
-U_FLOOR, U_CEIL, U_ROUND, U_SIGN, U_NOT, U_ISNAN, U_ISINF, U_ISFINITE = 16, 17, 18, 19, 20, 21, 22, 23
-U_RECIP, U_EXPM1, U_ERF, U_TRUNC, U_TAN, U_ASIN = 24, 25, 26, 27, 28, 29
-
-B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_FMOD, B_REM = 0, 1, 2, 3, 4, 5, 6, 7, 8
-B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE, B_AND, B_OR, B_ATAN2 = 9, 10, 11, 12, 13, 14, 15, 16, 17
 
 _F0 = np.float32(0.0)
 _F1 = np.float32(1.0)
@@ -98,87 +136,87 @@ _FINF = np.float32(np.inf)
 @njit(cache=True, error_model="numpy")
 def _unary_float(op, x, o, n):
     """float32 in and out."""
-    if op == U_NEG:
+    if op == U.NEGATE:
         for i in range(n):
             o[i] = -x[i]
-    elif op == U_ABS:
+    elif op == U.ABS:
         for i in range(n):
             o[i] = abs(x[i])
-    elif op == U_EXP:
+    elif op == U.EXP:
         for i in range(n):
             o[i] = math.exp(x[i])
-    elif op == U_LOG:
+    elif op == U.LOG:
         for i in range(n):
             o[i] = math.log(x[i])
-    elif op == U_LOG1P:
+    elif op == U.LOG1P:
         for i in range(n):
             o[i] = math.log1p(x[i])
-    elif op == U_SQRT:
+    elif op == U.SQRT:
         for i in range(n):
             o[i] = math.sqrt(x[i])
-    elif op == U_RSQRT:
+    elif op == U.RSQRT:
         for i in range(n):
             o[i] = _F1 / math.sqrt(x[i])
-    elif op == U_SQUARE:
+    elif op == U.SQUARE:
         for i in range(n):
             o[i] = x[i] * x[i]
-    elif op == U_RELU:
+    elif op == U.RELU:
         for i in range(n):
             v = x[i]
             o[i] = v if (v > _F0 or v != v) else _F0
-    elif op == U_GELU:
+    elif op == U.GELU:
         for i in range(n):
             v = x[i]
             o[i] = _FHALF * v * (_F1 + math.tanh(_GELU_K * (v + _GELU_C * v * v * v)))
-    elif op == U_GELUERF:
+    elif op == U.GELUERF:
         for i in range(n):
             v = x[i]
             o[i] = _FHALF * v * (_F1 + np.float32(math.erf(v * _RSQRT2)))
-    elif op == U_TANH:
+    elif op == U.TANH:
         for i in range(n):
             o[i] = math.tanh(x[i])
-    elif op == U_SIGMOID:
+    elif op == U.SIGMOID:
         for i in range(n):
             o[i] = _F1 / (_F1 + math.exp(-x[i]))
-    elif op == U_SWISH:
+    elif op == U.SWISH:
         for i in range(n):
             v = x[i]
             o[i] = v / (_F1 + math.exp(-v))
-    elif op == U_SIN:
+    elif op == U.SIN:
         for i in range(n):
             o[i] = math.sin(x[i])
-    elif op == U_COS:
+    elif op == U.COS:
         for i in range(n):
             o[i] = math.cos(x[i])
-    elif op == U_FLOOR:
+    elif op == U.FLOOR:
         for i in range(n):
             o[i] = np.floor(x[i])
-    elif op == U_CEIL:
+    elif op == U.CEIL:
         for i in range(n):
             o[i] = np.ceil(x[i])
-    elif op == U_ROUND:
+    elif op == U.ROUND:
         for i in range(n):
             o[i] = np.rint(x[i])
-    elif op == U_TRUNC:
+    elif op == U.TRUNC:
         for i in range(n):
             o[i] = np.trunc(x[i])
-    elif op == U_SIGN:
+    elif op == U.SIGN:
         for i in range(n):
             v = x[i]
             o[i] = _F1 if v > _F0 else (_FM1 if v < _F0 else v)
-    elif op == U_RECIP:
+    elif op == U.RECIPROCAL:
         for i in range(n):
             o[i] = _F1 / x[i]
-    elif op == U_EXPM1:
+    elif op == U.EXPM1:
         for i in range(n):
             o[i] = math.expm1(x[i])
-    elif op == U_ERF:
+    elif op == U.ERF:
         for i in range(n):
             o[i] = math.erf(x[i])
-    elif op == U_TAN:
+    elif op == U.TAN:
         for i in range(n):
             o[i] = math.tan(x[i])
-    elif op == U_ASIN:
+    elif op == U.ASIN:
         for i in range(n):
             o[i] = math.asin(x[i])
 
@@ -186,17 +224,17 @@ def _unary_float(op, x, o, n):
 @njit(cache=True, error_model="numpy")
 def _unary_pred(op, x, o, n):
     """float32 / int32 / bool in, bool out: isnan / isinf / isfinite / logical_not."""
-    if op == U_ISNAN:
+    if op == U.ISNAN:
         for i in range(n):
             o[i] = x[i] != x[i]
-    elif op == U_ISINF:
+    elif op == U.ISINF:
         for i in range(n):
             o[i] = x[i] == _FINF or x[i] == -_FINF
-    elif op == U_ISFINITE:
+    elif op == U.ISFINITE:
         for i in range(n):
             v = x[i]
             o[i] = v == v and v != _FINF and v != -_FINF
-    elif op == U_NOT:
+    elif op == U.LOGICAL_NOT:
         for i in range(n):
             o[i] = x[i] == 0
 
@@ -204,21 +242,21 @@ def _unary_pred(op, x, o, n):
 @njit(cache=True, error_model="numpy")
 def _unary_int(op, x, o, n):
     """int32 in and out: wraps on overflow (abs and negate of INT_MIN give INT_MIN)."""
-    if op == U_NEG:
+    if op == U.NEGATE:
         for i in range(n):
             o[i] = -np.int64(x[i])
-    elif op == U_ABS:
+    elif op == U.ABS:
         for i in range(n):
             o[i] = abs(np.int64(x[i]))
-    elif op == U_SQUARE:
+    elif op == U.SQUARE:
         for i in range(n):
             v = np.int64(x[i])
             o[i] = v * v
-    elif op == U_RELU:
+    elif op == U.RELU:
         for i in range(n):
             v = x[i]
             o[i] = v if v > 0 else 0
-    elif op == U_SIGN:
+    elif op == U.SIGN:
         for i in range(n):
             v = x[i]
             o[i] = 1 if v > 0 else (-1 if v < 0 else 0)
@@ -261,35 +299,35 @@ def _unary_kernel(views, off, cnt, fp, ip):
 @njit(cache=True, error_model="numpy")
 def _binary_float(op, a, b, o, n):
     """float32 inputs and out."""
-    if op == B_ADD:
+    if op == B.ADD:
         for i in range(n):
             o[i] = a[i] + b[i]
-    elif op == B_SUB:
+    elif op == B.SUB:
         for i in range(n):
             o[i] = a[i] - b[i]
-    elif op == B_MUL:
+    elif op == B.MUL:
         for i in range(n):
             o[i] = a[i] * b[i]
-    elif op == B_DIV:
+    elif op == B.DIV:
         for i in range(n):
             o[i] = a[i] / b[i]
-    elif op == B_POW:
+    elif op == B.POW:
         for i in range(n):
             o[i] = np.power(a[i], b[i])
-    elif op == B_MAX:
+    elif op == B.MAX:
         for i in range(n):
             x = a[i]
             y = b[i]
             o[i] = x if (x >= y or x != x) else y
-    elif op == B_MIN:
+    elif op == B.MIN:
         for i in range(n):
             x = a[i]
             y = b[i]
             o[i] = x if (x <= y or x != x) else y
-    elif op == B_FMOD:
+    elif op == B.FMOD:
         for i in range(n):
             o[i] = np.fmod(a[i], b[i])
-    elif op == B_REM:
+    elif op == B.REM:
         for i in range(n):
             x = a[i]
             y = b[i]
@@ -300,7 +338,7 @@ def _binary_float(op, a, b, o, n):
             elif y == y:
                 r = np.float32(math.copysign(0.0, y))
             o[i] = r
-    elif op == B_ATAN2:
+    elif op == B.ATAN2:
         for i in range(n):
             o[i] = np.arctan2(a[i], b[i])
 
@@ -308,16 +346,16 @@ def _binary_float(op, a, b, o, n):
 @njit(cache=True, error_model="numpy")
 def _binary_int(op, a, b, o, n):
     """int32 inputs and out: wrapping arithmetic, C division (truncating), x / 0 = 0."""
-    if op == B_ADD:
+    if op == B.ADD:
         for i in range(n):
             o[i] = np.int64(a[i]) + np.int64(b[i])
-    elif op == B_SUB:
+    elif op == B.SUB:
         for i in range(n):
             o[i] = np.int64(a[i]) - np.int64(b[i])
-    elif op == B_MUL:
+    elif op == B.MUL:
         for i in range(n):
             o[i] = np.int64(a[i]) * np.int64(b[i])
-    elif op == B_DIV:
+    elif op == B.DIV:
         for i in range(n):
             x = np.int64(a[i])
             y = np.int64(b[i])
@@ -326,7 +364,7 @@ def _binary_int(op, a, b, o, n):
             else:
                 q = abs(x) // abs(y)
                 o[i] = -q if (x < 0) != (y < 0) else q
-    elif op == B_FMOD or op == B_REM:
+    elif op == B.FMOD or op == B.REM:
         for i in range(n):
             x = np.int64(a[i])
             y = np.int64(b[i])
@@ -336,10 +374,10 @@ def _binary_int(op, a, b, o, n):
                 r = abs(x) % abs(y)
                 if x < 0:
                     r = -r
-                if op == B_REM and r != 0 and (r < 0) != (y < 0):
+                if op == B.REM and r != 0 and (r < 0) != (y < 0):
                     r += y
                 o[i] = r
-    elif op == B_POW:
+    elif op == B.POW:
         for i in range(n):
             base = np.int64(a[i])
             e = np.int64(b[i])
@@ -354,10 +392,10 @@ def _binary_int(op, a, b, o, n):
                     base = base * base
                     e >>= 1
             o[i] = r
-    elif op == B_MAX:
+    elif op == B.MAX:
         for i in range(n):
             o[i] = max(a[i], b[i])
-    elif op == B_MIN:
+    elif op == B.MIN:
         for i in range(n):
             o[i] = min(a[i], b[i])
 
@@ -365,28 +403,28 @@ def _binary_int(op, a, b, o, n):
 @njit(cache=True, error_model="numpy")
 def _binary_bool_out(op, a, b, o, n):
     """Comparisons and logical ops on float32 / int32 / bool inputs, bool out."""
-    if op == B_EQ:
+    if op == B.EQUAL:
         for i in range(n):
             o[i] = a[i] == b[i]
-    elif op == B_NE:
+    elif op == B.NOT_EQUAL:
         for i in range(n):
             o[i] = a[i] != b[i]
-    elif op == B_LT:
+    elif op == B.LESS:
         for i in range(n):
             o[i] = a[i] < b[i]
-    elif op == B_LE:
+    elif op == B.LESS_EQUAL:
         for i in range(n):
             o[i] = a[i] <= b[i]
-    elif op == B_GT:
+    elif op == B.GREATER:
         for i in range(n):
             o[i] = a[i] > b[i]
-    elif op == B_GE:
+    elif op == B.GREATER_EQUAL:
         for i in range(n):
             o[i] = a[i] >= b[i]
-    elif op == B_AND:
+    elif op == B.LOGICAL_AND:
         for i in range(n):
             o[i] = (a[i] != 0) and (b[i] != 0)
-    elif op == B_OR:
+    elif op == B.LOGICAL_OR:
         for i in range(n):
             o[i] = (a[i] != 0) or (b[i] != 0)
 
@@ -465,16 +503,16 @@ def _same_float_arith_ov(op, a, b, o, n):
     f32 = types.float32
     if a.dtype == f32 and b.dtype == f32 and o.dtype == f32:
         def impl(op, a, b, o, n):
-            if op == B_ADD:
+            if op == B.ADD:
                 for i in range(n):
                     o[i] = a[i] + b[i]
-            elif op == B_SUB:
+            elif op == B.SUB:
                 for i in range(n):
                     o[i] = a[i] - b[i]
-            elif op == B_MUL:
+            elif op == B.MUL:
                 for i in range(n):
                     o[i] = a[i] * b[i]
-            elif op == B_DIV:
+            elif op == B.DIV:
                 for i in range(n):
                     o[i] = a[i] / b[i]
             else:
@@ -609,9 +647,16 @@ class BinaryOp(Codelet):
 
 
 def _erf32(x):
+    """erf in x's precision (float32, or float64 for the upcast reference interpreter)."""
     from scipy.special import erf
 
-    return erf(x.astype(np.float32)).astype(np.float32)
+    return erf(x).astype(x.dtype)
+
+
+def _compute_type(dt: np.dtype):
+    """float arithmetic runs in float32 (float16 rounded once at the end); float64 input (the
+    reference interpreter's upcast mode, for finite differences) stays float64."""
+    return np.float64 if dt == np.float64 else np.float32
 
 
 def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
@@ -630,8 +675,9 @@ def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
         r = {"negate": lambda: -v, "abs": lambda: np.abs(v), "square": lambda: v * v,
              "relu": lambda: np.maximum(v, 0), "sign": lambda: np.sign(v)}[name]()
         return r.astype(dt)
-    v = x.astype(np.float32)
-    f1, fh = np.float32(1), np.float32(0.5)
+    ft = _compute_type(dt)
+    v = x.astype(ft)
+    f1, fh = ft(1), ft(0.5)
     with np.errstate(all="ignore"):
         fn = {
             "negate": lambda: -v, "abs": lambda: np.abs(v), "exp": lambda: np.exp(v), "log": lambda: np.log(v),
@@ -646,7 +692,7 @@ def unary_reference(x: np.ndarray, name: str) -> np.ndarray:
             "expm1": lambda: np.expm1(v), "erf": lambda: _erf32(v), "tan": lambda: np.tan(v),
             "asin": lambda: np.arcsin(v),
         }
-        r = np.asarray(fn[name](), np.float32)
+        r = np.asarray(fn[name](), ft)
         return r.astype(dt)
 
 
@@ -654,7 +700,7 @@ def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
     dt = a.dtype
     if name in _BINARY_BOOL_OUT:
         if dt.kind == "f":
-            a, b = a.astype(np.float32), b.astype(np.float32)
+            a, b = a.astype(_compute_type(dt)), b.astype(_compute_type(dt))
         with np.errstate(invalid="ignore"):
             return {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
                     "greater": np.greater, "greater_equal": np.greater_equal,
@@ -688,12 +734,13 @@ def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
         if name in ("div", "fmod", "rem"):
             r = np.where(y == 0, 0, r)
         return (r & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(dt) if dt == np.int32 else r.astype(dt)
-    x, y = a.astype(np.float32), b.astype(np.float32)
+    ft = _compute_type(dt)
+    x, y = a.astype(ft), b.astype(ft)
     with np.errstate(all="ignore"):
         r = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
              "max": np.maximum, "min": np.minimum, "fmod": np.fmod, "rem": np.remainder,
              "atan2": np.arctan2}[name](x, y)
-        return np.asarray(r, np.float32).astype(dt)
+        return np.asarray(r, ft).astype(dt)
 
 
 def _int_pow(base: int, e: int) -> int:

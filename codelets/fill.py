@@ -2,7 +2,7 @@
 
 Fill:   field `out` (OUT), any type; float parameter `value`, converted to out's type as Cast
         converts (float16 rounds to nearest even, integers truncate toward zero and saturate,
-        bool is value != 0).
+        bool is value != 0; float8 is the value's code, unscaled, NaN on overflow).
 Copy:   fields `in` (IN), `out` (OUT) of one type and count; out may be in itself.
 Arange: field `out` (OUT), int32; int parameter `start`: out[i] = start + i (wrapping), the
         popops Iota vertex with one region.
@@ -13,13 +13,33 @@ thread cycles.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
 from ._costs import ceil_div, vector_width
 from ._kernels import convert_store
+from .float8 import FORMATS, encode
+
+
+def _store_value(view, value):  # pragma: no cover - replaced by the Numba overload
+    """view[0] = value in the view's type (float8: the encoded value, NaN on overflow)."""
+    raise NotImplementedError
+
+
+@overload(_store_value)
+def _ov_store_value(view, value):
+    dt = view.dtype
+    if isinstance(dt, types.Record) and next(iter(dt.fields)) in FORMATS:
+        f = FORMATS[next(iter(dt.fields))]
+        e, m, b, name = f.exponent_bits, f.mantissa_bits, f.bias, f.name
+
+        def impl(view, value):
+            view[0][name] = encode(value, 0, e, m, b, True)
+        return impl
+    return lambda view, value: convert_store(view, 0, value)
 
 
 @njit(cache=True)
@@ -30,7 +50,7 @@ def _fill_kernel(views, off, cnt, fp, ip):
         if n == 0:
             continue
         os = o[off[v, 0]:off[v, 0] + n]
-        convert_store(os, 0, fp[v, 0])
+        _store_value(os, fp[v, 0])
         for i in range(1, n):
             os[i] = os[0]
 
@@ -101,6 +121,7 @@ class Fill(Codelet):
 
     name = "Fill"
     fields = (Field("out", OUT),)
+    takes_float8 = True  # the value is encoded (unscaled)
     float_params = ("value",)
     supervisor = False
 

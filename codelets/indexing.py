@@ -18,6 +18,8 @@ Out-of-range offsets (negative, or >= rows) never touch memory outside the block
 """
 from __future__ import annotations
 
+from enum import IntEnum
+
 import numpy as np
 from numba import njit
 
@@ -26,8 +28,20 @@ from ipu import IN, INOUT, OUT, Codelet, Field, load, store
 
 from ._elem import copy_elem, fill_zero, zero_elem
 
-OP_ASSIGN, OP_ADD, OP_MAX, OP_MIN, OP_MUL = 0, 1, 2, 3, 4
-UPDATE_OPS = {"none": OP_ASSIGN, "sum": OP_ADD, "add": OP_ADD, "max": OP_MAX, "min": OP_MIN, "mul": OP_MUL}
+
+
+class UpdateOpCode(IntEnum):
+    """MultiUpdate's `op` parameter: how an update combines with the element it lands on."""
+    ASSIGN = 0
+    ADD = 1
+    MAX = 2
+    MIN = 3
+    MUL = 4
+
+
+# reduction names of the frontends -> code ("none" assigns; "sum" and "add" add)
+UPDATE_OPS = {"none": int(UpdateOpCode.ASSIGN), "sum": int(UpdateOpCode.ADD), "add": int(UpdateOpCode.ADD),
+              "max": int(UpdateOpCode.MAX), "min": int(UpdateOpCode.MIN), "mul": int(UpdateOpCode.MUL)}
 
 _INDEX_TYPES = (ipu.INT32, ipu.UINT32, ipu.INT16, ipu.UINT16, ipu.INT8, ipu.UINT8)
 
@@ -86,6 +100,7 @@ def multi_slice_cycles(m, region, t) -> np.ndarray:
 class MultiSlice(Codelet):
     name = "MultiSlice"
     fields = (Field("base", IN), Field("offsets", IN), Field("out", OUT))
+    takes_float8 = True  # moves elements whole (copy_elem)
     int_params = ("region", "rows", "row_base")
     allowed_types = (None, _INDEX_TYPES, None)
 
@@ -280,7 +295,7 @@ def multi_update_cycles(k_rows, region, rows, op, per_column, init, track, t) ->
     whole = reg % epa == 0
     per_offset = (11 if t == ipu.FLOAT32 else 12) + np.where(whole, (reg // epa - 1) * 3, reg * 20)
     reducing = np.where(n > 0, 3 + (14 if t == ipu.FLOAT32 else 15) + n * per_offset, 3)
-    cycles = np.where(op == OP_ASSIGN, plain, reducing)
+    cycles = np.where(op == UpdateOpCode.ASSIGN, plain, reducing)
     nb = rows * region
     cycles = cycles + np.where(np.asarray(init) != 0, 10 + -(-(nb * isz) // 8), 0)
     cycles = cycles + np.where(np.asarray(track) != 0, 10 + 2 * nb, 0)
@@ -310,7 +325,7 @@ class MultiUpdate(Codelet):
         want = np.where(ip[:, 4] != 0, cnt[:, 2], k)
         if np.any((region > 0) & (cnt[:, 1] != want)):
             raise ValueError("MultiUpdate: one offset per update row (or per update element with per_column)")
-        if np.any((ip[:, 3] < 0) | (ip[:, 3] > OP_MUL)):
+        if np.any((ip[:, 3] < 0) | (ip[:, 3] > UpdateOpCode.MUL)):
             raise ValueError("MultiUpdate: op must be 0 (none), 1 (add), 2 (max), 3 (min) or 4 (mul)")
 
     def cycles(self, types, cnt, fp, ip, target):
@@ -426,6 +441,7 @@ def dynamic_slice_cycles(s, region, t, workers: int = 6) -> np.ndarray:
 
 class _DynamicBase(Codelet):
     int_params = ("region", "rows", "first")
+    takes_float8 = True  # moves elements whole (copy_elem)
     # poplibs' DynamicSlice1D is a MultiVertex: one vertex splits its region over the workers
     supervisor = True
     allowed_types = (None, _INDEX_TYPES, None)

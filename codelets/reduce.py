@@ -3,7 +3,7 @@ reduction vertices).
 
 Fields `in` (IN) and `out` (OUT); int parameters:
 
-- `op`: a code of `REDUCE_OPS` (sum, max, min, prod, sum_squares, abs_sum, log_sum_exp,
+- `op`: a `ReduceOpCode` (names in `REDUCE_OPS`: sum, max, min, prod, sum_squares, abs_sum, log_sum_exp,
   logical_and, logical_or);
 - `inner`: k, the number of elements reduced into each output;
 - `layout`: how `in` (count = out count x k) is laid out:
@@ -31,6 +31,7 @@ Reduce vertices are worker vertices: up to 6 run at once on a tile; cycles are t
 from __future__ import annotations
 
 import math
+from enum import IntEnum
 
 import numpy as np
 from numba import njit, types
@@ -42,12 +43,25 @@ from ipu import IN, OUT, Codelet, Field
 from ._costs import ceil_div
 from ._kernels import from_f32, to_f32
 
-REDUCE_OPS = {"sum": 0, "max": 1, "min": 2, "prod": 3, "sum_squares": 4, "abs_sum": 5, "log_sum_exp": 6,
-              "logical_and": 7, "logical_or": 8}
+
+
+class ReduceOpCode(IntEnum):
+    """The `op` parameter (the kernels compare with the members; Numba folds them to constants)."""
+    SUM = 0
+    MAX = 1
+    MIN = 2
+    PROD = 3
+    SUM_SQUARES = 4
+    ABS_SUM = 5
+    LOG_SUM_EXP = 6
+    LOGICAL_AND = 7
+    LOGICAL_OR = 8
+
+
+R = ReduceOpCode
+REDUCE_OPS = {m.name.lower(): int(m) for m in ReduceOpCode}  # op name -> code
 REDUCE_NAMES = {v: k for k, v in REDUCE_OPS.items()}
 ROWS, PARTIALS = 0, 1
-
-R_SUM, R_MAX, R_MIN, R_PROD, R_SUMSQ, R_ABSSUM, R_LSE, R_AND, R_OR = 0, 1, 2, 3, 4, 5, 6, 7, 8
 LANES = 8
 
 _F0 = np.float32(0.0)
@@ -141,19 +155,19 @@ def _reduce_float(op, layout, x, r, n, k):
     if layout == ROWS or n == 1:
         for j in range(n):
             base = j * k
-            if op == R_SUM:
+            if op == R.SUM:
                 r[j] = _lane_sum(x, base, k, lanes, 0)
-            elif op == R_SUMSQ:
+            elif op == R.SUM_SQUARES:
                 r[j] = _lane_sum(x, base, k, lanes, 1)
-            elif op == R_ABSSUM:
+            elif op == R.ABS_SUM:
                 r[j] = _lane_sum(x, base, k, lanes, 2)
-            elif op == R_PROD:
+            elif op == R.PROD:
                 r[j] = _lane_prod(x, base, k, lanes)
-            elif op == R_MAX:
+            elif op == R.MAX:
                 r[j] = _max_run(x, base, k, 1)
-            elif op == R_MIN:
+            elif op == R.MIN:
                 r[j] = _min_run(x, base, k, 1)
-            elif op == R_LSE:
+            elif op == R.LOG_SUM_EXP:
                 m = _max_run(x, base, k, 1)
                 if m == _FINF or m == -_FINF or m != m:
                     r[j] = m
@@ -164,13 +178,13 @@ def _reduce_float(op, layout, x, r, n, k):
                     r[j] = m + math.log(_lane_sum(t, 0, k, lanes, 0))
         return
     # PARTIALS: in is [k, n]; add the k partials of each output in order
-    if op == R_MAX or op == R_MIN or op == R_LSE:
+    if op == R.MAX or op == R.MIN or op == R.LOG_SUM_EXP:
         for j in range(n):
-            if op == R_MIN:
+            if op == R.MIN:
                 r[j] = _min_run(x, j, k, n)
             else:
                 r[j] = _max_run(x, j, k, n)
-        if op == R_LSE:
+        if op == R.LOG_SUM_EXP:
             s = np.zeros(n, np.float32)
             for p in range(k):
                 for j in range(n):
@@ -180,22 +194,22 @@ def _reduce_float(op, layout, x, r, n, k):
                 if not (m == _FINF or m == -_FINF or m != m):
                     r[j] = m + math.log(s[j])
         return
-    init = _F1 if op == R_PROD else _F0
+    init = _F1 if op == R.PROD else _F0
     for j in range(n):
         r[j] = init
     for p in range(k):
         b = p * n
-        if op == R_SUM:
+        if op == R.SUM:
             for j in range(n):
                 r[j] += x[b + j]
-        elif op == R_SUMSQ:
+        elif op == R.SUM_SQUARES:
             for j in range(n):
                 v = x[b + j]
                 r[j] += v * v
-        elif op == R_ABSSUM:
+        elif op == R.ABS_SUM:
             for j in range(n):
                 r[j] += abs(x[b + j])
-        elif op == R_PROD:
+        elif op == R.PROD:
             for j in range(n):
                 r[j] *= x[b + j]
 
@@ -205,19 +219,19 @@ def _reduce_int(op, layout, x, o, n, k):
     """int32: wrapping sum / prod (accumulated in int64, whose low 32 bits are the same), max, min."""
     rows = layout == ROWS or n == 1
     for j in range(n):
-        if op == R_SUM or op == R_PROD:
-            acc = np.int64(0) if op == R_SUM else np.int64(1)
-        elif op == R_MAX:
+        if op == R.SUM or op == R.PROD:
+            acc = np.int64(0) if op == R.SUM else np.int64(1)
+        elif op == R.MAX:
             acc = np.int64(-2 ** 31)
         else:
             acc = np.int64(2 ** 31 - 1)
         for i in range(k):
             v = np.int64(x[j * k + i] if rows else x[i * n + j])
-            if op == R_SUM:
+            if op == R.SUM:
                 acc += v
-            elif op == R_PROD:
+            elif op == R.PROD:
                 acc *= v
-            elif op == R_MAX:
+            elif op == R.MAX:
                 acc = max(acc, v)
             else:
                 acc = min(acc, v)
@@ -229,7 +243,7 @@ def _reduce_bool(op, layout, x, o, n, k):
     """bool: logical_and / min = all, logical_or / max = any."""
     rows = layout == ROWS or n == 1
     for j in range(n):
-        want_any = op == R_OR or op == R_MAX
+        want_any = op == R.LOGICAL_OR or op == R.MAX
         acc = not want_any
         for i in range(k):
             v = x[j * k + i] if rows else x[i * n + j]

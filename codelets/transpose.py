@@ -76,6 +76,7 @@ class Transpose2d(Codelet):
     """dst[t] = src[t].T for each rows x cols matrix t."""
 
     name = "Transpose2d"
+    takes_float8 = True  # moves elements whole, whatever they are
     fields = (Field("src", IN), Field("dst", OUT))
     int_params = ("rows", "cols")
     supervisor = False

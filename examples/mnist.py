@@ -109,14 +109,15 @@ class Linear(popxl.Module):
 
 
 class Net(popxl.Module):
-    def __init__(self, hidden: int = 256):
+    def __init__(self, hidden: int = 256, activation: str = "gelu"):
         self.hidden = hidden
+        self.activation = getattr(ops, activation)  # gelu or relu
         self.fc1 = Linear()
         self.fc2 = Linear()
 
     def build(self, x: popxl.Tensor) -> popxl.Tensor:
         x = x.reshape((-1, 28 * 28))
-        x = ops.gelu(self.fc1(x, self.hidden))
+        x = self.activation(self.fc1(x, self.hidden))
         x = self.fc2(x, 10)
         return x
 
@@ -152,7 +153,7 @@ NAMES = ("fc1.W", "fc1.b", "fc2.W", "fc2.b")
 
 
 def train_ir(batch: int, hidden: int, lr: float, weights: Dict[str, np.ndarray], optimizer: str,
-             micro_batches: int) -> Tuple[popxl.Ir, dict]:
+             micro_batches: int, activation: str = "gelu") -> Tuple[popxl.Ir, dict]:
     ir = popxl.Ir()
     with ir.main_graph, popxl.in_sequence():
         img_stream = popxl.h2d_stream((micro_batches, batch, 28, 28), popxl.float32, "images")
@@ -161,7 +162,7 @@ def train_ir(batch: int, hidden: int, lr: float, weights: Dict[str, np.ndarray],
         images = ops.host_load(img_stream, "images")
         labels = ops.host_load(label_stream, "labels")
 
-        net = Net(hidden)
+        net = Net(hidden, activation)
         net_graph = ir.create_graph(net, popxl.TensorSpec((batch, 28, 28), popxl.float32))
         # gradients of the weights only (the image needs none)
         grad_info = transforms.autodiff(net_graph, grads_required=[net.fc1.W, net.fc1.b, net.fc2.W, net.fc2.b])

@@ -129,7 +129,7 @@ class Compiler:
         self._functions: dict[int, int] = {}
         self.function_nodes: list = []
         n = self.target.num_tiles
-        self._code_keys = [set() for _ in range(n)]  # (codelet, types) per tile
+        self._code_on_tile: dict = {}  # (codelet, types) -> bool[tiles]: its code is on the tile
         self.code_bytes = np.zeros(n, np.int64)
         self.state_bytes = np.zeros(n, np.int64)
         self.exchange_bytes = np.zeros(n, np.int64)
@@ -212,13 +212,17 @@ class Compiler:
                           owner: str = "") -> None:
         """Vertex state for every vertex on `tiles`; the code of `code_key` once per tile using it.
         `owner` (the compute set's name) is what an out-of-memory report names."""
-        state = np.bincount(tiles, minlength=self.target.num_tiles) * state_bytes
+        n = self.target.num_tiles
+        state = np.bincount(tiles, minlength=n) * state_bytes
         self.state_bytes += state
         self._owned("vertex_state", owner, state)
-        for t in np.unique(tiles):
-            if code_key not in self._code_keys[t]:
-                self._code_keys[t].add(code_key)
-                self.code_bytes[t] += code_bytes
+        on = self._code_on_tile.get(code_key)
+        if on is None:
+            on = self._code_on_tile[code_key] = np.zeros(n, bool)
+        used = np.unique(tiles)
+        new = used[~on[used]]
+        on[new] = True
+        self.code_bytes[new] += code_bytes
 
     def add_exchange_code(self, tile_bytes: np.ndarray, owner: str = "") -> None:
         """Exchange code bytes on every tile; `owner` (the exchange's name) for out-of-memory reports."""

@@ -8,14 +8,17 @@ order, bulk-synchronously, and every executed step is logged with its start cycl
 """
 from __future__ import annotations
 
+import os
 from array import array
 
+import numba
 import numpy as np
 
 from .copytables import copy_runs
 from .errors import IpuError, StreamError
 from .executable import Executable
 from .kinds import run_payload
+from .native import Plan
 from .remote import StreamingMemory
 from .tensor import Variable
 
@@ -44,6 +47,21 @@ class StepLog:
             self.step_ids.append(step_id)
             self.start_cycles.append(start)
 
+    def add_counted(self, counts: np.ndarray, executed: int, step_ids: np.ndarray, start_cycles: np.ndarray) -> None:
+        """Add what a compiled segment ran: per-step counts, the number of steps executed, and the
+        trace entries it recorded (at most the room the trace limit left)."""
+        if counts.size > self.counts.size:
+            self.counts = np.concatenate([self.counts, np.zeros(counts.size - self.counts.size, np.int64)])
+        self.counts[:counts.size] += counts
+        self.entries += int(executed)
+        if step_ids.size:
+            self.step_ids.frombytes(np.ascontiguousarray(step_ids, np.int64).tobytes())
+            self.start_cycles.frombytes(np.ascontiguousarray(start_cycles, np.int64).tobytes())
+
+    def room(self) -> int | None:
+        """Trace entries that may still be recorded (None: no limit)."""
+        return None if self.limit is None else max(0, self.limit - len(self.step_ids))
+
     @property
     def truncated(self) -> bool:
         """True when the trace holds fewer entries than executed."""
@@ -60,13 +78,34 @@ class StepLog:
 DEFAULT_TRACE_LIMIT = 1 << 20  # entries an Engine traces unless told otherwise (16 MiB)
 
 
+def default_compiled() -> bool:
+    """Whether engines use the compiled step loop unless told: yes, unless IPU_SIM_COMPILED=0
+    (the Python walk gives Python tracebacks from kernels and is the reference)."""
+    return os.environ.get("IPU_SIM_COMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def default_threads() -> int:
+    """Host threads of the compiled step loop: IPU_SIM_THREADS, else the threads Numba has."""
+    env = os.environ.get("IPU_SIM_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, numba.get_num_threads())
+
+
 class Engine:
     """Runs an Executable. `replicas` copies of the program run in lock step on their own memory."""
 
     def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True,
-                 trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None):
+                 trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None, compiled: bool | None = None,
+                 threads: int | None = None):
         """communicator: which of a run's replicas this engine holds and how collectives reach the
-        others (`collectives.Communicator`; default: all `replicas` are here)."""
+        others (`collectives.Communicator`; default: all `replicas` are here).
+
+        compiled: run the straight-line parts of programs in the compiled step loop
+        (ipu/native.py); False walks every step in Python (the reference: memory, cycles and the
+        step log are identical); default IPU_SIM_COMPILED (on unless "0").
+        threads: host threads for large compute sets and exchanges in the compiled loop (results
+        are identical on any count); default IPU_SIM_THREADS, else Numba's thread count."""
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
@@ -74,7 +113,12 @@ class Engine:
         self.replicas = int(replicas)
         self.communicator = communicator
         self.log_steps = log_steps
-        nbytes = max(executable.total_bytes, 8)
+        self.compiled = default_compiled() if compiled is None else bool(compiled)
+        self._plan = None  # native.Plan of the executable, once a compiled run needs it
+        self.threads = default_threads() if threads is None else int(threads)
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1, not {threads}")
+        nbytes = -(-max(executable.total_bytes, 8) // 8) * 8  # whole 8-byte words: views of any type fit
         self.memory = np.zeros((self.replicas, nbytes), np.uint8)
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}
@@ -159,25 +203,38 @@ class Engine:
         self._streams[name] = buf
         self._stream_pos[name] = 0
 
+    def stream_buffer(self, s):
+        """(the connected buffer flattened, elements per replica, whether each replica has its
+        own part, whether the buffer is C-contiguous) of stream `s`, or None when it is not
+        connected. Element k of replica r is flat[(r * per_replica + k) * numel:][:numel], with
+        r = 0 when the replicas share the buffer."""
+        buf = self._streams.get(s.name)
+        if buf is None:
+            return None
+        flat = buf.reshape(-1)
+        total = flat.size // s.numel
+        own = (self.replicas > 1 and buf.ndim > len(s.shape) and buf.shape[0] == self.replicas
+               and total % self.replicas == 0)
+        return flat, total // (self.replicas if own else 1), own, bool(buf.flags.c_contiguous)
+
     def stream_element(self, s, r: int) -> np.ndarray:
         """The host element the next transfer of stream `s` moves for replica r (a view of the
         connected buffer)."""
-        buf = self._streams.get(s.name)
-        if buf is None:
+        layout = self.stream_buffer(s)
+        if layout is None:
             raise StreamError(f"stream {s.name!r} is not connected: call connect_stream({s.name!r}, array) before run()")
-        flat = buf.reshape(-1)
-        per = s.numel
-        total = flat.size // per
-        reps_in_buf = self.replicas if (self.replicas > 1 and buf.ndim > len(s.shape) and buf.shape[0] == self.replicas
-                                        and total % self.replicas == 0) else 1
-        per_replica = total // reps_in_buf
+        flat, per_replica, own, _ = layout
         k = self._stream_pos[s.name] % per_replica
-        base = ((r if reps_in_buf > 1 else 0) * per_replica + k) * per
-        return flat[base:base + per]
+        base = ((r if own else 0) * per_replica + k) * s.numel
+        return flat[base:base + s.numel]
 
-    def advance_stream(self, s) -> None:
-        """Count one transfer of stream `s` (the next moves the following element)."""
-        self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
+    def stream_position(self, s) -> int:
+        """Transfers of stream `s` so far in this run."""
+        return self._stream_pos.get(s.name, 0)
+
+    def advance_stream(self, s, transfers: int = 1) -> None:
+        """Count transfers of stream `s` (the next moves the following element)."""
+        self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + int(transfers)
 
     # -- running --------------------------------------------------------------------------------
     def run(self, program: int = 0) -> int:
@@ -187,25 +244,34 @@ class Engine:
         for k in self._stream_pos:
             self._stream_pos[k] = 0
         start = self.cycles
-        self.cycles = self._run(self.exe.programs[program], list(range(self.replicas)), self.cycles)
+        if self.compiled:
+            self._plan = Plan.of(self.exe)
+            root = self._plan.root(program)
+        else:
+            root = self.exe.programs[program]
+        self.cycles = self.walk(root, list(range(self.replicas)), self.cycles)
         self.runs += 1
         return self.cycles - start
 
-    def _run(self, node, reps, clock):
+    def walk(self, node, reps, clock):
+        """Run a node tree (ipu.compile's, or a plan's with compiled segments) on replicas `reps`
+        from cycle `clock`, step by step in Python; returns the cycle it ends at."""
         kind = node[0]
         if kind == "step":
             return self._run_step(self.exe.steps[node[1]], reps, clock)
+        if kind == "native":  # a compiled segment (ipu/native.py)
+            return self._plan.run_segment(self, node[1], reps, clock)
         if kind == "seq":
             for n in node[1]:
-                clock = self._run(n, reps, clock)
+                clock = self.walk(n, reps, clock)
             return clock
         if kind == "repeat":
             body = node[2]
             for _ in range(node[1]):
-                clock = self._run(body, reps, clock)
+                clock = self.walk(body, reps, clock)
             return clock
         if kind == "call":
-            return self._run(self.exe.functions[node[1]], reps, clock)
+            return self.walk(self.exe.functions[node[1]], reps, clock)
         if kind in ("if", "switch"):
             step = self.exe.steps[node[1]]
             if self.log_steps:
@@ -224,7 +290,7 @@ class Engine:
                 by_branch.setdefault(id(b), (b, []))[1].append(r)
             end = clock
             for b, rs in by_branch.values():
-                end = max(end, self._run(b, rs, clock))
+                end = max(end, self.walk(b, rs, clock))
             return end
         raise IpuError(f"corrupt program node {kind!r}")
 

@@ -53,10 +53,9 @@ def _run_copy(engine, table: CopyTable, reps) -> None:
         for r in reps:
             copy_runs_staged(engine.memory[r], table.src_off, table.dst_off, table.nbytes)
         return
-    dt, s, d, n = table.words()
     for r in reps:
-        m = engine.view(r, np.dtype(dt))
-        copy_runs(m, m, s, d, n)
+        m = engine.memory[r]
+        copy_runs(m, m, table.src_off, table.dst_off, table.nbytes)
 
 
 def _compile_sync(comp, p: Sync):

@@ -122,7 +122,7 @@ class Step:
 
     id: int
     # compute | exchange | sync | branch | host_to_device | device_to_host | remote_load |
-    # remote_store | code_load (the profile's step classes)
+    # remote_store | code_load (profiler/_format.py's KIND_CLASS groups them into the profile's classes)
     kind: str
     name: str
     cycles: int  # the step's cost: the slowest tile (plus any global term)
@@ -148,6 +148,7 @@ class Executable:
     live_peak_tile: np.ndarray  # per tile: the most not-always-live bytes at any position
     remote_buffers: dict = field(default_factory=dict)  # name -> remote.RemoteBuffer (streaming memory)
     code_liveness: object = None  # codeload.CodeLiveness: resident / loaded code per tile and position
+    native: object = None  # native.Plan: the compiled step tables, built by the first compiled run
 
     @property
     def total_bytes(self) -> int:

@@ -93,6 +93,7 @@ class Graph:
         if not isinstance(target, Target):
             raise TypeError(f"ipu.Graph needs an ipu.Target, got {type(target).__name__}")
         self.target = target
+        self._num_tiles = target.num_tiles  # checked once per tile of every mapping
         self.id = next(_graph_ids)
         self.variables: list[Variable] = []
         self.compute_sets: list[ComputeSet] = []
@@ -133,7 +134,7 @@ class Graph:
 
     def _check_tile(self, tile: int) -> int:
         tile = int(tile)
-        if not 0 <= tile < self.target.num_tiles:
+        if not 0 <= tile < self._num_tiles:
             raise MappingError(
                 f"tile {tile} does not exist on {self.target.name}: tiles are 0..{self.target.num_tiles - 1}"
             )

@@ -21,7 +21,7 @@ from typing import Callable
 
 from .errors import CompileError
 
-__all__ = ["ProgramKind", "kind_of", "register_kind", "registered_kinds", "run_payload"]
+__all__ = ["ProgramKind", "kind_of", "kind_of_payload", "register_kind", "registered_kinds", "run_payload"]
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,17 @@ def kind_of(node) -> ProgramKind:
     return k
 
 
-def run_payload(engine, payload, reps) -> None:
-    """Carry out a step's payload on replicas `reps` with the run function of its kind."""
+def kind_of_payload(payload) -> ProgramKind:
+    """The kind whose steps carry payloads of this type."""
     k = _BY_PAYLOAD.get(type(payload))
     if k is None:
         raise CompileError(f"no program kind runs payloads of type {type(payload).__name__}")
+    return k
+
+
+def run_payload(engine, payload, reps) -> None:
+    """Carry out a step's payload on replicas `reps` with the run function of its kind."""
+    k = kind_of_payload(payload)
     if k.run is not None:
         k.run(engine, payload, reps)
 

@@ -9,7 +9,7 @@ transfers use to reach the replicas of the other instances.
 """
 from dataclasses import dataclass
 
-__all__ = ["PopDistSettings", "settings", "communicator"]
+__all__ = ["PopDistSettings", "settings", "communicator", "configure_session_options"]
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,7 @@ def build(session, st: _State | None = None) -> dict:
         "script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else None,
         "argv": list(sys.argv[1:]),
         "session_index": st.index if st is not None else 0,
-        "frontend": "popxl",
+        "frontend": getattr(session, "frontend", "popxl"),
     }
     instance = _instance_info(session)
     if instance:

@@ -19,7 +19,6 @@ import numpy as np
 from popxl import dtypes
 from popxl.context import ExecutionContext, _execution_context, gcg
 from popxl.replica_grouping import ReplicaGrouping
-from popxl.tensorlocation import ReplicatedTensorSharding, TensorLocation, TensorStorage
 
 __all__ = ["shard_settings", "replica_sharded_buffer", "replica_sharded_variable", "shard_numel"]
 
@@ -89,8 +88,7 @@ def replica_sharded_buffer(shape: Tuple[int, ...], dtype: dtypes.dtype,
     nelms = int(np.prod(shape, dtype=np.int64))
     buf = remote_buffer((shard_numel(nelms, so),), dtype, entries)
     buf.meta_shape = shape
-    buf._shard_over = so
-    buf._replica_grouping = rg
+    buf._replica_sharded(so, rg)
     return buf
 
 
@@ -107,11 +105,10 @@ def replica_sharded_variable(data, dtype: Optional[dtypes.dtype] = None, name: O
     g = gcg()
     rg, so = shard_settings(g.ir, replica_grouping, shard_over, shard_grouping)
     var = variable(data, dtype, name, downcast, rg, retrieval_mode, log2_scale, nan_on_overflow)
-    var._location = TensorLocation(TensorStorage.OffChip, ReplicatedTensorSharding.On)
-    var._shard_over = so
+    var._replica_sharded(so)
     m = shard_numel(var.nelms, so)
     with _execution_context(ExecutionContext.WeightsFromHostFragment):
         shard = single("rts_shard", [], (m,), var.dtype, {"variable": var, "shard_over": so},
                        out_names=[var.name + "_rts"], out_meta_shapes=[var.shape])
-    var._rts_shard = shard
+    var._replica_sharded(so, shard)
     return var, shard

@@ -85,8 +85,8 @@ def host_pow2scale_cast_to_fp8(src, dtype: "dtypes.dtype" = None, log2_scale: in
     src = _torch_to_numpy(src)
     arr = np.asarray(src)
     if arr.dtype not in (np.float16, np.float32, np.float64):
-        if arr.dtype.kind in "iub" or arr.dtype == object and not arr.size:
-            arr = arr.astype(np.float64)  # Python numbers and integer data: exact in float64
+        if arr.dtype.kind in "iub":
+            arr = arr.astype(np.float64)  # integer data: exact in float64 (up to 2**53)
         else:
             raise RuntimeError(f"{what}: src.dtype {arr.dtype} is not supported; give float16, float32 or "
                                "float64 data.")

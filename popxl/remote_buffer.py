@@ -24,7 +24,12 @@ class RemoteBuffer:
         self._remote_buffer_id = self._ir._next_remote_buffer_id()
         self._meta_shape: Tuple[int, ...] = ()
         self.set_remote_buffer_info(tensor_dtype, tensor_shape, entries)
-        self._ir._remote_buffers.append(self)
+        self._ir._add_remote_buffer(self)
+
+    def _replica_sharded(self, shard_over: int, grouping) -> None:
+        """The buffer holds the shards of replica-sharded tensors (replica_sharded_buffer)."""
+        self._shard_over = shard_over
+        self._replica_grouping = grouping
 
     def set_remote_buffer_info(self, tensor_dtype: dtypes.dtype, tensor_shape: Tuple[int, ...],
                                entries: int) -> None:

@@ -26,6 +26,10 @@ from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Variable
 from .utils import to_numpy
 
+# PopXL's type aliases of a run's host buffers (popxl.session.h2dStreamBufferMaps / d2h...)
+h2dStreamBufferMaps = Mapping[HostToDeviceStream, np.ndarray]  # noqa: N816
+d2hStreamBufferMaps = Mapping[DeviceToHostStream, np.ndarray]  # noqa: N816
+
 _DEVICE_TARGETS = {
     # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
     "ipu_model": None,
@@ -36,7 +40,9 @@ _DEVICE_TARGETS = {
 _hw_warned = False
 
 
-def _target_for(device_desc: str) -> ipu.Target:
+def _target_for(device_desc) -> ipu.Target:
+    if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's DeviceInfo)
+        return device_desc
     if device_desc not in _DEVICE_TARGETS:
         raise ValueError(
             f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
@@ -100,6 +106,13 @@ class Session:
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
             self.target = self.target.with_ipus(self.ipus_per_replica)
+        popdist_settings = getattr(ir, "_popdist", None)
+        if popdist_settings is not None and popdist_settings.is_set and \
+                self.ipus_per_replica > popdist_settings.ipus_per_replica:
+            raise ValueError(
+                f"this program places ops on {self.ipus_per_replica} IPUs per replica (popxl.ipu), but PopRun gave "
+                f"each replica {popdist_settings.ipus_per_replica} (POPDIST_NUM_IPUS_PER_REPLICA): launch with "
+                f"poprun --ipus-per-replica {self.ipus_per_replica}")
         # replicas of this process (this instance's with PopDist), and the way to the others'
         self.replication_factor, self._comm = _replica_space(ir)
         self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
@@ -113,6 +126,9 @@ class Session:
             self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
         except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
             raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
+        # the executable holds what running needs; the lowering's graph and program tree (index
+        # arrays of every view, vertex field tables) would otherwise stay for the session's life
+        self._lowered.graph = self._lowered.main = None
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
@@ -144,9 +160,8 @@ class Session:
             self._collective_step_ids = ids = np.asarray(ids, np.int64)
         if not ids.size:
             return 0
-        executed, _ = self.engine.log.arrays()
-        cycles = np.fromiter((st.cycles for st in self.executable.steps), np.int64, len(self.executable.steps))
-        return int(cycles[executed[np.isin(executed, ids)]].sum())
+        counts = self.engine.step_counts()  # every run, whether the trace kept it or not
+        return int(sum(int(counts[i]) * self.executable.steps[i].cycles for i in ids))
 
     def instance_info(self):
         """This PopDist instance of a multi-instance run, for its profile (None in one process):
@@ -162,6 +177,16 @@ class Session:
     @property
     def ir(self):
         return self._ir
+
+    def _set_host_weight(self, v, arr: np.ndarray) -> None:
+        """The host copy of variable `v` (PopART's writeWeights; the device gets it at weightsFromHost)."""
+        self._host_weights[v] = arr
+
+    @property
+    def _pb_session(self):
+        """PopART's session behind this one (writeWeights / weightsFromHost; popxl/_pb/session.py)."""
+        from popxl._pb.session import PbSession
+        return PbSession(self)
 
     @property
     def is_attached(self) -> bool:
@@ -266,8 +291,8 @@ class Session:
             return np.array(tensor._data, copy=True)
         if not isinstance(tensor, Variable):
             raise TypeError(
-                f"get_tensor_data takes a Variable or Constant, not {type(tensor).__name__} "
-                f"{getattr(tensor, 'id', '')!r}; stream intermediate tensors out with host_store"
+                f"{tensor} is not of type Constant or Variable. get_tensor_data is not supported for this "
+                f"type. (It reads variables and constants; stream intermediate tensors out with host_store.)"
             )
         self._check_ir(tensor)
         if self.is_attached and self._device_is_newer:
@@ -276,12 +301,17 @@ class Session:
         return _replication.retrieved(tensor, self._host_weights[tensor], self._ir.replication_factor)
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
+        tensors = list(tensors)
+        for t in tensors:  # as PopXL: check every argument before reading any
+            if not isinstance(t, (Variable, Constant)):
+                self.get_tensor_data(t)
         return {t: self.get_tensor_data(t) for t in tensors}
 
     @_locked
     def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
         if not isinstance(tensor, Variable):
-            raise TypeError(f"write_variable_data takes a Variable, not {type(tensor).__name__}")
+            raise TypeError(f"Tensor {getattr(tensor, 'id', tensor)} is not of type Variable. write_variable_data "
+                            f"is not supported for this type. (Got a {type(tensor).__name__}.)")
         self._check_ir(tensor)
         import numbers
 
@@ -290,14 +320,14 @@ class Session:
         arr = _float8_bytes(np.asarray(data), tensor.dtype, f"write_variable_data({tensor.id!r})")
         if arr.dtype != tensor.dtype.as_numpy():
             raise TypeError(
-                f"write_variable_data: the data is {arr.dtype} but variable {tensor.id!r} is "
-                f"{tensor.dtype.name}; convert it with .astype({tensor.dtype.as_numpy().name!r})"
+                f"The dtype of the input array {arr.dtype} must match the equivalent type of the tensor "
+                f"{tensor.id} : {tensor.dtype}. (Convert it with .astype({tensor.dtype.as_numpy().name!r}).)"
             )
         if not _replication.accepts_host_shape(tensor, arr.shape, self._ir.replication_factor):
             raise ValueError(
-                f"write_variable_data: variable {tensor.id!r} takes host data of shape "
-                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}"
-                f", the data has shape {arr.shape}"
+                f"The shape of the input array {arr.shape} must match the shape of the tensor {tensor.id} : "
+                f"{tensor.shape}. (Variable {tensor.id!r} takes host data of shape "
+                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}.)"
             )
         arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
@@ -352,25 +382,31 @@ class Session:
                                  f"key the inputs by this Ir's streams {[x.tensor_id for x in expected]}")
             if s not in expected:
                 raise ValueError(
-                    f"input stream {s.tensor_id!r} is not used by this program (no host_load reads it); "
-                    f"expected inputs are {[x.tensor_id for x in expected]}"
+                    f"Unexpected/Missing input.\n  Unexpected: {{{str(s)!r}}}\n  Missing: "
+                    f"{set(x.tensor_id for x in expected if x not in inputs) or set()}\n(Input stream "
+                    f"{s.tensor_id!r} is not used by this program: no host_load reads it. Expected inputs are "
+                    f"{[x.tensor_id for x in expected]}.)"
                 )
         missing = [s.tensor_id for s in expected if s not in inputs]
         if missing:
-            raise ValueError(f"missing inputs for streams {missing}; pass an array for each in `inputs`")
+            raise ValueError(f"Unexpected/Missing input.\n  Unexpected: set()\n  Missing: {set(missing)}\n"
+                             f"(Pass an array for each of the session's input streams in `inputs`.)")
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
-            arr = to_numpy(data, downcast=False, copy=False)  # NumPy arrays, sequences, torch tensors
+            try:  # NumPy arrays, sequences, torch tensors
+                arr = to_numpy(data, downcast=False, copy=False)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"input for stream {s.tensor_id!r}: {e}") from None
             want = lead + tuple(s.shape)
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):
                 arr = arr.reshape(want)  # dimensions of size 1 dropped or added, as PopXL accepts
             if arr.shape != want:
                 raise ValueError(
-                    f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want} "
-                    f"({'leading dims (num_host_transfers, instance_replication_factor) = ' + str(lead) + ' then ' if lead else ''}"
-                    f"the stream shape {tuple(s.shape)})"
+                    f"Shape mismatch for input stream {s.tensor_id}:\nStream shape = {tuple(s.shape)}, therefore "
+                    f"expected full global batch shape {want}. Got array shape = {arr.shape}. (Input stream "
+                    f"{s.tensor_id!r}: {'the leading dims are (num_host_transfers, instance_replication_factor) = ' + str(lead) + '.' if lead else 'num_host_transfers and the replication factor are 1, so there are no leading dims.'})"
                 )
             npd = s.dtype.as_numpy()
             arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
@@ -390,8 +426,9 @@ class Session:
     def _require_attached(self, what: str, allow_exit: bool = False) -> None:
         if not self.is_attached and not allow_exit:
             raise ValueError(
-                f"Session.{what}: the session is not attached to a device. Use it inside "
-                f"`with session:` (which attaches and loads the weights)."
+                "Must be attached to device before calling a runtime function. Put the call inside a "
+                f"`Session` context, for example `with session: session.run()`. (Session.{what}: `with "
+                "session:` attaches and loads the weights.)"
             )
 
     def run_with_outputs(self, inputs=None, outputs=None, downcast_inputs: bool = True) -> None:
@@ -444,6 +481,14 @@ class Session:
             buf = np.zeros(shape, s.dtype.as_numpy())
             staging[s] = buf
             self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+        self._run_engine()
+        for s, buf in staging.items():
+            if s in outputs:
+                res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
+                outputs[s][...] = res
+
+    def _run_engine(self) -> int:
+        """Run the program once with the streams already connected; returns its cycles."""
         self.engine.log.limit = _profile_trace_limit(self)
         # From here the device may change. A run that fails part way (a remote buffer offset out of
         # range, an index check, a host callback raising) leaves the steps before the failing one
@@ -451,8 +496,10 @@ class Session:
         # error return what the device holds (docs/errors.md).
         self._device_is_newer = True
         t0 = time.perf_counter()
+        cycles = 0
         try:
-            self.total_cycles += self.engine.run()
+            cycles = self.engine.run()
+            self.total_cycles += cycles
             if self._comm is not None:  # every instance ends the run: none took a path the others did not
                 self._comm.check_step(-self.engine.runs)
         except ipu.ApplicationRuntimeError as e:
@@ -464,10 +511,21 @@ class Session:
         finally:
             self.run_seconds += time.perf_counter() - t0
         _profile_event(self, "run")  # writes a profile when POPLAR_ENGINE_OPTIONS / IPU_SIM_PROFILE say so
-        for s, buf in staging.items():
-            if s in outputs:
-                res = np.moveaxis(buf, 0, 1) if len(lead) == 2 else buf
-                outputs[s][...] = res
+        return cycles
+
+    def run_streams(self, h2d: Mapping[HostToDeviceStream, np.ndarray],
+                    d2h: Mapping[DeviceToHostStream, np.ndarray]) -> int:
+        """Run once with host buffers given per stream in the engine's layout ([replicas,]
+        transfers, *shape), each stream moving as many transfers as its buffer holds: for
+        frontends (popart) whose streams do not all move num_host_transfers elements. Returns the
+        run's cycles."""
+        with self._lock:
+            self._require_attached("run")
+            for s, buf in h2d.items():
+                self.engine.connect_stream(self._lowered.h2d[s].name, buf)
+            for s, buf in d2h.items():
+                self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+            return self._run_engine()
 
     def run(self, inputs=None, downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:
         outputs = self.create_host_outputs()

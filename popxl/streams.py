@@ -75,7 +75,7 @@ def _make_stream(cls, shape: Iterable[int], dtype: dtypes.dtype, name: Optional[
         raise ValueError(f"Stream shape cannot have negative dimensions: {shape}.")
     tensor_id = ir._unique_stream_id(get_current_context().name_scope_prefix + (name or default))
     stream = cls._create(ir, tensor_id, shape, dtype)
-    ir._streams.append(stream)
+    ir._add_stream(stream)
     return stream
 
 

@@ -14,7 +14,7 @@ from popxl import dtypes
 from popxl.context import gcg
 from popxl.errors import UndefinedValue
 from popxl.replica_grouping import ReplicaGrouping
-from popxl.tensorlocation import TensorLocation
+from popxl.tensorlocation import ReplicatedTensorSharding, TensorLocation, TensorStorage
 from popxl.typing_ import NewAliasAnnotation
 from popxl.utils import to_numpy
 
@@ -108,6 +108,24 @@ class Tensor:
         graph._add_tensor(self)
         return self
 
+    # -- PopART's internal tensor ---------------------------------------------------------------
+    @property
+    def _pb_tensor(self):
+        """This tensor as PopART's `_ir.Tensor`: a view of it (popxl/_pb)."""
+        view = self.__dict__.get("_pb_view")
+        if view is None:
+            from popxl._pb.views import Tensor as PbTensor
+            view = self._pb_view = PbTensor(self)
+        return view
+
+    @classmethod
+    def _from_pb_tensor(cls, pb_tensor) -> "Tensor":
+        """The popxl Tensor of an `_ir.Tensor` view."""
+        t = getattr(pb_tensor, "_t", None)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Tensor._from_pb_tensor takes an _ir.Tensor, not {type(pb_tensor).__name__}")
+        return t
+
     # -- identity -------------------------------------------------------------------------------
     @property
     def id(self) -> str:
@@ -142,6 +160,20 @@ class Tensor:
     def consumers(self) -> Tuple["Op", ...]:
         """The ops that read this tensor, in creation order."""
         return tuple(self._consumers)
+
+    def _add_consumer(self, op: "Op") -> None:
+        self._consumers.append(op)
+
+    def _remove_consumer(self, op: "Op") -> None:
+        self._consumers.remove(op)
+
+    def _set_producer(self, op: Optional["Op"]) -> None:
+        """The op that computes this tensor (None: disconnected, as PopART's disconnectOutTensor)."""
+        self._producer = op
+
+    def _set_ipu(self, ipu: Optional[int]) -> None:
+        """The IPU the tensor lives on (ops that move data between IPUs set their outputs')."""
+        self._ipu = ipu
 
     # -- type and shape -------------------------------------------------------------------------
     @property
@@ -451,6 +483,24 @@ class Tensor:
 class Variable(Tensor):
     """A tensor whose value persists between runs (weights, optimiser state). Main graph only."""
 
+    # set where the variable is made (variable, remote_variable, replica_sharded_variable, ...)
+    _data: np.ndarray
+    _replica_grouping: ReplicaGrouping
+    _retrieval_mode: str
+    _location: "TensorLocation"
+    _remote_buffer = None  # the RemoteBuffer of a remote variable
+    _remote_offset = 0
+    _remote_rts = False  # a remote replica-sharded variable
+    _shard_over = None  # replica-sharded: the number of shards
+    _rts_shard = None  # replica-sharded: the rts_shard op's output, the shard the ops use
+
+    def _replica_sharded(self, shard_over: int, shard: Optional[Tensor] = None) -> None:
+        """Mark the variable as sharded over `shard_over` replicas (replica_sharded_variable)."""
+        self._location = TensorLocation(TensorStorage.OffChip, ReplicatedTensorSharding.On)
+        self._shard_over = shard_over
+        if shard is not None:
+            self._rts_shard = shard
+
     def copy_to_ipu(self, dst: int, src: int) -> "Tensor":
         import popxl.ops as ops
         return ops.ipu_copy(self, dst, src)
@@ -477,6 +527,8 @@ class Variable(Tensor):
 
 class Constant(Tensor):
     """A tensor with a value fixed when the IR is built."""
+
+    _data: np.ndarray
 
     def copy_to_ipu(self, dst: int, src: int) -> "Tensor":
         import popxl.ops as ops
@@ -634,10 +686,9 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
                          f"{got_dt} variable of shape {tuple(shape)} over {so} replicas is {got_dt} ({m},).")
     var = variable(data, dtype, name, downcast, rg, retrieval_mode, log2_scale, nan_on_overflow)
     remote_buffer.meta_shape = var.shape
-    var._location = TensorLocation(TensorStorage.OffChip, ReplicatedTensorSharding.On)
+    var._replica_sharded(so)
     var._remote_buffer = remote_buffer
     var._remote_offset = int(offset)
-    var._shard_over = so
     var._remote_rts = True
     return var
 
@@ -685,9 +736,7 @@ def graph_input(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] =
         raise ValueError("The main graph cannot have graph inputs: stream data in with "
                          "`popxl.h2d_stream` and `ops.host_load`, or use a variable.")
     t = _new_leaf(Tensor, g, name, tuple(shape), dtypes.dtype.as_dtype(dtype), meta_shape or ())
-    g._inputs.append(t)
-    if by_ref:
-        g._by_ref_inputs.add(t)
+    g._add_input(t, by_ref)
     return t
 
 
@@ -699,7 +748,7 @@ def graph_output(t: Tensor) -> None:
     if g is g.ir.main_graph:
         raise ValueError("The main graph cannot have graph outputs: stream data out with "
                          "`popxl.d2h_stream` and `ops.host_store`.")
-    g._outputs.append(t)
+    g._add_output(t)
 
 
 TensorByRef = NewAliasAnnotation("TensorByRef", Tensor)

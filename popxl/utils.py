@@ -55,12 +55,23 @@ def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, down
     if isinstance(x, Tensor):
         raise TypeError(f"Expected host data (NumPy array, scalar or sequence), got the popxl tensor {x}.")
 
+    from popxl._casts import checked_downcast
+
     if dtype is not None:
-        arr = np.array(x, dtype=dtype.as_numpy(), order="C", copy=True if copy else None)
+        src = np.asarray(x)
+        target = np.dtype(dtype.as_numpy())
+        if src.dtype != target and src.dtype.kind == target.kind and src.dtype.kind in "iu" \
+                and src.dtype.itemsize > target.itemsize:
+            # an integer narrowing the user asked for: allowed, but a value that does not fit is refused
+            # rather than wrapped (floats narrow as IEEE does: out of range is inf)
+            arr = np.array(checked_downcast(src, target, f"host data converted to {dtype.name}"), order="C")
+        else:
+            arr = np.array(x, dtype=target, order="C", copy=True if copy else None)
     else:
         arr = np.array(x, order="C", copy=True if copy else None)
         if downcast and arr.dtype in dtypes.downcast_np_dtypes:
-            arr = arr.astype(dtypes.downcast_np_dtypes[arr.dtype], order="C")
+            narrow = dtypes.downcast_np_dtypes[arr.dtype]
+            arr = np.array(checked_downcast(arr, narrow, f"64-bit host data downcast to {narrow}"), order="C")
     if arr.dtype == object:
         raise TypeError(f"Cannot convert value of type {type(x)} to a numeric array: {x!r}")
     if not arr.flags.c_contiguous:

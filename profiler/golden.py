@@ -68,13 +68,36 @@ def read_golden(path: str = GOLDEN) -> dict:
     return data["examples"]
 
 
-def write_golden(results: dict, path: str = GOLDEN) -> None:
+def _source_of(entry: dict, figure: str) -> str:
+    """Where an example's expected figure came from: its own entry in `sources`, else the
+    example's default (`*`)."""
+    src = (entry or {}).get("sources") or {}
+    top = figure.split(".")[0]
+    return src.get(figure) or src.get(top) or src.get("*") or "unknown (no source recorded)"
+
+
+def write_golden(results: dict, path: str = GOLDEN, before: dict | None = None) -> None:
+    """Write the golden file; every example carries `sources` (figure -> where its value came from,
+    `*` for the rest). Figures recorded now come from this simulator; an example whose numbers did
+    not change keeps the sources it had."""
+    from .testing import simulator_source
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    before = before or {}
+    examples = {}
+    for name, nums in results.items():
+        nums = {k: v for k, v in nums.items() if k != "sources"}
+        old = before.get(name) or {}
+        same = {k: v for k, v in old.items() if k != "sources"} == nums
+        sources = old.get("sources") if same and old.get("sources") else {
+            "*": f"{simulator_source()}, recorded by python -m profiler.golden --update"}
+        examples[name] = {**nums, "sources": sources}
     data = {
-        "about": "Total cycles and memory of examples/*.py on a simulated GC200. Update on purpose with "
-                 "`python -m profiler.golden --update` and commit the change with the change that caused it.",
+        "about": "Total cycles and memory of examples/*.py on a simulated GC200, each figure with where its value "
+                 "came from (`sources`). Update on purpose with `python -m profiler.golden --update` and commit the "
+                 "change with the change that caused it.",
         "target": TARGET,
-        "examples": results,
+        "examples": examples,
     }
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2, sort_keys=False)
@@ -82,20 +105,24 @@ def write_golden(results: dict, path: str = GOLDEN) -> None:
 
 
 def drift(golden: dict, current: dict) -> list[str]:
-    """Human-readable differences, empty when nothing drifted."""
+    """Human-readable differences, empty when nothing drifted; each names where the expected value
+    came from."""
     out = []
 
-    def walk(prefix, a, b):
+    def walk(example, prefix, a, b):
         if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted(set(a) | set(b)):
-                walk(f"{prefix}.{k}" if prefix else k, a.get(k), b.get(k))
+            for k in sorted((set(a) | set(b)) - {"sources"}):
+                walk(example, f"{prefix}.{k}" if prefix else k, a.get(k), b.get(k))
         elif a != b:
+            figure = prefix.split(".", 1)[1] if "." in prefix else prefix
+            src = f"  [expected value from: {_source_of(golden.get(example) or {}, figure)}]"
             if isinstance(a, int) and isinstance(b, int) and a:
-                out.append(f"{prefix}: {a:,} -> {b:,} ({100 * (b - a) / a:+.2f}%)")
+                out.append(f"{prefix}: {a:,} -> {b:,} ({100 * (b - a) / a:+.2f}%){src}")
             else:
-                out.append(f"{prefix}: {a!r} -> {b!r}")
+                out.append(f"{prefix}: {a!r} -> {b!r}{src}")
 
-    walk("", golden, current)
+    for name in sorted(set(golden) | set(current)):
+        walk(name, name, golden.get(name), current.get(name))
     return out
 
 
@@ -112,9 +139,9 @@ def main(argv=None) -> int:
             merged = read_golden()
         merged.update(current)
         before = read_golden() if os.path.exists(GOLDEN) else {}
-        write_golden(merged)
+        write_golden(merged, before=before)
         changes = drift(before, merged)
-        print(f"wrote {os.path.relpath(GOLDEN)}" + (":\n  " + "\n  ".join(changes) if changes else " (no change)"))
+        print(f"wrote {os.path.relpath(GOLDEN)}" + (":\n  " + "\n  ".join(changes) if changes else " (no figure changed)"))
         return 0
     golden = read_golden()
     changes = drift({k: golden.get(k) for k in names}, current)

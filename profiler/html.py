@@ -8,15 +8,20 @@ positions, the saving, the loads), cycles by op, memory by category and a histog
 tiles.
 The page records script errors in #js-errors and sets data-rendered="ok" on #status once every
 picture is drawn (the headless-browser test reads both).
+
+The page's markup, style and script are package data (profiler/page/page.html, page.css,
+page.js); the markup's __TITLE__, __CSS__, __DATA__ (the payload JSON) and __JS__ are filled here.
 """
 from __future__ import annotations
 
 import html as _html
 import json
+import re
+from functools import lru_cache
+from importlib import resources
 
 from . import analysis
-from ._format import decode_trace, tile_total
-from .html_page import CSS, JS, TEMPLATE
+from ._format import CLASS_LABELS, CLASSES, KIND_CLASS, decode_trace, tile_total
 
 MAX_TRACE_ENTRIES = 200_000
 
@@ -34,6 +39,9 @@ def _payload(doc: dict, max_trace: int = MAX_TRACE_ENTRIES) -> dict:
              for r in doc["steps"]]
     tot = tile_total(doc)
     return {
+        "kindClass": KIND_CLASS,
+        "classes": list(CLASSES),
+        "classLabels": CLASS_LABELS,
         "file": doc.get("_file") or "",
         "target": doc["target"],
         "summary": s,
@@ -69,13 +77,18 @@ def _code_payload(doc: dict) -> dict | None:
     return out
 
 
+@lru_cache(maxsize=None)
+def page_file(name: str) -> str:
+    """One of the page's files (page.html, page.css, page.js), read from the package."""
+    return resources.files(__package__).joinpath("page", name).read_text(encoding="utf-8")
+
+
 def render_html(doc: dict, title: str | None = None) -> str:
     data = json.dumps(_payload(doc), separators=(",", ":")).replace("<", "\\u003c").replace("\u2028", "\\u2028")
     title = title or f"IPU profile · {doc['target']['name']}"
-    return (TEMPLATE.replace("__TITLE__", _html.escape(title))
-            .replace("__DATA__", data)
-            .replace("__CSS__", CSS)
-            .replace("__JS__", JS))
+    parts = {"TITLE": _html.escape(title), "DATA": data, "CSS": page_file("page.css"), "JS": page_file("page.js")}
+    # one pass, so nothing a part holds (a tensor name in the data) is taken for a placeholder
+    return re.sub(r"__(TITLE|DATA|CSS|JS)__", lambda m: parts[m.group(1)], page_file("page.html"))
 
 
 def write_html(doc: dict, path: str, title: str | None = None) -> str:

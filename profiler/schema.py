@@ -43,6 +43,7 @@ _SCHEMA_V1 = {
         "always_live": ("dict", True, {"total": _INT, "tile": _RLE}),
         "worst_tiles": ("list", False, None),
         "variables": ("list", False, None),
+        "dtypes": ("dict", False, None),
     }),
     "liveness": ("dict", True, {"not_always_live": ("list", True, "int")}),
     "code": ("dict?", False, {

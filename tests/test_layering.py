@@ -111,3 +111,91 @@ def test_the_checker_sees_dynamic_imports(tmp_path):
                  "import_module(name)\n")
     assert sorted(imports(str(p))) == [(1, "importlib"), (2, "codelets"), (3, "popxl"), (4, "importlib"),
                                        (7, "<computed>")]
+
+
+# ------------------------------------------------------------------------------------------------
+# private state: a module writes the private attributes (`x._name`) only of objects of its own classes
+
+PRIVATE_STATE_PACKAGES = ("popxl", "codelets", "profiler")
+_MUTATORS = {"append", "extend", "update", "add", "pop", "remove", "insert", "clear", "setdefault", "discard",
+             "popitem", "sort", "reverse"}
+
+
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _owned(tree):
+    """Private attributes a module owns: those its classes use through self / cls or declare in a
+    class body (annotations, assignments, __slots__)."""
+    own = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            own.add(node.attr)
+        if isinstance(node, ast.ClassDef):
+            for b in node.body:
+                targets = b.targets if isinstance(b, ast.Assign) else [b.target] if isinstance(b, ast.AnnAssign) else []
+                for t in targets:
+                    own.update(e.id for e in ast.walk(t) if isinstance(e, ast.Name))
+                    if isinstance(t, ast.Name) and t.id == "__slots__" and isinstance(b, ast.Assign):
+                        own.update(e.value for e in ast.walk(b.value) if isinstance(e, ast.Constant))
+    return own
+
+
+def _base_attribute(node):
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return node if isinstance(node, ast.Attribute) and _private(node.attr) else None
+
+
+def private_writes(tree):
+    """(line, attribute node) of every write to a private attribute: assignment, augmented or
+    annotated assignment, del, item assignment, a mutating method call, setattr with a name."""
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            for part in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                a = _base_attribute(part)
+                if a is not None:
+                    yield node.lineno, a
+        if isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Attribute) and fn.attr in _MUTATORS:
+                a = _base_attribute(fn.value)
+                if a is not None:
+                    yield node.lineno, a
+            if isinstance(fn, ast.Name) and fn.id == "setattr" and len(node.args) >= 2:
+                name = node.args[1]
+                if isinstance(name, ast.Constant) and isinstance(name.value, str) and _private(name.value):
+                    yield node.lineno, ast.Attribute(value=node.args[0], attr=name.value)
+
+
+def foreign_private_writes(path):
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    own = _owned(tree)
+    for line, a in private_writes(tree):
+        if isinstance(a.value, ast.Name) and a.value.id in ("self", "cls"):
+            continue
+        if a.attr not in own:
+            yield line, ast.unparse(a)
+
+
+@pytest.mark.parametrize("pkg", [p for p in PRIVATE_STATE_PACKAGES if os.path.isdir(os.path.join(ROOT, p))])
+def test_no_module_writes_another_modules_private_state(pkg):
+    bad = [f"{os.path.relpath(path, ROOT)}:{line}: writes {what}"
+           for path in _sources(pkg) for line, what in foreign_private_writes(path)]
+    assert not bad, ("these write private state of objects of another module's classes; give the owning class a "
+                     "method for it:\n" + "\n".join(bad))
+
+
+def test_the_private_state_check_sees_writes(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("class A:\n    def f(self):\n        self._mine = 1\n\n"
+                 "def g(a, comp):\n    a._mine = 2\n    comp._addresses[3] = 4\n    comp._steps.append(5)\n"
+                 "    comp.steps.append(6)\n    setattr(comp, '_x', 7)\n    comp._y += 1\n")
+    assert sorted(w for _, w in foreign_private_writes(str(p))) == ["comp._addresses", "comp._steps", "comp._x",
+                                                                    "comp._y"]

@@ -106,8 +106,8 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 # building the programs
 
 
-def _reserved_bytes(graph: ipu.Graph) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds.
+def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`).
 
     Each variable's bytes per tile are counted once and remembered with the tile table they came
     from (a model with many matmuls would otherwise recount every variable at every matmul)."""
@@ -115,7 +115,7 @@ def _reserved_bytes(graph: ipu.Graph) -> int:
     per_tile = np.zeros(T, np.int64)
     cache = graph.__dict__.setdefault("_reserved_by_variable", {})
     for v in graph.variables:
-        if v.category == TEMPORARY or v.numel == 0:
+        if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
         tiles = v.tile_of
         hit = cache.get(v.id)
@@ -125,6 +125,14 @@ def _reserved_bytes(graph: ipu.Graph) -> int:
             hit = cache[v.id] = (tiles, hash(tiles[:64].tobytes()), counted)
         per_tile += hit[2]
     return int(per_tile.max(initial=0))
+
+
+def _mapped_bytes(t: ipu.Tensor):
+    """Bytes of the view's variable on its busiest tile, or None when it is not mapped yet."""
+    v = t.variable
+    if v.numel == 0 or (v.tile_of < 0).any():
+        return None
+    return int(np.bincount(v.tile_of, minlength=1).max()) * v.dtype.itemsize
 
 
 def _blocks_variable(graph, name, dtype, tiles, sizes):
@@ -139,13 +147,30 @@ def _blocks_variable(graph, name, dtype, tiles, sizes):
 
 
 def _gather(src3, cells, axes):
-    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell."""
+    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell.
+
+    Cells come in a few block shapes (the edge cells of each dimension are smaller): per shape, the
+    blocks are one index pattern shifted by each block's origin, gathered in one indexing step."""
     (r0k, rsk), (c0k, csk) = axes
-    parts = []
-    for g0, gs, r0, rs, c0, cs in zip(cells["g0"].tolist(), cells["gs"].tolist(), cells[r0k].tolist(),
-                                      cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
-        parts.append(src3[g0:g0 + gs, r0:r0 + rs, c0:c0 + cs].reshape(-1))
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    G, R, C = src3.shape
+    sizes = cells["gs"] * cells[rsk] * cells[csk]
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    flat_src = np.ascontiguousarray(src3).reshape(-1)
+    off = np.cumsum(sizes) - sizes
+    out = np.empty(total, flat_src.dtype)
+    shape_key = (cells["gs"] * (R + 1) + cells[rsk]) * (C + 1) + cells[csk]
+    for key in np.unique(shape_key[sizes > 0]):
+        sel = np.flatnonzero(shape_key == key)
+        gs, rs, cs = int(cells["gs"][sel[0]]), int(cells[rsk][sel[0]]), int(cells[csk][sel[0]])
+        blk = gs * rs * cs
+        pattern = ((np.arange(gs)[:, None, None] * R + np.arange(rs)[None, :, None]) * C
+                   + np.arange(cs)[None, None, :]).reshape(-1)
+        origin = (cells["g0"][sel] * R + cells[r0k][sel]) * C + cells[c0k][sel]
+        out[(off[sel][:, None] + np.arange(blk)[None, :]).reshape(-1)] = \
+            flat_src[(origin[:, None] + pattern[None, :]).reshape(-1)]
+    return out
 
 
 def _is_transposed(src3) -> bool:
@@ -218,7 +243,8 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
 
 
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
-                 name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False) -> ipu.Program:
+                 name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False,
+                 available_memory_proportion: float | None = None) -> ipu.Program:
     """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
 
     a [..., M, K], b [..., K, N] (float32, or float16) and out [..., M, N] (float32; float16 or
@@ -232,6 +258,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     float8 operands (either format each) need `log2_scale`, a one-element int32 tensor: out (float16)
     = (a @ b) x 2**log2_scale, the scale sent to every AMP tile and applied by the
     MatMulBlockPow2Scaled vertices (`check_range`: stop the program if it is outside [-32, 32)).
+
+    available_memory_proportion: poplibs' option, the share of tile memory the product's
+    temporaries may take (None: all the tile has); see plan_matmul.
     """
     target = graph.target
     for t, what in ((a, "a"), (b, "b"), (out, "out")):
@@ -258,7 +287,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
     if plan is None:
         plan = plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype,
-                               reserved_bytes=_reserved_bytes(graph))
+                               reserved_bytes=_reserved_bytes(graph, exclude=out.variable),
+                               out_live_bytes=_mapped_bytes(out),
+                               available_memory_proportion=available_memory_proportion)
     else:
         if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
             raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
@@ -353,18 +384,18 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     nt = target.num_tiles
 
     if K > 0:
-        # for every element of `partials`, in memory order: its output element (its rank in the
-        # sorted order above) and its k chunk. The partials Copy then reads `partials` in order and
-        # scatters into the reduction's inputs, which keeps the host's copy streaming through
-        # memory (the simulated exchange is the same set of runs either way).
-        pg_, pm_, pn_, pk_ = plan.parts
-        cg_, cm_, cn_, _ = plan.chunks
-        rank = np.empty(total, np.int64)
-        rank[q] = np.arange(total, dtype=np.int64)
-        elem_rank = np.empty(int(p_sizes.sum()), np.int64)
-        # cells come in a few shapes (the edge cells of each dimension are smaller): per shape, the
-        # output positions of a block are one pattern shifted by the block's origin
+        # every element of `partials`, in memory order, is one output element (its canonical flat
+        # index) of one k chunk. The partials Copy reads `partials` in order and scatters into the
+        # reduction's inputs, which keeps the host's copy streaming through memory (the simulated
+        # exchange is the same set of runs either way). Cells come in a few shapes (the edge cells
+        # of each dimension are smaller): per shape, the output positions of a block are one
+        # pattern shifted by the block's origin, so a value per output element is spread over the
+        # partials' elements a shape at a time.
+        pk_ = plan.parts[3]
+        cell_p = np.arange(p_sizes.size, dtype=np.int64) % pk_
+        p_total = int(p_sizes.sum())
         shape_key = (cells["gs"] * (M + 1) + cells["ms"]) * (N + 1) + cells["ns"]
+        groups = []
         for key in np.unique(shape_key):
             sel = np.flatnonzero(shape_key == key)
             gs_, ms_, ns_ = (int(cells[x][sel[0]]) for x in ("gs", "ms", "ns"))
@@ -374,13 +405,22 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
             pattern = ((np.arange(gs_)[:, None, None] * M + np.arange(ms_)[None, :, None]) * N
                        + np.arange(ns_)[None, None, :]).reshape(-1)
             origin = (cells["g0"][sel] * M + cells["m0"][sel]) * N + cells["n0"][sel]
-            where = p_off[sel][:, None] + np.arange(blk)[None, :]
-            elem_rank[where] = rank[origin[:, None] + pattern[None, :]]
-        elem_p = np.repeat(np.arange(p_sizes.size, dtype=np.int64) % pk_, p_sizes)
+            groups.append((sel, blk, origin, pattern))
+
+        def per_partial(value, per_chunk=None):
+            """value[o] (+ k chunk x per_chunk[o]) for the output element o of every partial."""
+            res = np.empty(p_total, np.int64)
+            for sel, blk, origin, pattern in groups:
+                idx = origin[:, None] + pattern[None, :]
+                v = value[idx]
+                if per_chunk is not None:
+                    v += cell_p[sel][:, None] * per_chunk[idx]
+                res[(p_off[sel][:, None] + np.arange(blk)[None, :]).reshape(-1)] = v.reshape(-1)
+            return res
 
     if K > 0 and P == 1 and out_float:
         # nothing to add up: the partials are the result
-        dst = flat[elem_rank]
+        dst = per_partial(c_flat)
         seq.add(ipu.Copy(partials, ipu.Tensor(out_var, dst, dst.shape), name=f"{name}/exchange partials"))
         return seq
 
@@ -403,8 +443,12 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
 
     if P > 0:
         red_in, red_off = _blocks_variable(graph, f"{name}/reduce_in", ipu.FLOAT32, grp_tile, P * grp_len)
-        grp_e = grp_of[elem_rank]
-        dst = red_off[grp_e] + elem_p * grp_len[grp_e] + pos_in[elem_rank]
+        # by canonical output element: its group's start in reduce_in plus its place in the group,
+        # and the group's length (one partial per k chunk, each a group's length apart)
+        rank = np.empty(total, np.int64)
+        rank[q] = np.arange(total, dtype=np.int64)
+        base = (red_off[grp_of] + pos_in)[rank]
+        dst = per_partial(base, grp_len[grp_of][rank])
         seq.add(ipu.Copy(partials, ipu.Tensor(red_in, dst, dst.shape), name=f"{name}/exchange partials"))
         red_fields = (red_in, red_off, P * grp_len)
     else:

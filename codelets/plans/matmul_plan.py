@@ -181,8 +181,15 @@ def _phase(target, send_bytes, recv_bytes):
             + _ceil(np.maximum(send_bytes, recv_bytes), bpc))
 
 
-def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, ck):
-    """Estimated cycles (by phase) and peak bytes per tile of candidate splits (arrays)."""
+def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, ck, out_live=None):
+    """Estimated cycles (by phase) and peak bytes per tile of candidate splits (arrays).
+
+    Memory is counted as the memory plan (ipu/compile.py, ipu/memory.py) counts it: the output
+    (live all through the product; `out_live` bytes per tile when the caller knows them, else the
+    share mapping_for_output gives each of a block's pk tiles), the operand blocks and partials
+    (live together), then the partials and the reduction's inputs, the exchange code (one
+    instruction pair per run a tile sends or receives, kept for the whole program), the vertex
+    code and state of the two codelets, and the stack."""
     T = target.num_tiles
     isz = dtype.itemsize
     osz = out_dtype.itemsize
@@ -216,13 +223,15 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     total = ex_a + ex_b + compute + ex_p + red
     # exchange code: a run per block row received and about as many sent, for both operands; a
     # partial row sent per block row, and pk runs per output row piece received
-    runs = (2 * cg * cm + 2 * cg * ck + cg * cm + pk * (_ceil(out_pt, np.maximum(cn, 1)) + 2)) * 5 // 4
+    runs = 2 * cg * cm + 2 * cg * ck + cg * cm + pk * (_ceil(out_pt, np.maximum(cn, 1)) + 2)
     data = np.maximum(_align(a_blk) + _align(b_blk) + _align(p_blk), _align(p_blk) + red_bytes)
+    if out_live is None:  # the output mapped by mapping_for_output: a block shared by its pk tiles
+        out_live = _align(_ceil(cg * cm * cn, np.maximum(pk, 1)) * osz)
     code = runs * _EXCHANGE_BYTES_PER_RUN + 4 * 16  # exchange code: per run, and per phase
-    mem = data + code + _CODE_MARGIN + target.stack_bytes_per_tile
+    mem = data + out_live + code + _CODE_MARGIN + target.stack_bytes_per_tile
     phases = {"exchange_a": ex_a, "exchange_b": ex_b, "compute": compute, "exchange_partials": ex_p,
               "reduce": red}
-    return total, phases, mem, code
+    return total, phases, mem, code, data
 
 
 def _splits(D: int, grain: int, max_parts: int):
@@ -237,12 +246,18 @@ def _splits(D: int, grain: int, max_parts: int):
 
 
 def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 1, out_dtype=None,
-                reserved_bytes: int = 0, max_tiles: int | None = None, serial_ok: bool = True) -> MatMulPlan:
+                reserved_bytes: int = 0, max_tiles: int | None = None, serial_ok: bool = True,
+                out_live_bytes: int | None = None, available_memory_proportion: float | None = None) -> MatMulPlan:
     """Choose how to spread `batch` products [m, k] x [k, n] of `dtype` (float32 or float16) over the
     tiles of `target`, with float32 partials and an `out_dtype` result (float32 by default for
     float32 operands, float16 for float16 ones).
 
-    reserved_bytes: bytes already taken on every tile (always-live data), kept free.
+    reserved_bytes: bytes already taken on every tile (always-live data, not the output), kept free.
+    out_live_bytes: the output's bytes on the busiest tile when the caller has mapped it (None:
+    the planner maps it, mapping_for_output).
+    available_memory_proportion: poplibs' availableMemoryProportion: the share of a tile's memory
+    the product's temporaries (operand blocks, partials, the reduction's inputs) may take (None: no
+    limit but the tile's). PopXL's matmul passes its own, or poplibs' default 0.6.
     When no split fits in one pass, the product is split serially (see MatMulPlan.serial); with
     serial_ok=False, or when even that does not fit, raises OutOfMemoryError."""
     dtype = ipu.element_type(dtype)
@@ -282,18 +297,25 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     ig, im, in_, ik = cand
     P = (gp[ig], mp[im], np_[in_], kp[ik])
     C = (gc[ig], mc[im], nc[in_], kc[ik])
-    total, phases, mem, code = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C)
+    total, phases, mem, code, temps = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C, out_live=out_live_bytes)
     mem = mem + int(reserved_bytes)
-    fits = mem <= target.bytes_per_tile
+    temp_limit = _temp_limit(target, available_memory_proportion)
+    fits = (mem <= target.bytes_per_tile) & (temps <= temp_limit)
     if not fits.any():
-        serial = _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok)
+        serial = _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok,
+                              out_live_bytes, available_memory_proportion)
         if serial is not None:
             return serial
-        best = int(np.argmin(mem))
+        best = int(np.argmin(np.maximum(mem, temps + reserved_bytes)))
+        amp = ("" if available_memory_proportion is None else
+               f" and at most {int(temp_limit):,} bytes of temporaries (available_memory_proportion "
+               f"{available_memory_proportion:g})")
         raise OutOfMemoryError(
-            f"matmul [{G}x{M}x{K}] x [{K}x{N}] {dtype.name} does not fit on {target.name}: the smallest "
-            f"split needs ~{int(mem[best]):,} bytes on a tile ({int(reserved_bytes):,} already reserved) of "
-            f"{target.bytes_per_tile:,}. Use a target with more tiles or IPUs, or a smaller product.",
+            f"matmul [{G}x{M}x{K}] x [{K}x{N}] {dtype.name} does not fit on {target.name}: no split, in one pass "
+            f"or in serial passes, keeps a tile within {target.bytes_per_tile:,} bytes{amp}; the leanest single "
+            f"pass needs ~{int(mem[best]):,} bytes on a tile (~{int(temps[best]):,} of them temporaries; "
+            f"{int(reserved_bytes):,} already reserved by other tensors). Use a target with more tiles or IPUs, a "
+            f"smaller product" + (", or a larger available_memory_proportion (up to 1.0)" if amp else "") + ".",
             [],
         )
     cells = P[0] * P[1] * P[2] * P[3]
@@ -312,46 +334,84 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
                       code_bytes=int(code[best]))
 
 
-def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok):
+def _temp_limit(target, available_memory_proportion) -> float:
+    if available_memory_proportion is None:
+        return float(target.bytes_per_tile)
+    amp = float(available_memory_proportion)
+    if not 0.0 < amp <= 1.0:
+        raise ValueError(f"available_memory_proportion must be in (0, 1], got {available_memory_proportion!r}")
+    return amp * target.bytes_per_tile
+
+
+def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok, out_live_bytes,
+                 available_memory_proportion=None):
     """Split G, M or N into the fewest serial passes whose plan fits (trying each axis, keeping the
-    cheapest estimate), or None."""
+    cheapest estimate), or None. The whole output stays live through every pass (spread evenly
+    over the tiles unless the caller mapped it); the passes' operand blocks, partials and
+    reduction inputs are dead between passes, so the memory plan reuses them: one pass's
+    temporaries count, plus every pass's exchange code (code is not freed)."""
     if not serial_ok:
         return None
+    if out_live_bytes is None:
+        # the output spread evenly over the tiles (mapping_for_output of a serial plan). It is
+        # first written by the first pass's reduction, so the memory plan places it above that
+        # pass's operand blocks, and the later passes' blocks must fit around it: count its share
+        # twice (derivation from ipu/memory.py place_pieces, which allocates in order of first use)
+        T = int(max_tiles or target.num_tiles)
+        out_live_bytes = 2 * int(_align(_ceil(G * M * N, T) * out_dtype.itemsize))
     best = None
     for axis, size in (("g", G), ("m", M), ("n", N)):
-        tried = set()
-        count = 2
-        while count <= size:
+
+        def attempt(count, axis=axis, size=size):
+            """The plan of `count` passes over `axis`, or None when it does not fit."""
             chunk = -(-size // count)
-            count = count + 1 if count < 64 else count * 2
-            if chunk in tried:
-                continue
-            tried.add(chunk)
             dims = {"g": G, "m": M, "n": N, axis: chunk}
             try:
                 sub = plan_matmul(dims["m"], K, dims["n"], dtype, target, batch=dims["g"], out_dtype=out_dtype,
-                                  reserved_bytes=reserved_bytes, max_tiles=max_tiles, serial_ok=False)
+                                  reserved_bytes=reserved_bytes, max_tiles=max_tiles, serial_ok=False,
+                                  out_live_bytes=out_live_bytes,
+                                  available_memory_proportion=available_memory_proportion)
             except OutOfMemoryError:
-                continue
+                return None
             passes = -(-size // chunk)
             # code is not freed between passes: every pass's exchange code stays on the tiles
             mem = sub.bytes_per_tile + (passes - 1) * (sub.code_bytes + 64)
             if mem > target.bytes_per_tile:
-                continue
+                return None
             est = {k_: v * passes for k_, v in sub.estimate.items()}
-            if best is None or est["total"] < best.estimate["total"]:
-                best = MatMulPlan(target, dtype, out_dtype, G, M, K, N, sub.parts, sub.chunks, sub.tiles, est,
-                                  mem, code_bytes=passes * sub.code_bytes, serial=passes, serial_axis=axis,
-                                  serial_chunk=chunk, sub=sub)
-            break
+            return MatMulPlan(target, dtype, out_dtype, G, M, K, N, sub.parts, sub.chunks, sub.tiles, est,
+                              mem, code_bytes=passes * sub.code_bytes, serial=passes, serial_axis=axis,
+                              serial_chunk=chunk, sub=sub)
+
+        # the fewest passes that fit: counts growing by ~1/4 (a sub-plan costs milliseconds), then
+        # a bisection between the last count that did not fit and the first that did
+        lo, found, count = 1, None, 2
+        while count <= size and found is None:
+            found = attempt(count)
+            if found is None:
+                lo, count = count, max(count + 1, count * 5 // 4)
+        if found is None:
+            continue
+        hi = found.serial
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            p = attempt(mid)
+            if p is None:
+                lo = mid
+            else:
+                hi, found = p.serial, p
+        if best is None or found.estimate["total"] < best.estimate["total"]:
+            best = found
     return best
 
 
 def plan_for_shapes(a_shape, b_shape, dtype, target: ipu.Target, out_dtype=None, reserved_bytes: int = 0,
-                    max_tiles: int | None = None) -> MatMulPlan:
+                    max_tiles: int | None = None, out_live_bytes: int | None = None,
+                    available_memory_proportion: float | None = None) -> MatMulPlan:
     """plan_matmul for a NumPy-style matmul of operands of these shapes (batch dims broadcast)."""
     p = canonical_problem(a_shape, b_shape)
     plan = plan_matmul(p.M, p.K, p.N, dtype, target, batch=p.G, out_dtype=out_dtype,
-                       reserved_bytes=reserved_bytes, max_tiles=max_tiles)
+                       reserved_bytes=reserved_bytes, max_tiles=max_tiles, out_live_bytes=out_live_bytes,
+                       available_memory_proportion=available_memory_proportion)
     plan.problem = p
     return plan

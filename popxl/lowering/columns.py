@@ -23,11 +23,7 @@ from .mapping import MIN_BYTES_PER_TILE
 
 def _next_tile(ctx, used: int) -> int:
     """Successive small layouts start on successive tiles (shared with the mapping policy)."""
-    alloc = ctx.tiles
-    start = getattr(alloc, "_next_small", 0) % ctx.target.num_tiles
-    if hasattr(alloc, "_next_small"):
-        alloc._next_small = start + max(used, 1)
-    return start
+    return ctx.tiles.take_small_tiles(used)
 
 
 class ColumnPlan:
@@ -109,14 +105,15 @@ class ColumnPlan:
         pos = self.positions(rows)
         return v, ipu.Tensor(v, pos, pos.shape)
 
-    def place(self, view: ipu.Tensor, name: str) -> tuple:
+    def place(self, view: ipu.Tensor, name: str, fresh: bool = False) -> tuple:
         """`view` (G, R, D) laid out in blocks: (variable, view of it shaped like `view`). No copy
-        when `view` already is such a layout."""
+        when `view` already is such a layout, unless `fresh`: a vertex will write the result and
+        `view` must keep its value (an op that is not in place)."""
         rows = view.shape[1]
         pos = self.positions(rows)
         var = view.variable
         n = self.groups * rows * self.cols
-        if var.numel == n and n and np.array_equal(view.flat_index(), pos.reshape(-1)) and \
+        if not fresh and var.numel == n and n and np.array_equal(view.flat_index(), pos.reshape(-1)) and \
                 np.array_equal(var.tile_of, np.repeat(self.tile, self.width * rows)):
             return var, ipu.Tensor(var, pos, pos.shape)
         v, vv = self.variable(name, rows, view.dtype)

@@ -15,6 +15,7 @@ import ipu
 
 from .mapping import TileAllocator
 from .placement import IpuPlacement, tensor_ipu
+from . import index_checks
 from .registry import get_rule
 
 
@@ -60,10 +61,13 @@ class Lowering:
         self._seqs: list[ipu.Sequence] = []
         self._lowering_stack: list = []
         self.op = None  # the op being lowered (for names)
+        self.check_indices = index_checks.enabled(ir)
 
     # -- entry point ---------------------------------------------------------------------------
     def lower(self) -> LoweredIr:
         main = self.ir.main_graph
+        from .rules.matmul import precheck_matmuls
+        precheck_matmuls(self, main)  # a matmul that cannot fit is refused before any tensor is mapped
         for v in main.variables:
             if getattr(v, "_rts_shard", None) is not None:  # replica-sharded: its shard op holds it (rules/collectives.py)
                 continue
@@ -100,6 +104,8 @@ class Lowering:
             for op in sorted(graph.ops, key=lambda o: o.id):
                 prev, self.op = self.op, op
                 mark = self.placement.begin(op, self)
+                if self.check_indices:  # the debug.checkIndices engine option (index_checks.py)
+                    index_checks.emit(self, op)
                 get_rule(op.type)(self, op)
                 self.placement.end(mark, op)  # onto the op's IPU (placement.py)
                 self.op = prev

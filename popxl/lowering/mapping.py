@@ -19,6 +19,13 @@ class TileAllocator:
         self.target = target
         self._next_small = 0
 
+    def take_small_tiles(self, used: int) -> int:
+        """The tile where the next small layout starts; the following one starts `used` tiles on
+        (successive small layouts go to successive tiles)."""
+        start = self._next_small % self.target.num_tiles
+        self._next_small = start + max(used, 1)
+        return start
+
     def map(self, g: ipu.Graph, v: ipu.Variable) -> None:
         n = v.numel
         if n == 0:

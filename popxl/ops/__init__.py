@@ -6,10 +6,9 @@ from .conv import (average_pool, conv, conv_pow2scaled, conv_transpose, conv_tra
                    max_pool, roi_align)
 from .control import (CallSiteInfo, ConditionalSiteInfo, call, call_with_info, conditional, conditional_with_info,
                       repeat, repeat_with_info)
-from .elementwise import (abs, add, add_, ceil, clip, cos, div, equal, exp, exp_, floor, fmod, gelu, gelu_, geluerf,
-                          geluerf_, greater, increment_mod, increment_mod_, isfinite, isinf, isnan, log, log2,
-                          logical_and, logical_not, logical_or, maximum, mul, negate, pow, relu, relu_, scaled_add,
-                          scaled_add_, sign, sin, sqrt, sub, swish, swish_, tanh, where)
+from .elementwise import (UNARY_FUNCTIONS, add, add_, clip, div, equal, fmod, greater, increment_mod, increment_mod_,
+                          less, log2, logical_and, logical_or, maximum, minimum, mul, not_equal, pow, scaled_add,
+                          scaled_add_, sub, where)
 from .host_io import code_copy, host_load, host_store, remote_code_load, remote_load, remote_load_, remote_store
 from .indexing import (dynamic_slice, dynamic_update, dynamic_update_, gather, grouped_scatter_reduce, groupedgather,
                        onehot, scatter, scatter_reduce, tied_gather)
@@ -25,11 +24,10 @@ from .shape import (concat, concat_, flatten, flatten_, reshape, reshape_, slice
                     transpose, transpose_)
 
 __all__ = [
-    # elementwise
-    "abs", "add", "add_", "ceil", "clip", "cos", "div", "equal", "exp", "exp_", "floor", "fmod", "gelu", "gelu_",
-    "geluerf", "geluerf_", "greater", "increment_mod", "increment_mod_", "isfinite", "isinf", "isnan", "log", "log2",
-    "logical_and", "logical_not", "logical_or", "maximum", "mul", "negate", "pow", "relu", "relu_", "scaled_add",
-    "scaled_add_", "sign", "sin", "sqrt", "sub", "swish", "swish_", "tanh", "where",
+    # elementwise (the unary ops, made from the op table, are added below)
+    "add", "add_", "clip", "div", "equal", "fmod", "greater", "increment_mod", "increment_mod_", "less", "log2",
+    "logical_and", "logical_or", "maximum", "minimum", "mul", "not_equal", "pow", "scaled_add", "scaled_add_", "sub",
+    "where",
     # reductions
     "argmax", "argmin", "cumsum", "l1", "l2", "logsum", "logsumexp", "max", "mean", "median", "min", "prod", "sum",
     "sumsquare", "topk",
@@ -54,6 +52,10 @@ __all__ = [
     # sub-packages
     "collectives", "var_updates",
 ]
+# every unary op of popxl.op_table (abs, exp, exp_, gelu, relu_, sigmoid, ...); one registered later
+# is added by popxl.ops.elementwise
+globals().update(UNARY_FUNCTIONS)
+__all__ += [name for name in UNARY_FUNCTIONS if name not in __all__]
 
 from . import _module_paths  # noqa: E402
 

@@ -1,14 +1,16 @@
 """Element-wise ops: unary maths, binary arithmetic / comparison / logic with NumPy broadcasting,
-where, clip, maximum, scaled_add and increment_mod.
+where, clip, maximum, minimum, scaled_add and increment_mod.
 
-The unary ops share one rule table; in-place ``_`` forms record the same op type with
-``inplace=True``, input 0 modified and output 0 aliasing input 0.
+The unary ops are made from their popxl.op_table entries (input and output dtypes, in-place
+form); in-place ``_`` forms record the same op type with ``inplace=True``, input 0 modified and
+output 0 aliasing input 0. The binary ops take their dtype rule from the table as well.
 """
 
 import math
+import sys
 from typing import Union
 
-from popxl import dtypes
+from popxl import dtypes, op_table
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor, TensorLike, constant
 
@@ -17,31 +19,10 @@ from ._shapes import broadcast_shapes, check_float, check_numeric, check_same_dt
 from .utils import cast_if_needed
 
 __all__ = [
-    "abs", "ceil", "cos", "exp", "exp_", "floor", "gelu", "gelu_", "geluerf", "geluerf_", "log", "log2",
-    "negate", "relu", "relu_", "sign", "sin", "sqrt", "swish", "swish_", "tanh", "isnan", "isinf",
-    "isfinite", "logical_not", "add", "add_", "sub", "mul", "div", "fmod", "pow", "equal", "greater",
-    "logical_and", "logical_or", "maximum", "where", "clip", "increment_mod", "increment_mod_",
+    "log2", "add", "add_", "sub", "mul", "div", "fmod", "pow", "equal", "greater", "less", "not_equal",
+    "logical_and", "logical_or", "maximum", "minimum", "where", "clip", "increment_mod", "increment_mod_",
     "scaled_add", "scaled_add_",
-]
-
-# op type -> (input rule, output dtype). Input rules: "float" floating point only, "numeric" any
-# non-bool, "any" every dtype, "bool" cast to bool first. Output: "same" or "bool".
-UNARY_RULES = {
-    "abs": ("numeric", "same"), "ceil": ("float", "same"), "cos": ("float", "same"),
-    "exp": ("float", "same"), "floor": ("float", "same"), "gelu": ("float", "same"),
-    "geluerf": ("float", "same"), "log": ("float", "same"), "negate": ("numeric", "same"),
-    "relu": ("numeric", "same"), "sign": ("numeric", "same"), "sin": ("float", "same"),
-    "sqrt": ("float", "same"), "swish": ("float", "same"), "tanh": ("float", "same"),
-    "isnan": ("numeric", "bool"), "isinf": ("numeric", "bool"), "isfinite": ("numeric", "bool"),
-    "logical_not": ("bool", "bool"),
-}
-
-# op type -> rule. "arith": same numeric dtype in and out; "compare": same dtype, bool out;
-# "logical": inputs cast to bool, bool out.
-BINARY_RULES = {
-    "add": "arith", "sub": "arith", "mul": "arith", "div": "arith", "fmod": "arith", "pow": "arith",
-    "equal": "compare", "greater": "compare", "logical_and": "logical", "logical_or": "logical",
-}
+]  # + every unary op of the op table and its in-place form (UNARY_FUNCTIONS, below)
 
 
 def _check_input(op_type: str, t: Tensor, rule: str) -> Tensor:
@@ -57,62 +38,58 @@ def _check_input(op_type: str, t: Tensor, rule: str) -> Tensor:
 
 
 def _unary(op_type: str, t: Tensor, inplace: bool) -> Tensor:
-    rule, out = UNARY_RULES[op_type]
-    t = _check_input(op_type, t, rule)
-    out_dtype = dtypes.bool if out == "bool" else t.dtype
+    entry = op_table.op_type(op_type)
+    t = _check_input(op_type, t, entry.inputs)
+    out_dtype = dtypes.bool if entry.output == "bool" else t.dtype
     if inplace:
         return single(op_type, [t], t.shape, out_dtype, modified=(0,), aliases={0: 0},
                       out_names=[f"{op_type}_inplace_out"])
     return single(op_type, [t], t.shape, out_dtype)
 
 
-def _unary_op(op_type: str, inplace: bool = False):
+def _unary_op(op_type: str, inplace: bool = False, doc: str = ""):
     fn_name = op_type + ("_" if inplace else "")
 
     def fn(t: Tensor) -> Tensor:
         return _unary(op_type, t, inplace)
 
     fn.__name__ = fn.__qualname__ = fn_name
-    fn.__doc__ = (f"Element-wise ``{op_type}`` of ``t``" + (" in place (returns an alias of ``t``)." if inplace
-                                                           else "."))
+    what = f"``{op_type}`` ({doc})" if doc else f"``{op_type}``"
+    fn.__doc__ = f"Element-wise {what} of ``t``" + (" in place (returns an alias of ``t``)." if inplace else ".")
+    fn.__module__ = __name__
     return op_debug_context(fn)
 
 
-abs = _unary_op("abs")
-ceil = _unary_op("ceil")
-cos = _unary_op("cos")
-exp = _unary_op("exp")
-exp_ = _unary_op("exp", inplace=True)
-floor = _unary_op("floor")
-gelu = _unary_op("gelu")
-gelu_ = _unary_op("gelu", inplace=True)
-geluerf = _unary_op("geluerf")
-geluerf_ = _unary_op("geluerf", inplace=True)
-log = _unary_op("log")
-negate = _unary_op("negate")
-relu = _unary_op("relu")
-relu_ = _unary_op("relu", inplace=True)
-sign = _unary_op("sign")
-sin = _unary_op("sin")
-sqrt = _unary_op("sqrt")
-swish = _unary_op("swish")
-swish_ = _unary_op("swish", inplace=True)
-tanh = _unary_op("tanh")
-isnan = _unary_op("isnan")
-isinf = _unary_op("isinf")
-isfinite = _unary_op("isfinite")
-logical_not = _unary_op("logical_not")
+# The functions of the unary ops, made from their op table entries: `name`, and `name_` when the
+# entry has an in-place form. An entry registered later gets its functions here and in popxl.ops.
+UNARY_FUNCTIONS = {}
+
+
+def _add_unary_functions(entry: op_table.UnaryOpType) -> None:
+    made = {entry.name: _unary_op(entry.name, doc=entry.doc)}
+    if entry.inplace:
+        made[entry.name + "_"] = _unary_op(entry.name, inplace=True, doc=entry.doc)
+    UNARY_FUNCTIONS.update(made)
+    for module in (sys.modules[__name__], sys.modules.get("popxl.ops")):
+        if module is not None:
+            for name, fn in made.items():
+                setattr(module, name, fn)
+                if hasattr(module, "__all__") and name not in module.__all__:
+                    module.__all__.append(name)
+
+
+op_table.on_register(op_table.UnaryOpType, _add_unary_functions)
 
 
 @op_debug_context
 def log2(t: Tensor) -> Tensor:
     """Element-wise base-2 logarithm (recorded as ``log(t) / ln 2``)."""
-    out = log(t)
+    out = UNARY_FUNCTIONS["log"](t)
     return div(out, constant(math.log(2.0), out.dtype, "ln2"))
 
 
 def _binary(op_type: str, lhs: TensorLike, rhs: TensorLike, inplace: bool = False) -> Tensor:
-    rule = BINARY_RULES[op_type]
+    rule = op_table.op_type(op_type).kind
     lhs, rhs = coerce_operands(lhs, rhs, what=f"{op_type} operands")
     if rule == "logical":
         lhs, rhs = cast_if_needed(lhs, dtypes.bool), cast_if_needed(rhs, dtypes.bool)
@@ -182,6 +159,25 @@ def equal(lhs: Tensor, rhs: Tensor) -> Tensor:
 def greater(input: Tensor, other: Tensor) -> Tensor:
     """``input > other`` element-wise, as a bool tensor."""
     return _binary("greater", input, other)
+
+
+@op_debug_context
+def less(input: Tensor, other: Tensor) -> Tensor:
+    """``input < other`` element-wise, as a bool tensor (ONNX Less; PopXL's ``a < b`` records
+    ``greater(b, a)``)."""
+    return _binary("less", input, other)
+
+
+@op_debug_context
+def not_equal(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs != rhs`` element-wise, as a bool tensor (ONNX Not of Equal)."""
+    return _binary("not_equal", lhs, rhs)
+
+
+@op_debug_context
+def minimum(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """Element-wise minimum of two tensors (broadcast, same dtypes; ONNX Min of two inputs)."""
+    return _binary("minimum", lhs, rhs)
 
 
 @op_debug_context

@@ -195,5 +195,5 @@ def ipu_copy(t: Tensor, destination: int, source: Optional[int] = None) -> Tenso
                  out_names=[t.name + f"_c{destination}"], check_placement=False, out_meta_shapes=[t.meta_shape])
     op = out.producer
     op.ipu = source  # the copy reads on the source IPU; its output lives on the destination
-    out._ipu = destination
+    out._set_ipu(destination)
     return out

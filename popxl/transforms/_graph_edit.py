@@ -22,15 +22,9 @@ def placement(op: Op):
     """Create ops on the IPU and tile set of ``op``, in its execution context and its name scope
     (so a gradient op says which layer it belongs to, as the forward op it differentiates does)."""
     ctx = get_current_context()
-    prev = (ctx._ipu_id, ctx._io_tile_set, ctx._execution_context, ctx._name_scope)
-    ctx._ipu_id = op.ipu if op.ipu is not None else prev[0]
-    ctx._io_tile_set = op.tile_set == "io"
-    ctx._execution_context = op.execution_context
-    ctx._name_scope = op.scope.split("/") if op.scope else []
-    try:
+    with ctx._placed(op.ipu if op.ipu is not None else ctx.ipu_id, op.tile_set == "io", op.execution_context,
+                     op.scope.split("/") if op.scope else []):
         yield
-    finally:
-        ctx._ipu_id, ctx._io_tile_set, ctx._execution_context, ctx._name_scope = prev
 
 
 def add_op_output(op: Op, shape: Sequence[int], dtype: "dtypes.dtype", name: str,
@@ -67,7 +61,7 @@ def add_graph_output(graph: Graph, t: Tensor) -> None:
             "conditional bodies itself), or call the graph with ops.call.")
     if t.graph is not graph:
         raise ValueError(f"{t} is not a tensor of {graph}.")
-    graph._outputs.append(t)
+    graph._add_output(t)
     for op in callers:
         add_op_output(op, t.shape, t.dtype, t.name.split("/")[-1], t.meta_shape)
 
@@ -112,12 +106,13 @@ def clone_graph(src: Graph, name: Optional[str] = None, extra_outputs: Iterable[
 
 def reorder_ops(graph: Graph, new_order: Sequence[Op]) -> None:
     """Give the ops of ``graph`` the schedule ``new_order`` by permuting the ids they hold."""
-    if len(new_order) != len(graph._ops) or {id(o) for o in new_order} != {id(o) for o in graph._ops}:
+    old = graph.ops
+    if len(new_order) != len(old) or {id(o) for o in new_order} != {id(o) for o in old}:
         raise ValueError("Internal error: reorder_ops needs a permutation of the graph's ops.")
-    ids = sorted(op.id for op in graph._ops)
+    ids = sorted(op.id for op in old)
     for op, i in zip(new_order, ids):
         op.id = i
-    graph._ops = list(new_order)
+    graph._set_op_order(new_order)
 
 
 def move_ops_before(graph: Graph, new_ops: Sequence[Op], anchor: Op) -> None:

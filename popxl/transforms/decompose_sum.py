@@ -19,11 +19,11 @@ __all__ = ["decompose_sum"]
 
 def _rewire(op: Op, new_inputs) -> None:
     for t in op.inputs:
-        if op in t._consumers and not any(x is t for x in new_inputs):
-            t._consumers.remove(op)
+        if op in t.consumers and not any(x is t for x in new_inputs):
+            t._remove_consumer(op)
     for t in new_inputs:
-        if op not in t._consumers:
-            t._consumers.append(op)
+        if op not in t.consumers:
+            t._add_consumer(op)
     op.inputs = tuple(new_inputs)
 
 

@@ -144,12 +144,12 @@ def test_multi_update_init_and_untouched_rows(op, init):
 
 
 def test_multi_update_int_max_init_uses_the_int_range():
-    from codelets.indexing import OP_MAX
+    from codelets.indexing import UpdateOpCode
 
     base = np.zeros(4, np.int32)
     res, _, _ = _run("MultiUpdate", {"base": base, "offsets": np.array([2], np.int32),
                                      "updates": np.array([-7], np.int32)},
-                     {"region": 1, "rows": 4, "row_base": 0, "op": OP_MAX, "per_column": 0, "init": 1, "track": 0,
+                     {"region": 1, "rows": 4, "row_base": 0, "op": UpdateOpCode.MAX, "per_column": 0, "init": 1, "track": 0,
                       "init_value": float(np.iinfo(np.int32).min)})
     np.testing.assert_array_equal(res["base"], [np.iinfo(np.int32).min] * 2 + [-7, np.iinfo(np.int32).min])
 

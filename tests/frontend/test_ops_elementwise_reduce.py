@@ -4,7 +4,10 @@ import pytest
 
 import popxl
 import popxl.ops as ops
-from popxl.ops.elementwise import BINARY_RULES, UNARY_RULES
+from popxl.op_table import BinaryOpType, UnaryOpType, op_types
+
+UNARY_RULES = {e.name: (e.inputs, e.output) for e in op_types(UnaryOpType)}
+BINARY_RULES = {e.name: e.kind for e in op_types(BinaryOpType)}
 
 SHAPES = [(), (1,), (5,), (2, 3), (4, 1, 3)]
 BROADCAST = [((2, 3), (3,)), ((4, 1, 3), (2, 1)), ((1,), (5, 4)), ((), (2, 2)), ((3, 1), (1, 4))]

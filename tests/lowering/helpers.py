@@ -5,9 +5,12 @@ import popxl
 import popxl.ops as ops
 
 
-def run_popxl(build, inputs, target="small:6", device="ipu_model", monkeypatch=None):
+def run_popxl(build, inputs, target="small:6", device="ipu_model", monkeypatch=None, reference=True):
     """build(*tensors) -> tensor or tuple of tensors, called inside the main graph with one
-    host_load per input array. Returns the outputs as NumPy arrays (and the session)."""
+    host_load per input array. Returns the outputs as NumPy arrays (and the session).
+
+    The same Ir also runs on popxl.reference (the NumPy definition of every op); its outputs must
+    match the simulator's (`reference=False` leaves that out, for behaviour the IR leaves undefined)."""
     import os
 
     old = os.environ.get("IPU_SIM_TARGET")
@@ -38,4 +41,24 @@ def run_popxl(build, inputs, target="small:6", device="ipu_model", monkeypatch=N
         else:
             os.environ["IPU_SIM_TARGET"] = old
     results = [res[s] for s in d2h]
+    if reference:
+        from popxl import reference as popxl_reference
+
+        ref = popxl_reference.run(ir, {s: np.asarray(a) for s, a in zip(streams, inputs)})
+        for j, s in enumerate(d2h):
+            assert_matches_reference(results[j], ref[s], f"output {j}")
     return (results[0] if single else results), session
+
+
+def assert_matches_reference(got, want, what="output"):
+    """The simulator's result against popxl.reference's: exact for integers and bools, to a few
+    ulps of accumulated rounding for floats (NaN where the reference has NaN)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{what}: simulator {got.dtype}{got.shape}, reference {want.dtype}{want.shape}"
+    if got.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want, err_msg=f"{what} differs from popxl.reference")
+        return
+    tol = dict(rtol=2e-2, atol=2e-2) if got.dtype == np.float16 else dict(rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), equal_nan=True,
+                               err_msg=f"{what} differs from popxl.reference", **tol)

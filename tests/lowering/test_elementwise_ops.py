@@ -35,6 +35,10 @@ UNARY = {
     "ceil": (ops.ceil, np.ceil, (-3, 3)),
     "sign": (ops.sign, np.sign, (-3, 3)),
     "swish": (ops.swish, lambda x: x / (1 + np.exp(-x)), (-3, 3)),
+    # ONNX ops beyond PopXL's API, each one op table entry (docs/architecture.md)
+    "sigmoid": (ops.sigmoid, lambda x: 1 / (1 + np.exp(-x)), (-6, 6)),
+    "reciprocal": (ops.reciprocal, lambda x: 1 / x, (0.25, 4)),
+    "erf": (ops.erf, _erf, (-3, 3)),
 }
 
 
@@ -100,6 +104,17 @@ def test_comparisons_and_logic():
     np.testing.assert_array_equal(outs[2], a < b)
     np.testing.assert_array_equal(outs[3], (a > b) & (a > 0))
     np.testing.assert_array_equal(outs[4], ~(a > b))
+
+
+def test_onnx_comparisons_and_minimum():
+    a = RNG.uniform(-1, 1, (5, 9)).astype(np.float32)
+    b = np.where(RNG.random((5, 9)) < 0.3, a, RNG.uniform(-1, 1, (5, 9))).astype(np.float32)
+    outs, _ = run_popxl(lambda x, y: (ops.less(x, y), ops.not_equal(x, y), ops.minimum(x, y),
+                                      ops.minimum(ops.cast(x, __import__("popxl").int32), 0)), [a, b])
+    np.testing.assert_array_equal(outs[0], a < b)
+    np.testing.assert_array_equal(outs[1], a != b)
+    np.testing.assert_array_equal(outs[2], np.minimum(a, b))
+    np.testing.assert_array_equal(outs[3], np.minimum(a.astype(np.int32), 0))
 
 
 def test_where_clip_maximum_cast_scaled_add():

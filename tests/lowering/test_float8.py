@@ -257,9 +257,16 @@ def test_scale_out_of_range_raises_poplar_application_runtime_error(which, monke
     assert wrapped.tobytes() == same.tobytes()
 
 
-def test_poplar_application_runtime_error_is_an_ipu_application_error():
-    assert issubclass(popxl.errors.poplar_application_runtime_error, ipu.ApplicationRuntimeError)
-    assert issubclass(popxl.errors.poplar_application_runtime_error, RuntimeError)
+def test_poplar_application_runtime_error_is_popart_s_and_an_ipu_application_error(monkeypatch):
+    import popart
+
+    err = popxl.errors.poplar_application_runtime_error
+    assert popart.poplar_application_runtime_error is err  # what PopXL's float8 tests catch
+    assert issubclass(err, popart.poplar_runtime_error) and issubclass(err, popart.poplar_exception)
+    assert issubclass(err, ipu.ApplicationRuntimeError) and issubclass(err, RuntimeError)
+    monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
+    with pytest.raises(popart.poplar_application_runtime_error):
+        _run_with_scale("cast_from", 100, True)
 
 
 def test_no_gradients_through_float8_ops():
@@ -277,3 +284,84 @@ def test_no_gradients_through_float8_ops():
         graph = ir.create_graph(fn, popxl.TensorSpec((2, 3), popxl.float32))
         with pytest.raises(RuntimeError, match="not supported for training"):
             popxl.transforms.autodiff(graph)
+
+
+# -- data movement: float8 elements move whole ----------------------------------------------------
+
+MOVES = {
+    "reshape": (lambda t: ops.reshape(t, (6, 4)), lambda a: a.reshape(6, 4)),
+    "transpose": (lambda t: ops.transpose(t), lambda a: a.T),
+    "slice": (lambda t: ops.slice(t, [1, 2], [3, 5]), lambda a: a[1:3, 2:5]),
+    "concat": (lambda t: ops.concat([t, t], 1), lambda a: np.concatenate([a, a], 1)),
+    "split": (lambda t: ops.split(t, 2, 1)[1], lambda a: a[:, 3:]),
+    "gather": (lambda t: ops.gather(t, popxl.constant(np.array([3, 0, 3], np.int32))), lambda a: a[[3, 0, 3]]),
+    "dynamic_slice": (lambda t: ops.dynamic_slice(t, popxl.constant(np.array([1], np.uint32)), [0], [2], True),
+                      lambda a: a[1:3]),
+    "init_zero": (lambda t: ops.init((5,), popxl.float8_143),
+                  lambda a: np.zeros(5, np.uint8)),
+}
+
+
+@pytest.mark.parametrize("name", list(MOVES))
+def test_float8_data_movement(name):
+    x = fu.host_pow2scale_cast_to_fp8(RNG.normal(size=(4, 6)), popxl.float8_143)
+    build, ref = MOVES[name]
+    got, _ = run_popxl(build, [x])
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), ref(x.view(np.uint8)))
+
+
+def test_print_tensor_prints_float8_values(capsys):
+    x = fu.host_pow2scale_cast_to_fp8(np.array([1.0, -2.5, 0.125]), popxl.float8_152)
+    run_popxl(lambda t: ops.print_tensor(t, "f8"), [x])
+    err = capsys.readouterr().err  # Poplar's PrintTensor writes to standard error
+    assert err.startswith("f8: [") and "-2.5" in err and "0.125" in err and "1.0" in err
+
+
+def test_host_fp8_mse_scale_picks_a_scale_that_fits_the_data():
+    for mag, fmt in ((1e-3, popxl.float8_143), (1e3, popxl.float8_143), (1e-4, popxl.float8_152)):
+        x = (RNG.normal(size=2000) * mag).astype(np.float32)
+        exact = fu.host_fp8_mse_scale_pb(x, fmt)
+        hist = fu.host_fp8_mse_scale(x, fmt)
+        errs = {}
+        for s in range(-31, 32):
+            back = fu.host_pow2scale_cast_from_fp8(fu.host_pow2scale_cast_to_fp8(x, fmt, s, False), popxl.float64, -s)
+            errs[s] = float(np.mean((back - x) ** 2))
+        assert errs[exact] == min(errs.values())
+        # the histogram estimate keeps the data in range and within 10x of the best error
+        assert np.isfinite(fu.host_pow2scale_cast_from_fp8(fu.host_pow2scale_cast_to_fp8(x, fmt, hist), popxl.float32)).all()
+        assert errs[hist] <= 10 * errs[exact], (mag, hist, exact)
+        assert -31 <= hist <= 31
+
+
+def _session_result(build, replication=1):
+    ir = popxl.Ir(replication=replication)
+    with ir.main_graph:
+        y = build()
+        o = popxl.d2h_stream(y.shape, y.dtype)
+        ops.host_store(o, y)
+    with popxl.Session(ir, "ipu_model") as sess:
+        return sess.run()[o]
+
+
+def test_float8_across_replicas_and_streaming_memory(monkeypatch):
+    monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
+    x = fu.host_pow2scale_cast_to_fp8(np.arange(8.0).reshape(2, 4), popxl.float8_143)
+    got = _session_result(lambda: ops.collectives.replicated_all_gather(popxl.variable(x, popxl.float8_143)), 2)
+    assert got.dtype == x.dtype
+    both = np.tile(x.view(np.uint8).reshape(-1), 2)  # every replica gathers both replicas' copies
+    np.testing.assert_array_equal(got.view(np.uint8).reshape(2, -1), np.stack([both, both]))
+
+    def remote():
+        buf = popxl.remote_buffer((2, 4), popxl.float8_143, 1)
+        popxl.remote_variable(x, buf, 0, popxl.float8_143)
+        return ops.remote_load(buf, 0)
+
+    np.testing.assert_array_equal(_session_result(remote).view(np.uint8), x.view(np.uint8))
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        v = popxl.variable(x, popxl.float8_143)
+        with pytest.raises(TypeError, match="cannot reduce"):
+            ops.collectives.replicated_all_reduce(v)
+        with pytest.raises(TypeError, match="cannot reduce"):
+            ops.collectives.replicated_reduce_scatter(v)

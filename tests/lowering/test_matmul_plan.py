@@ -140,7 +140,7 @@ def _estimate_of(target, m, k, n, parts):
     from codelets.plans.matmul_plan import _estimate
     pg, pm, pn, pk = parts
     chunks = (1, -(-m // pm), -(-n // pn), -(-k // pk))
-    total, _, _, _ = _estimate(target, ipu.FLOAT32, ipu.FLOAT32, 1, m, k, n,
+    total, _, _, _, _ = _estimate(target, ipu.FLOAT32, ipu.FLOAT32, 1, m, k, n,
                             *[np.array([p]) for p in parts], *[np.array([c]) for c in chunks])
     return int(total[0])
 
@@ -170,8 +170,9 @@ def test_serial_passes_when_one_pass_does_not_fit(tiles, kib, a_shape, b_shape):
     o = g.add_variable("o", canonical_problem(a_shape, b_shape).out_shape)
     for v in (a, b, o):
         g.map_linearly(v)
-    from codelets.plans.matmul_build import _reserved_bytes
-    plan = plan_for_shapes(a_shape, b_shape, "float32", target, reserved_bytes=_reserved_bytes(g))
+    from codelets.plans.matmul_build import _mapped_bytes, _reserved_bytes
+    plan = plan_for_shapes(a_shape, b_shape, "float32", target, reserved_bytes=_reserved_bytes(g, exclude=o),
+                           out_live_bytes=_mapped_bytes(o))
     assert plan.serial > 1 and plan.bytes_per_tile <= target.bytes_per_tile
     exe = ipu.compile(g, build_matmul(g, a, b, o, plan=plan))
     assert exe.plan.tile_total().max() <= target.bytes_per_tile
@@ -213,3 +214,51 @@ def test_gc200_1024_cubed_float32_near_peak():
     peak = 2 * n ** 3 / (32 * ipu.GC200.num_tiles)
     assert 1.0 * peak <= cycles <= 4.0 * peak
     assert cycles <= 2.5 * peak  # what the planner reaches today (about 2.05x)
+
+
+@pytest.mark.parametrize("tiles, kib, a_shape, b_shape, out", [
+    (16, 128, (256, 256), (256, 256), "variable"),
+    (16, 128, (256, 256), (256, 256), "temporary"),  # unmapped: the planner maps it
+    (8, 96, (200, 150), (150, 170), "variable"),
+    (64, 160, (512, 384), (384, 512), "temporary"),
+    (16, 64, (40, 1000), (1000, 40), "variable"),
+    (92, 624, (1024, 1024), (1024, 1024), "temporary"),  # 4096^2 on a GC200, per tile, at 1/16 scale
+])
+def test_planner_counts_memory_as_the_memory_plan_does(tiles, kib, a_shape, b_shape, out):
+    """The plan's bytes per tile bound the compiled program's real memory plan from above, and
+    not by much: a plan the planner picks fits (serial passes reuse each other's temporaries; the
+    output, live through every pass, counts once)."""
+    from codelets.plans.matmul_build import _mapped_bytes, _reserved_bytes
+    target = ipu.small_target(tiles, bytes_per_tile=kib * 1024)
+    g = ipu.Graph(target)
+    a = g.add_variable("a", a_shape)
+    b = g.add_variable("b", b_shape)
+    for v in (a, b):
+        g.map_linearly(v)
+    shape = canonical_problem(a_shape, b_shape).out_shape
+    if out == "variable":
+        o = g.add_variable("o", shape)
+        g.map_linearly(o)
+    else:
+        o = g.add_variable("o", shape, category=ipu.TEMPORARY)
+    plan = plan_for_shapes(a_shape, b_shape, "float32", target, reserved_bytes=_reserved_bytes(g, exclude=o),
+                           out_live_bytes=_mapped_bytes(o), available_memory_proportion=0.6)
+    exe = ipu.compile(g, build_matmul(g, a, b, o, plan=plan))  # raises OutOfMemoryError on overflow
+    compiled = int(exe.plan.tile_total().max())
+    assert compiled <= plan.bytes_per_tile <= target.bytes_per_tile
+    assert plan.bytes_per_tile <= 1.35 * compiled
+    temps = int(exe.plan.categories["temporaries"].max())
+    if plan.serial > 1:  # one pass's blocks at a time, not all passes' together
+        assert temps < 2 * (plan.sub.bytes_per_tile - plan.sub.code_bytes)
+
+
+def test_available_memory_proportion_limits_temporaries():
+    target = ipu.small_target(16, bytes_per_tile=256 * 1024)
+    free = plan_matmul(256, 256, 256, "float32", target)
+    tight = plan_matmul(256, 256, 256, "float32", target, available_memory_proportion=0.1)
+    assert tight.serial > free.serial or tight.parts != free.parts
+    assert tight.estimate["total"] >= free.estimate["total"]
+    with pytest.raises(ipu.OutOfMemoryError, match=r"available_memory_proportion 0\.01\).*larger available_memory"):
+        plan_matmul(256, 256, 256, "float32", target, available_memory_proportion=0.01)
+    with pytest.raises(ValueError, match="available_memory_proportion must be in"):
+        plan_matmul(8, 8, 8, "float32", target, available_memory_proportion=1.5)

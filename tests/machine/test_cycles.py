@@ -56,8 +56,8 @@ def test_sync_costs_the_target_sync():
     assert engine.run() == target.sync_cycles == 90
 
 
-def test_worker_vertices_share_six_contexts():
-    # six vertices on one tile run in parallel on the six workers; a seventh doubles the time
+def test_supervisor_vertices_run_one_after_another():
+    # a supervisor vertex (ScaledAdd) occupies every worker context of its tile: seven take seven times one
     from codelets.scaled_add import scaled_add_cycles
 
     g = ipu.Graph(ipu.small_target(1))
@@ -68,8 +68,31 @@ def test_worker_vertices_share_six_contexts():
         g.add_vertex(cs, "ScaledAdd", 0, data=x[i * 10:(i + 1) * 10], deltas=x[i * 10:(i + 1) * 10], a=1.0, b=1.0)
     exe = ipu.compile(g, ipu.Execute(cs))
     one = int(scaled_add_cycles(np.array([10]), 4, True, np.array([False]))[0])
-    # ScaledAdd is a supervisor vertex: they run one after another
     assert exe.steps[0].cycles == 7 * one
+
+
+def test_worker_vertices_share_six_contexts():
+    # worker vertices (Reduce) run on the tile's six contexts at once: one alone takes as long as six
+    # (each context issues every sixth cycle), a seventh waits for a free context and doubles the time
+    from codelets.reduce import REDUCE_OPS, reduce_cycles
+
+    assert not ipu.get_codelet("Reduce").supervisor
+
+    def tile_cycles(n):
+        g = ipu.Graph(ipu.small_target(1))
+        x = g.add_variable("x", (8 * n,), "float32")
+        y = g.add_variable("y", (n,), "float32")
+        g.set_tile_mapping(x, 0)
+        g.set_tile_mapping(y, 0)
+        cs = g.add_compute_set("cs")
+        for i in range(n):
+            g.add_vertex(cs, "Reduce", 0, **{"in": x[i * 8:(i + 1) * 8], "out": y[i:i + 1]},
+                         op=REDUCE_OPS["sum"], inner=8, layout=0)
+        return ipu.compile(g, ipu.Execute(cs)).steps[0].cycles
+
+    one = int(reduce_cycles(np.array([1]), np.array([8]), "sum", np.array([0]), ipu.FLOAT32, ipu.FLOAT32)[0])
+    assert tile_cycles(1) == tile_cycles(6) == 6 * one
+    assert tile_cycles(7) == 2 * 6 * one
 
 
 def test_same_program_twice_same_cycles_and_bytes():

@@ -99,6 +99,20 @@ def variables(replication, R: int):
                                                   name="rts")
         ops.var_updates.accumulate_(shard, ops.slice(t, start=[0], stop=[shard.shape[0]]))
         vars_["rts"] = w
+        if R >= 4:  # sharded within groups {0, 2} and {1, 3} (stride 2): every group spans instances
+            rg = ir.replica_grouping(stride=2, group_size=2)
+            G = rg.num_groups
+            w2, shard2 = popxl.replica_sharded_variable(np.arange(G * 6, dtype=np.float32).reshape(G, 6),
+                                                        popxl.float32, name="rts_strided", replica_grouping=rg)
+            ops.var_updates.accumulate_(shard2, ops.slice(t, start=[0], stop=[shard2.shape[0]]))
+            vars_["rts_strided"] = w2
+        # remote replica-sharded (the PopXL guide's manual remote buffer form): gathered, added to, stored
+        rbuf = popxl.replica_sharded_buffer((2 * R,), popxl.float32)
+        rrts = popxl.remote_replica_sharded_variable(np.arange(2 * R, dtype=np.float32), rbuf, 0, name="remote_rts")
+        full = C.replicated_all_gather(ops.remote_load(rbuf, 0))
+        ops.var_updates.accumulate_(full, ops.slice(ops.concat([t, t, t], 0), start=[0], stop=[2 * R]))
+        ops.remote_store(rbuf, 0, C.replica_sharded_slice(full))
+        vars_["remote_rts"] = rrts
         # remote: loaded, changed, stored back
         buf = popxl.remote_buffer((6,), popxl.float32, 1)
         rv = popxl.remote_variable(np.full(6, 2.0, np.float32), buf, 0, name="remote")
@@ -108,8 +122,7 @@ def variables(replication, R: int):
 
     def after(session):
         got = {k: session.get_tensor_data(v) for k, v in vars_.items()}
-        new = {k: np.full(v.shape_on_host, 0.5, np.float32) if k != "rts" else
-               np.full((R, 2), 0.25, np.float32) for k, v in vars_.items()}
+        new = {k: np.full(v.shape_on_host, 0.25 if k == "rts" else 0.5, np.float32) for k, v in vars_.items()}
         session.write_variables_data({vars_[k]: a for k, a in new.items()})
         got.update({f"{k}_written": session.get_tensor_data(vars_[k]) for k in new})
         return got

@@ -126,3 +126,37 @@ def test_single_instance_popdist_run_has_no_mpi(monkeypatch):
         out = sess.run({s: np.arange(8, dtype=np.float32).reshape(4, 2)})
     np.testing.assert_array_equal(out[o], np.tile([12.0, 16.0], (4, 1)))
     assert not popdist.isBackendInitialized()
+
+
+def test_collective_cycles_of_a_session():
+    """Session.collective_cycles: the cycles of every executed step of the collectives (syncs, link
+    exchanges, reductions), over all runs, with or without profiling."""
+    ir = popxl.Ir(replication=4)
+    with ir.main_graph:
+        v = popxl.variable(np.ones(64, np.float32))
+        popxl.ops.collectives.replicated_all_reduce_(v)
+        w = popxl.variable(np.ones(8, np.float32))
+        popxl.ops.var_updates.accumulate_(w, popxl.constant(np.ones(8, np.float32)))
+    with popxl.Session(ir, "cpu") as sess:
+        sess.run()
+        once = sess.collective_cycles()
+        sess.run()
+    names = [s.name for s in sess.executable.steps if "all_reduce" in s.name or "reduce_scatter" in s.name]
+    assert names and 0 < once < sess.total_cycles // 2
+    assert sess.collective_cycles() == 2 * once
+    assert sess.instance_info() is None  # one process: no instance facts
+
+
+def test_program_needing_more_ipus_than_poprun_gave(monkeypatch):
+    def two_ipu_program():
+        ir = popxl.Ir(replication="popdist")
+        with ir.main_graph:
+            with popxl.ipu(1):
+                popxl.variable(np.ones(2, np.float32)) + 1
+        return ir
+
+    _env(monkeypatch, 2, 2, 0, ipus=1)
+    with pytest.raises(ValueError, match="poprun --ipus-per-replica 2"):
+        popxl.Session(two_ipu_program(), "cpu")
+    _env(monkeypatch, 2, 2, 0, ipus=2)
+    assert popxl.Session(two_ipu_program(), "cpu").ipus_per_replica == 2

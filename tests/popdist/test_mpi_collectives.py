@@ -90,10 +90,15 @@ def test_variables_rts_and_remote_across_instances(launch):
         np.testing.assert_array_equal(part["var/all_all_replicas"], np.arange(6, dtype=np.float32) + x)
         np.testing.assert_array_equal(part["var/rts"], np.arange(2 * R, dtype=np.float32).reshape(R, 2) + x[:, :2])
         np.testing.assert_array_equal(part["var/remote"], 2.0 * x[0])
+        remote_rts = np.concatenate([np.arange(2 * r, 2 * r + 2) + np.tile(x[r], 3)[2 * r:2 * r + 2] for r in range(R)])
+        np.testing.assert_array_equal(part["var/remote_rts"], remote_rts.astype(np.float32))
         if R == 4:  # stride 2, groups {0, 2} and {1, 3}: the first of each group
             init = np.arange(12, dtype=np.float32).reshape(2, 6)
             np.testing.assert_array_equal(part["var/strided_one_per_group"], init + x[[0, 1]])
             np.testing.assert_array_equal(part["var/pairs_one_per_group"], init + x[[0, 2]])
+            # sharded within groups {0, 2} and {1, 3}: each member adds its input to its half
+            want = np.stack([np.concatenate([init[g, :3] + x[g, :3], init[g, 3:] + x[g + 2, :3]]) for g in (0, 1)])
+            np.testing.assert_array_equal(part["var/rts_strided"], want)
         for name in single:
             if name.endswith("_written"):
                 assert (part[f"var/{name}"] == (0.25 if name == "rts_written" else 0.5)).all(), name

@@ -148,3 +148,30 @@ def test_a_popdist_program_not_started_by_poprun(tmp_path):
 
     p = subprocess.run([sys.executable, prog], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 1 and "launch it with `poprun --num-instances 2" in p.stderr, p.stderr
+
+
+def test_execute_on_instances_and_registered_communicators(tmp_path):
+    """Synchronisation inside execute_on_instances and over a registered communicator involves only
+    those instances (a barrier over all four would never complete)."""
+    prog = _script(tmp_path, """
+        import popdist
+        me = popdist.getInstanceIndex()
+
+        def work(x):
+            popdist.synchronize()  # only instances 1 and 3 take part
+            return x * 10 + me
+
+        out = popdist.execute_on_instances({1, 3}, work, 4)
+        print(f"execute_on_instances -> {out}", flush=True)
+        popdist.registerCommunicator({0, 2}, "evens")
+        if me in (0, 2):
+            popdist.synchronize("evens")
+        popdist.synchronize(participants={2, 3}) if me in (2, 3) else None
+        popdist.synchronize()  # everyone
+        print(f"backend {popdist.isBackendInitialized()}", flush=True)
+    """)
+    p = poprun(["--num-instances", "4", sys.executable, prog], timeout=60)
+    assert p.returncode == 0, p.stderr
+    for k, want in ((0, None), (1, 41), (2, None), (3, 43)):
+        assert f"[1,{k}]<stdout>:execute_on_instances -> {want}" in p.stdout
+        assert f"[1,{k}]<stdout>:backend True" in p.stdout

@@ -5,10 +5,11 @@ import popxl
 import popxl.ops as ops
 
 
-def run_replicated(replicas, build, inputs, device="ipu_model"):
+def run_replicated(replicas, build, inputs, device="ipu_model", reference=True):
     """build(ir, *tensors) -> dict name -> tensor, built in the main graph of an Ir with
     `replicas` replicas; inputs: arrays with a leading replica axis (one slice per replica).
-    Returns ({name: array (replicas, ...)}, session)."""
+    Returns ({name: array (replicas, ...)}, session). The outputs must also match popxl.reference's
+    (its replicas meet at the collectives)."""
     ir = popxl.Ir(replication=replicas)
     with ir.main_graph:
         streams, tensors = [], []
@@ -27,6 +28,14 @@ def run_replicated(replicas, build, inputs, device="ipu_model"):
     with session:
         res = session.run({s: np.asarray(a) for s, a in zip(streams, inputs)})
     out = {k: (res[s] if replicas > 1 else res[s][None]) for k, s in d2h.items()}
+    if reference:
+        from helpers import assert_matches_reference
+
+        from popxl import reference as popxl_reference
+
+        ref = popxl_reference.run(ir, {s: np.asarray(a) for s, a in zip(streams, inputs)})
+        for k, s in d2h.items():
+            assert_matches_reference(res[s], ref[s], f"output {k!r}")
     return out, session
 
 

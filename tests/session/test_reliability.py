@@ -81,9 +81,13 @@ def test_run_with_outputs_refuses_a_buffer_of_another_type(dtype):
 
 def test_run_with_outputs_refuses_unknown_or_read_only_buffers():
     ir, s, o = _stream_ir(popxl.float32)
+    with ir.main_graph:
+        unused = popxl.d2h_stream((4,), popxl.float32, name="unused")
     other_ir, _, other_o = _stream_ir(popxl.float32)
     with popxl.Session(ir, "ipu_model") as sess:
-        with pytest.raises(ValueError, match="belongs to another popxl.Ir"):
+        with pytest.raises(ValueError, match="'unused' is not written by this program"):
+            sess.run_with_outputs({s: np.ones(4, np.float32)}, {unused: np.zeros(4, np.float32)})
+        with pytest.raises(ValueError, match="'y' belongs to another popxl.Ir"):
             sess.run_with_outputs({s: np.ones(4, np.float32)}, {other_o: np.zeros(4, np.float32)})
         ro = np.zeros(4, np.float32)
         ro.flags.writeable = False
@@ -206,3 +210,22 @@ def test_twenty_thousand_runs_keep_host_memory_flat():
     assert sess.engine.step_counts().sum() == len(sess.engine.log)  # counts still cover every run
     # the old step log grew 16 B per executed step: ~15 MB over these runs
     assert grown < 2_000_000, f"RSS grew by {grown:,} bytes over 20,000 runs"
+
+
+def test_docs_list_every_error_class():
+    import os
+
+    import ipu.errors
+    import popxl.errors
+    from profiler.schema import ProfileError
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "errors.md")) as fh:
+        text = fh.read()
+    classes = [c for m in (ipu.errors, popxl.errors) for c in vars(m).values()
+               if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == m.__name__]
+    classes.append(ProfileError)
+    missing = [c.__name__ for c in classes if c.__name__ not in text]
+    assert not missing, f"docs/errors.md does not describe {missing}"
+    for builtin in ("TypeError", "ValueError", "IndexError", "RuntimeError", "NotImplementedError", "KeyError"):
+        assert f"`{builtin}`" in text

@@ -214,6 +214,10 @@ CASES = [
     GradCase("abs", ops.abs, [away(3, 4)]),
     GradCase("negate", ops.negate, [r(3, 4)]),
     GradCase("swish", ops.swish, [r(3, 4, lo=-3, hi=3)]),
+    # made from their op table entries' derivatives
+    GradCase("sigmoid", ops.sigmoid, [r(3, 4, lo=-3, hi=3)]),
+    GradCase("reciprocal", ops.reciprocal, [r(3, 4, lo=0.5, hi=2)]),
+    GradCase("erf", ops.erf, [r(3, 4, lo=-2, hi=2)]),
     GradCase("sign", lambda x: ops.sign(x) + x, [away(3, 4)]),
     GradCase("floor", lambda x: ops.floor(x * 3.0) + x, [r(2, 3) + 0.01]),
     GradCase("identity", lambda x: ops.identity(x) * 2.0, [r(3)]),
@@ -231,6 +235,7 @@ CASES = [
     GradCase("pow_scalar", lambda a: a ** 3.0, [r(3, 4)]),
     GradCase("fmod", lambda a: ops.fmod(a, 0.7), [r(2, 3) * 3]),
     GradCase("maximum", lambda a, b, c: ops.maximum(a, b, c), [distinct(3, 4), distinct(4), distinct(3, 1)]),
+    GradCase("minimum", ops.minimum, [distinct(3, 4), distinct(4)]),
     GradCase("where", lambda a, b: ops.where(a > 0.0, a * 2.0, b), [away(3, 4), r(4)]),
     GradCase("clip", lambda x: ops.clip(x, -0.5, 0.5), [np.array([-0.9, -0.3, 0.1, 0.45, 0.7, -0.6], np.float32)]),
     GradCase("scaled_add", lambda x, y: ops.scaled_add(x, y, 0.5, 2.0), [r(3, 4), r(3, 4)]),

@@ -8,17 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from codelets.elementwise import BINARY_OPS, UNARY_OPS
+from popxl import op_table
 
 from .. import blocks as B
 from ..registry import lowering_rule
-
-# popxl op type -> codelet op name, where they differ
-_BINARY_NAMES = {"maximum": "max", "minimum": "min"}
-
-UNARY_TYPES = ("abs", "ceil", "cos", "exp", "floor", "gelu", "geluerf", "log", "negate", "relu", "sign", "sin",
-               "sqrt", "swish", "tanh", "isnan", "isinf", "isfinite", "logical_not", "sigmoid", "reciprocal")
-BINARY_TYPES = ("add", "sub", "mul", "div", "fmod", "pow", "equal", "greater", "less", "logical_and",
-                "logical_or", "maximum", "minimum", "not_equal")
 
 
 def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None, suffix=""):
@@ -38,15 +31,25 @@ def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None
     ctx.bind(t_out, target)
 
 
-@lowering_rule(*UNARY_TYPES)
 def unary(ctx, op):
-    map_elementwise(ctx, op, "UnaryOp", [ctx.value(op.inputs[0])], ["in"], ip={"op": UNARY_OPS[op.type]},
-                    suffix=op.type)
+    """Every UnaryOpType of the op table: a UnaryOp vertex per piece, with the entry's codelet op."""
+    code = UNARY_OPS[op_table.op_type(op.type).codelet_op]
+    map_elementwise(ctx, op, "UnaryOp", [ctx.value(op.inputs[0])], ["in"], ip={"op": code}, suffix=op.type)
 
 
-@lowering_rule(*BINARY_TYPES)
+op_table.on_register(op_table.UnaryOpType, lambda entry: lowering_rule(entry.name)(unary))
+
+
+def _binary_code(op_type: str) -> int:
+    entry = op_table.op_type(op_type)
+    return BINARY_OPS[entry.codelet_op if isinstance(entry, op_table.BinaryOpType) else "max"]
+
+
+@lowering_rule("maximum")
 def binary(ctx, op):
-    code = BINARY_OPS[_BINARY_NAMES.get(op.type, op.type)]
+    """Every BinaryOpType of the op table (one BinaryOp vertex per piece), and maximum of any
+    number of tensors (a chain of them)."""
+    code = _binary_code(op.type)
     vals = [ctx.value(t) for t in op.inputs]
     if len(vals) == 1:  # maximum(x)
         map_elementwise(ctx, op, "Copy", vals, ["in"], suffix=op.type)
@@ -56,6 +59,9 @@ def binary(ctx, op):
         acc = B.elementwise(ctx, "BinaryOp", [acc, v], ["a", "b"], tuple(op.outputs[0].shape),
                             ctx.etype(op.outputs[0]), ip={"op": code}, suffix=f"{op.type}{k}")
     map_elementwise(ctx, op, "BinaryOp", [acc, vals[-1]], ["a", "b"], ip={"op": code}, suffix=op.type)
+
+
+op_table.on_register(op_table.BinaryOpType, lambda entry: lowering_rule(entry.name)(binary))
 
 
 @lowering_rule("cast")

@@ -263,7 +263,7 @@ def scatter(ctx, op):
     table = _to_front(target, axis)
     D = table.shape[2]
     plan = ColumnPlan(ctx, 1, D, N, t.dtype.itemsize)
-    base, base_view = plan.place(table, "scatter/table")
+    base, base_view = plan.place(table, "scatter/table", fresh=out is None)  # t keeps its value
     if idx.numel:
         upd, _ = plan.place(_to_front(vals, axis), "scatter/values")
         offs, _ = plan.place(_to_front(idx, axis), "scatter/indices")
@@ -299,7 +299,7 @@ def scatter_reduce(ctx, op):
     D = _prod(out_shape) // A
     plan = ColumnPlan(ctx, 1, D, A, et.itemsize)
     if init_t is not None:
-        base, base_view = plan.place(_to_front(init_t, axis), "scatter_reduce/initial")
+        base, base_view = plan.place(_to_front(init_t, axis), "scatter_reduce/initial", fresh=not _is_inplace(op))
         init, track = None, False
     else:
         base, base_view = plan.variable("scatter_reduce/out", A, et)
@@ -329,13 +329,14 @@ def scatter_reduce(ctx, op):
 # -- dynamic slice / update -------------------------------------------------------------------
 
 
-def _dynamic_one(ctx, kind, table, offset, size, update=None, suffix="dynamic"):
+def _dynamic_one(ctx, kind, table, offset, size, update=None, suffix="dynamic", inplace=False):
     """DynamicSlice (update None) or DynamicUpdate of a (1, N, D) table along its rows at the
     run-time `offset` (a one-element view). Returns the (1, size, D) slice or the updated
-    (1, N, D) table, as views of block layouts."""
+    (1, N, D) table, as views of block layouts. An update writes into `table`'s own storage only
+    when `inplace` (and the storage already has the block layout)."""
     _, N, D = table.shape
     plan = ColumnPlan(ctx, 1, D, N, table.dtype.itemsize)
-    base, base_view = plan.place(table, f"{suffix}/table")
+    base, base_view = plan.place(table, f"{suffix}/table", fresh=kind == "update" and not inplace)
     offs = plan.broadcast(offset.reshape(1, 1), f"{suffix}/offset")
     if kind == "slice":
         other, other_view = plan.variable(f"{suffix}/out", size, table.dtype)
@@ -384,7 +385,7 @@ def _dynamic_slice(ctx, t, offsets, axes, sizes):
     return cur
 
 
-def _dynamic_update(ctx, t, offsets, upd, axes, sizes, k=0):
+def _dynamic_update(ctx, t, offsets, upd, axes, sizes, k=0, inplace=False):
     """t with the slice at the run-time offsets replaced by upd (a view of new storage). Several
     axes: slice the first axis, update the rest inside that slice, then write it back."""
     a, s = axes[0], sizes[0]
@@ -392,11 +393,12 @@ def _dynamic_update(ctx, t, offsets, upd, axes, sizes, k=0):
         inner = _dynamic_slice(ctx, t, offsets[k:k + 1], (a,), (s,))
         if inner is None:
             return t
-        upd = _dynamic_update(ctx, inner, offsets, upd, axes[1:], sizes[1:], k + 1)
+        upd = _dynamic_update(ctx, inner, offsets, upd, axes[1:], sizes[1:], k + 1, inplace=True)
     if upd.numel == 0:
         return t
     up = _to_front(upd, a)
-    res = _dynamic_one(ctx, "update", _to_front(t, a), offsets[k:k + 1], s, update=up, suffix=f"dynamic_update{k}")
+    res = _dynamic_one(ctx, "update", _to_front(t, a), offsets[k:k + 1], s, update=up, suffix=f"dynamic_update{k}",
+                       inplace=inplace)
     return _from_front(res, t.shape, a)
 
 
@@ -414,7 +416,8 @@ def dynamic_update(ctx, op):
     t, index, upd = (ctx.value(x) for x in op.inputs)
     if t.numel == 0:
         return _empty_output(ctx, op) if not _is_inplace(op) else ctx.bind(op.outputs[0], t)
-    res = _dynamic_update(ctx, t, index.reshape(-1), upd, tuple(op.attrs["axes"]), tuple(op.attrs["sizes"]))
+    res = _dynamic_update(ctx, t, index.reshape(-1), upd, tuple(op.attrs["axes"]), tuple(op.attrs["sizes"]),
+                          inplace=_is_inplace(op))
     if _is_inplace(op):
         if res is not t:
             ctx.copy(res, t, "dynamic_update/back")

@@ -1,10 +1,16 @@
 """matmul: planned over the tiles by codelets.plans.matmul_build (AMP blocks, partials reduced)."""
 from __future__ import annotations
 
+import numpy as np
+
 import ipu
 from codelets.plans.matmul_build import build_matmul
 
 from ..registry import lowering_rule
+
+# poplin's matmul / convolution option availableMemoryProportion defaults to 0.6 (Graphcore's
+# technical note "Optimising Temporary Memory Usage for Convolutions and Matmuls on the IPU")
+DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 
 
 @lowering_rule("matmul")
@@ -21,6 +27,40 @@ def matmul(ctx, op):
 
     shape = canonical_problem(a2.shape, b2.shape).out_shape
     out = ctx.g.add_variable(t_out.id, shape, et, ipu.TEMPORARY, debug=ctx.name())
+    # poplibs' availableMemoryProportion: the op's own, else poplibs' default (0.6 of a tile)
+    amp = op.attrs.get("available_memory_proportion")
     if out.numel:
-        ctx.emit(build_matmul(ctx.g, a2, b2, out, name=ctx.name()))
+        ctx.emit(build_matmul(ctx.g, a2, b2, out, name=ctx.name(),
+                              available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp))
     ctx.bind(t_out, out.reshape(tuple(t_out.shape)))
+
+
+def precheck_matmuls(ctx, graph) -> None:
+    """Refuse, before any tensor is mapped, a matmul of `graph` that cannot fit: plan it with the
+    graph's variables and constants assumed spread evenly over the tiles (the least they can
+    take on a tile, so this never refuses what the real plan would accept). Planning needs no
+    per-element table, so a product too big for the target fails in seconds whatever its size."""
+    from codelets.plans import canonical_problem, plan_for_shapes
+
+    T = ctx.g.target.num_tiles
+    persistent = sum(int(np.prod(t.shape, dtype=np.int64)) * ctx.etype(t).itemsize
+                     for t in list(graph.variables) + list(graph.constants))
+    reserved = -(-persistent // T)
+    for op in graph.ops:
+        if op.type != "matmul":
+            continue
+        a, b = op.inputs[0], op.inputs[1]
+        a_shape = (1, int(np.prod(a.shape))) if len(a.shape) == 1 else tuple(a.shape)
+        b_shape = (int(np.prod(b.shape)), 1) if len(b.shape) == 1 else tuple(b.shape)
+        et = ctx.etype(a)
+        if et not in (ipu.FLOAT32, ipu.FLOAT16) or 0 in a_shape or 0 in b_shape:
+            continue  # the rule itself reports these
+        if int(np.prod(canonical_problem(a_shape, b_shape).out_shape, dtype=np.int64)) == 0:
+            continue
+        amp = op.attrs.get("available_memory_proportion")
+        try:
+            plan_for_shapes(a_shape, b_shape, et, ctx.g.target, out_dtype=ctx.etype(op.outputs[0]),
+                            reserved_bytes=reserved,
+                            available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp)
+        except ipu.OutOfMemoryError as e:
+            raise type(e)(f"{op.name}: {e}", getattr(e, "report", [])) from None

@@ -34,6 +34,10 @@ class TensorPrinter:
     def __call__(self, array: np.ndarray, replica: int) -> None:
         import sys
 
+        if array.dtype.names and array.dtype.names[0] in ("float8_143", "float8_152"):
+            from codelets.float8 import host_decode  # float8 prints its values (unscaled)
+            array = host_decode(np.ascontiguousarray(array).view(np.uint8), array.dtype.names[0]).reshape(array.shape)
+
         prefix = f"{self.title}" if replica == 0 else f"{self.title} (replica {replica})"
         print(f"{prefix}: {self.format(array)}", file=self.out or sys.stderr, flush=True)
 

@@ -7,7 +7,7 @@ from popxl.tensor import Tensor
 
 from .._op_builder import create_op
 from ..utils import check_in_graph
-from .collectives import CollectiveOps, to_collective_op
+from .collectives import CollectiveOps, check_not_float8, to_collective_op
 
 __all__ = ["all_reduce", "all_reduce_identical_inputs", "all_reduce_identical_grad_inputs"]
 
@@ -18,6 +18,8 @@ def _all_reduce(ts: List[Tensor], ipus: Optional[List[int]], op: CollectiveOps, 
     ts = list(ts)
     if not ts:
         raise ValueError("all_reduce needs at least one tensor.")
+    for t in ts:
+        check_not_float8(t, op, "all_reduce")
     from popxl.context import get_current_context
     check_in_graph(get_current_context().graph, **{f"t{i}": t for i, t in enumerate(ts)})
     if ipus is None:
@@ -39,7 +41,7 @@ def _all_reduce(ts: List[Tensor], ipus: Optional[List[int]], op: CollectiveOps, 
                    "identical_grad_inputs": bool(identical_grad_inputs)},
                   out_names=[f"all_reduce_out_{i}" for i in range(len(ts))], check_placement=False)
     for out, ipu in zip(o.outputs, ipus):
-        out._ipu = ipu
+        out._set_ipu(ipu)
     return list(o.outputs)
 
 

@@ -23,6 +23,14 @@ def to_collective_op(op: CollectiveOps) -> str:
     return _OP_MAP[op]
 
 
+def check_not_float8(t, op: str, what: str) -> None:
+    """float8 data crosses replicas unchanged (gather, slice, 'local') but is not reduced."""
+    from popxl import dtypes
+    if op != "local" and getattr(t, "dtype", None) in dtypes.FLOAT8_DTYPES:
+        raise TypeError(f"{what}: {t.id} is {t.dtype.name}, which collectives cannot reduce ('{op}'); convert it "
+                        "with ops.pow2scale_cast_from_fp8 first (all-gather and slicing move float8 as it is).")
+
+
 class CommGroupType(Enum):
     """How replicas are grouped for a collective (the older PopART API)."""
     All = 0

@@ -6,7 +6,7 @@ from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensor import Tensor
 
 from .._op_builder import single
-from .collectives import CollectiveOps, _group, to_collective_op
+from .collectives import CollectiveOps, _group, check_not_float8, to_collective_op
 
 __all__ = ["replicated_all_reduce", "replicated_all_reduce_"]
 
@@ -30,6 +30,7 @@ def replicated_all_reduce(t: Tensor, op: CollectiveOps = "add", group: Optional[
     """
     op = to_collective_op(op)
     _check(t, op, "replicated_all_reduce")
+    check_not_float8(t, op, "replicated_all_reduce")
     group = _group(t, group, "replicated_all_reduce")
     return single("replicated_all_reduce", [t], t.shape, t.dtype, {"op": op, "group": group},
                   out_names=[t.name + "_all_reduce"], out_meta_shapes=[t.meta_shape])
@@ -40,6 +41,7 @@ def replicated_all_reduce_(t: Tensor, op: CollectiveOps = "add", group: Optional
     """:func:`replicated_all_reduce` in place: ``t`` holds the result afterwards."""
     op = to_collective_op(op)
     _check(t, op, "replicated_all_reduce_")
+    check_not_float8(t, op, "replicated_all_reduce_")
     group = _group(t, group, "replicated_all_reduce_")
     return single("replicated_all_reduce", [t], t.shape, t.dtype, {"op": op, "group": group},
                   out_names=[t.name + "_all_reduce"], modified=[0], aliases={0: 0}, out_meta_shapes=[t.meta_shape])

@@ -6,7 +6,8 @@ from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensor import Tensor
 
 from .._op_builder import single
-from .collectives import CollectiveOps, _group, _normalise_axis, _rearrange_input, _rearrange_output, to_collective_op
+from .collectives import (CollectiveOps, _group, _normalise_axis, _rearrange_input, _rearrange_output, check_not_float8,
+                          to_collective_op)
 
 __all__ = ["replicated_reduce_scatter", "replica_sharded_slice", "replicated_slice"]
 
@@ -15,6 +16,7 @@ def _reduce_scatter(t: Tensor, op: str, group: Optional[ReplicaGrouping], config
                     what: str) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"{what}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+    check_not_float8(t, op, what)
     if op == "mean" and not t.dtype.is_floating_point:
         raise TypeError(f"{what}: op 'mean' needs a floating point tensor, {t.id} is {t.dtype}.")
     group = _group(t, group, what)

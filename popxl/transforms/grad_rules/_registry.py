@@ -59,5 +59,4 @@ def get_grad_rule(op_type: str) -> Callable:
 
 
 def _load():
-    from . import control, conv, elementwise, indexing, matmul, misc, nn, random, reduce, shape  # noqa: F401
-    from . import collectives  # noqa: F401  (replication: collectives, ipu_copy)
+    import popxl.transforms.grad_rules  # noqa: F401  (the package registers the built-in rules)

@@ -111,10 +111,7 @@ def _stack_forward(ctx, op, B, k: int, n: int, stacked) -> List:
     input_map = dict(op.attrs["input_map"])
     p = len(stacked)
     Bp = ir.create_empty_graph(f"{B.id}_stacked")
-    ctx_ = get_current_context()
-    saved_scopes = ctx_._name_scope
-    ctx_._name_scope = []
-    try:
+    with get_current_context()._without_name_scope():
         with Bp:
             tmap = {}
             for t in B.inputs[:k]:
@@ -135,8 +132,6 @@ def _stack_forward(ctx, op, B, k: int, n: int, stacked) -> List:
             with placement(op):
                 inits = [ops.init((n,) + t.shape, t.dtype, f"stack_{_short(t)}_init", "zero") for t in stacked]
             counter0 = constant(np.zeros((1,), np.int32), COUNTER_DTYPE, "stack_counter_init")
-    finally:
-        ctx_._name_scope = saved_scopes
     move_ops_before(G, [t.producer for t in inits], op)
 
     old_inputs = tuple(op.inputs)
@@ -156,7 +151,7 @@ def _stack_forward(ctx, op, B, k: int, n: int, stacked) -> List:
             new_map[gi + 1 + p] = len(new_inputs)
             new_inputs.append(old_inputs[input_map[gi]])
     for t in [counter0] + inits:
-        t._consumers.append(op)
+        t._add_consumer(op)
     by_ref = tuple(i for i, t in enumerate(Bp.inputs) if t in Bp._by_ref_inputs)
     op.inputs = tuple(new_inputs)
     op.attrs["graph"] = Bp
@@ -288,10 +283,7 @@ def _conditional(ctx, op, grads):
 
     acts_t, acts_e = branches[0]["acts"], branches[1]["acts"]
     if acts_t or acts_e:
-        ctx_ = get_current_context()
-        saved = ctx_._name_scope
-        ctx_._name_scope = []
-        try:
+        with get_current_context()._without_name_scope():
             Tp, tmap = clone_graph(T, f"{T.id}_fwd", extra_outputs=acts_t)
             with Tp:
                 for t in acts_e:
@@ -302,8 +294,6 @@ def _conditional(ctx, op, grads):
                     graph_output(zeros(t.shape, t.dtype, f"{_short(t)}_unused"))
                 for t in acts_e:
                     graph_output(emap[t])
-        finally:
-            ctx_._name_scope = saved
         op.attrs["then_branch"], op.attrs["else_branch"] = Tp, Ep
         op.called_graphs = (Tp, Ep)
         parents = [add_op_output(op, t.shape, t.dtype, _short(t)) for t in acts_t + acts_e]

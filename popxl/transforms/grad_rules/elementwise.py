@@ -2,12 +2,33 @@
 import math
 
 import popxl.ops as ops
+from popxl import op_table
 
 from ._registry import grad_rule, non_differentiable
 from ._util import const, mask, unbroadcast, zeros
 
-non_differentiable("equal", "greater", "logical_and", "logical_or", "logical_not", "isnan", "isinf", "isfinite",
-                   "increment_mod")
+non_differentiable("equal", "greater", "less", "not_equal", "logical_and", "logical_or", "logical_not", "isnan",
+                   "isinf", "isfinite", "increment_mod")
+
+
+# -- unary ops of the op table with a derivative: g * dy/dx(x, y) ------------------------------------
+def _from_derivative(entry):
+    def rule(ctx, op, grads):
+        g = grads[0]
+        return [ops.mul(g, entry.derivative(ctx.input(0), ctx.output(0)))]
+
+    rule.__name__ = f"_{entry.name}"
+    return rule
+
+
+def _unary_entry(entry):
+    if entry.derivative is not None:
+        grad_rule(entry.name)(_from_derivative(entry))
+    elif entry.gradient == "none":
+        non_differentiable(entry.name)
+
+
+op_table.on_register(op_table.UnaryOpType, _unary_entry)
 
 
 # -- unary ------------------------------------------------------------------------------------------
@@ -164,9 +185,9 @@ def _fmod(ctx, op, grads):
     return [unbroadcast(grads[0], op.inputs[0].shape) if ctx.wants(0) else None, None]
 
 
-@grad_rule("maximum")
+@grad_rule("maximum", "minimum")
 def _maximum(ctx, op, grads):
-    """Each input equal to the maximum receives the gradient."""
+    """Each input equal to the maximum (minimum) receives the gradient."""
     g, y = grads[0], ctx.output(0)
     out = []
     for i, x in enumerate(op.inputs):

@@ -1,143 +1,11 @@
-"""The HTML page's markup, style and script (inline, no network), filled by html.render_html:
-__TITLE__, __CSS__, __DATA__ (the payload JSON) and __JS__ (draws every picture from the data)."""
-
-TEMPLATE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>__TITLE__</title>
-<script>
-window.__errors = [];
-window.__reportError = function (msg) {
-  window.__errors.push(String(msg));
-  var el = document.getElementById('js-errors');
-  if (el) { el.textContent = window.__errors.join('\\n'); el.style.display = 'block'; }
-  var st = document.getElementById('status');
-  if (st) { st.setAttribute('data-errors', String(window.__errors.length)); }
-};
-window.addEventListener('error', function (e) {
-  window.__reportError((e && e.message ? e.message : 'error') + (e && e.lineno ? ' (line ' + e.lineno + ')' : ''));
-});
-</script>
-<style>__CSS__</style>
-</head>
-<body>
-<div id="status" data-rendered="no" data-errors="0"></div>
-<pre id="js-errors" style="display:none"></pre>
-<header>
-  <h1>__TITLE__</h1>
-  <div id="subtitle" class="dim"></div>
-  <div id="cards" class="cards"></div>
-</header>
-<section>
-  <h2>Tile memory</h2>
-  <div class="toolbar">
-    <label>show <select id="heat-metric"></select></label>
-    <label>scale <select id="heat-scale"><option value="max">to the fullest tile</option>
-      <option value="capacity">to tile capacity</option></select></label>
-    <span id="heat-legend" class="legend"></span>
-  </div>
-  <canvas id="heatmap" width="1100" height="420"></canvas>
-  <div class="dim">Each cell is a tile (tile 0 top left, row by row). Hover for its memory by category.</div>
-</section>
-<section>
-  <h2>Liveness over program steps</h2>
-  <div id="liveness"></div>
-  <div class="dim">Not-always-live bytes (temporaries and code loaded from streaming memory, summed over
-  tiles) at each program position, in program order (called graphs expanded, loop bodies once). Always-live
-  memory is constant on top of it.</div>
-</section>
-<section id="code-section" style="display:none">
-  <h2>Code memory</h2>
-  <div id="code-cards" class="cards"></div>
-  <h3>Vertex code per tile: always live vs loaded</h3>
-  <div class="toolbar"><span id="code-tiles-legend" class="legend"></span></div>
-  <div id="code-tiles"></div>
-  <div class="dim">Per tile: resident vertex code (always live) and the most loaded code live at once; the grey
-  outline is the code the tile would hold with every function's code resident. With many tiles each column is
-  the tile with most code of its group.</div>
-  <h3>Loaded code over program positions</h3>
-  <div class="toolbar"><label>show <select id="code-live-which"><option value="all">summed over tiles</option>
-    <option value="busiest">busiest tile</option></select></label>
-    <span id="code-live-legend" class="legend"></span></div>
-  <div id="code-live"></div>
-  <h3>Functions with code in streaming memory</h3>
-  <table id="code-functions"></table>
-  <h3>Code loads</h3>
-  <table id="code-loads"></table>
-</section>
-<section>
-  <h2>Execution trace per tile (BSP)</h2>
-  <div class="toolbar">
-    <button id="bsp-reset">whole run</button>
-    <span class="dim">wheel: zoom · drag: pan · double-click: whole run</span>
-    <span id="bsp-legend" class="legend"></span>
-  </div>
-  <canvas id="bsp" width="1100" height="440"></canvas>
-  <div id="bsp-note" class="dim"></div>
-</section>
-<section>
-  <h2>Cycles by op</h2>
-  <div class="toolbar"><label>group by <select id="ops-by"><option value="op">op</option>
-    <option value="type">op type</option><option value="scope">name scope</option></select></label></div>
-  <div id="ops"></div>
-</section>
-<section class="two">
-  <div><h2>Memory by category</h2><div id="categories"></div></div>
-  <div><h2>Memory over tiles</h2><div id="histogram"></div></div>
-</section>
-<section>
-  <h2>Costliest steps</h2>
-  <table id="steps-table"></table>
-</section>
-<section>
-  <h2>Worst tiles</h2>
-  <table id="worst-table"></table>
-</section>
-<div id="tooltip"></div>
-<script id="profile-data" type="application/json">__DATA__</script>
-<script>__JS__</script>
-</body>
-</html>
-"""
-
-CSS = """
-body { font: 14px/1.4 system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 0 24px 40px; color: #222; background: #fafafa; }
-h1 { font-size: 20px; margin: 18px 0 4px; }
-h2 { font-size: 16px; margin: 26px 0 8px; }
-h3 { font-size: 14px; margin: 18px 0 6px; }
-section { background: #fff; border: 1px solid #e3e3e3; border-radius: 8px; padding: 4px 16px 14px; margin-top: 16px; }
-section.two { display: grid; grid-template-columns: 1fr 1fr; gap: 24px; }
-.dim { color: #777; font-size: 12px; }
-.cards { display: flex; flex-wrap: wrap; gap: 10px; margin-top: 10px; }
-.card { background: #fff; border: 1px solid #e3e3e3; border-radius: 8px; padding: 8px 14px; min-width: 150px; }
-.card .v { font-size: 18px; font-weight: 600; }
-.card .k { color: #777; font-size: 12px; }
-.toolbar { display: flex; gap: 16px; align-items: center; margin-bottom: 8px; flex-wrap: wrap; }
-.legend { display: inline-flex; gap: 10px; align-items: center; font-size: 12px; }
-.legend i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 4px; vertical-align: -2px; }
-canvas { border: 1px solid #ddd; border-radius: 4px; max-width: 100%; cursor: crosshair; }
-table { border-collapse: collapse; font-size: 13px; }
-td, th { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; }
-td.l, th.l { text-align: left; }
-#tooltip { position: fixed; pointer-events: none; background: rgba(30,30,30,.92); color: #fff; padding: 6px 9px;
-  border-radius: 4px; font-size: 12px; display: none; z-index: 10; white-space: pre; }
-#js-errors { background: #fee; color: #900; padding: 8px; border: 1px solid #f99; }
-svg text { font-size: 11px; fill: #333; }
-"""
-
-JS = r"""
 (function () {
 'use strict';
 var D = JSON.parse(document.getElementById('profile-data').textContent);
 var T = D.target, S = D.summary, NT = T.num_tiles;
 var CLASS_COLORS = {compute: '#43a047', exchange: '#8e24aa', sync: '#f9a825', host: '#00acc1',
                     streaming: '#1e88e5', control: '#757575'};
-var CLASS_LABELS = {streaming: 'streaming memory'};
-var KIND_CLASS = {compute: 'compute', exchange: 'exchange', sync: 'sync', host_to_device: 'host',
-                  device_to_host: 'host', remote_load: 'streaming', remote_store: 'streaming', code_load: 'streaming',
-                  branch: 'control'};
+// step kind -> class, the classes and their labels: profiler/_format.py's tables, sent with the data
+var KIND_CLASS = D.kindClass, CLASSES = D.classes, CLASS_LABELS = D.classLabels;
 // the execution trace colours code loads apart from the other streaming-memory transfers
 var TRACE_COLORS = {compute: '#43a047', exchange: '#8e24aa', sync: '#f9a825', host: '#00acc1',
                     'remote load/store': '#1e88e5', 'code load': '#e53935', control: '#757575'};
@@ -656,7 +524,7 @@ function drawOps(by) {
   box.appendChild(s);
   var hi = ops[0].cycles || 1, total = 0;
   Object.keys(S.cycles.by_class).forEach(function (k) { total += S.cycles.by_class[k]; });
-  var classes = ['compute', 'exchange', 'sync', 'host', 'streaming', 'control'];
+  var classes = CLASSES;
   var bars = 0;
   ops.forEach(function (o, i) {
     var y = 6 + i * rowH, x = ml;
@@ -764,4 +632,3 @@ Object.keys(counters).forEach(function (k) { st.setAttribute('data-' + k.replace
 st.setAttribute('data-errors', String(window.__errors.length));
 st.setAttribute('data-rendered', window.__errors.length ? 'errors' : 'ok');
 })();
-"""

@@ -1,0 +1,711 @@
+"""The compiled step loop: the straight-line parts of a program run in one Numba call.
+
+The engine's Python walk over the node tree (`Engine(..., compiled=False)`) is the readable
+reference. With `compiled=True` (the default) every maximal part of a program whose steps need
+no Python (compute sets, exchanges, syncs, code loads, host streams without callbacks, loops
+and calls of those) becomes a *segment*: a table of ops that `_run_ops` walks in compiled code,
+calling the codelet kernels, copying the exchange tables and moving stream elements without
+returning to Python. Stream callbacks, streaming memory, collectives and branches (whose
+replicas may split) stay in Python between segments; a segment whose stream is not connected
+(or whose device-to-host buffer is not contiguous) is walked in Python, so errors and results
+are the Python walk's.
+
+Calling many kernels from one compiled loop: each kernel group's kernel is compiled for the
+argument types the Python path uses, and the loop calls that overload's native entry point by
+address (`_callers`: one Numba intrinsic per number of fields, which builds the typed views of
+tile memory in place and calls through Numba's own calling convention). Every 1-D view has the
+same machine representation whatever its element type, so the loop itself is compiled once
+(and cached) for all programs; nothing is compiled per program or per kernel.
+
+Copies: an exchange's runs in destination order with neighbours merged (`merged_runs`), one
+memcpy each. (Grouping a multicast's destinations behind one read of its source was measured
+slower: the source stays in cache either way, and destination order keeps the writes sequential.)
+
+Threads: the vertices of one kernel group are independent by BSP construction, and the runs of
+an exchange write disjoint bytes, so a large group or table is split into one contiguous part
+per thread. Each vertex and each run computes exactly what it computes alone, so memory and
+cycles are identical on any thread count. Groups whose vertices' memory overlaps (a vertex
+reading what another writes) and tables whose destinations overlap run on one thread, in order.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, typed, typeof, types
+from numba.core import cgutils
+from numba.core.dispatcher import Dispatcher
+from numba.extending import intrinsic
+
+from .codelet import IN, INOUT, OUT
+from .compute import Vertices
+from .copytables import CopyTable, copy_runs, copy_runs_staged
+from .errors import IpuError
+from .kinds import kind_of_payload
+from .streams import HostTransfer
+
+__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "Plan", "merged_runs"]
+
+# OpenMP workers that spin between parallel steps take the core the step loop itself needs (and
+# stall badly when the host is shared): let them sleep unless the user chose otherwise. Read by
+# libgomp when Numba first starts its thread pool.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+MAX_FIELDS = 8  # kernels with more fields run through the Python path
+
+# op codes of a segment's table (rows of int64[3])
+_STEP, _KERNEL, _COPY, _STAGED, _LOOP, _END, _STREAM = range(7)
+# how a group or table may use threads: not at all (small), replicas at once, or split in parts
+_SMALL, _BIG, _SPLIT = range(3)
+_MAX_DEPTH = 64
+
+# split a group / table over the threads only above this much work (below it, starting the
+# threads costs more than it saves)
+PARALLEL_MIN_ELEMENTS = 1 << 14
+PARALLEL_MIN_BYTES = 1 << 17
+
+
+# ------------------------------------------------------------------------------------------------
+# calling a kernel by address
+
+
+def _make_caller(nfields: int):
+    view_t = types.Array(types.uint8, 1, "C")
+    tup_t = types.UniTuple(view_t, nfields)
+
+    @intrinsic
+    def call(typingctx, addr, mem, isz, off, cnt, fp, ip):
+        sig = types.int32(addr, mem, isz, off, cnt, fp, ip)
+
+        def codegen(context, builder, signature, args):
+            a_addr, a_mem, a_isz, a_off, a_cnt, a_fp, a_ip = args
+            memv = context.make_array(signature.args[1])(context, builder, a_mem)
+            iszv = context.make_array(signature.args[2])(context, builder, a_isz)
+            nbytes = cgutils.unpack_tuple(builder, memv.shape, 1)[0]
+            views = []
+            for f in range(nfields):
+                s = builder.load(builder.gep(iszv.data, [ir.Constant(ir.IntType(64), f)]))
+                v = context.make_array(view_t)(context, builder)
+                context.populate_array(v, data=memv.data, shape=cgutils.pack_array(builder, [builder.sdiv(nbytes, s)]),
+                                       strides=cgutils.pack_array(builder, [s]), itemsize=s, meminfo=memv.meminfo)
+                views.append(v._getvalue())
+            tup = context.make_tuple(builder, tup_t, views)
+            argtypes = [tup_t] + list(signature.args[3:])
+            fnty = context.call_conv.get_function_type(types.none, argtypes)
+            fn = builder.inttoptr(a_addr, fnty.as_pointer())
+            status, _ = context.call_conv.call_function(builder, fn, types.none, argtypes,
+                                                        [tup, a_off, a_cnt, a_fp, a_ip])
+            return builder.select(status.is_ok, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1))
+
+        return sig, codegen
+
+    return call
+
+
+_c1, _c2, _c3, _c4, _c5, _c6, _c7, _c8 = (_make_caller(f) for f in range(1, MAX_FIELDS + 1))
+
+
+@njit(cache=True, nogil=True)
+def _call_kernel(addr, nf, mem, isz, off, cnt, fp, ip):
+    if nf == 1:
+        return _c1(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 2:
+        return _c2(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 3:
+        return _c3(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 4:
+        return _c4(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 5:
+        return _c5(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 6:
+        return _c6(addr, mem, isz, off, cnt, fp, ip)
+    if nf == 7:
+        return _c7(addr, mem, isz, off, cnt, fp, ip)
+    return _c8(addr, mem, isz, off, cnt, fp, ip)
+
+
+_A2I = typeof(np.zeros((1, 1), np.int64))
+_A2F = typeof(np.zeros((1, 1), np.float64))
+
+
+def kernel_address(group):
+    """The native entry point of the group's kernel for the Python path's argument types, or
+    None when the kernel cannot be called from compiled code."""
+    kern = group.codelet.kernel()
+    if not isinstance(kern, Dispatcher) or not 1 <= len(group.types) <= MAX_FIELDS:
+        return None
+    views = typeof(tuple(np.zeros(1, t.storage) for t in group.types))
+    sig = (views, _A2I, _A2I, _A2F, _A2I)
+    try:
+        kern.compile(sig)
+        cres = kern.overloads[sig]
+    except Exception:  # noqa: BLE001 - a kernel that does not compile for these types: Python path
+        return None
+    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
+
+
+# ------------------------------------------------------------------------------------------------
+# the loop
+
+
+@njit(cache=True, nogil=True)
+def _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip, v0, v1):
+    """The group's vertices [v0, v1): their rows of the flat tables, then the kernel."""
+    k = v1 - v0
+    return _call_kernel(addr, nf, m, isz, off_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
+                        cnt_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
+                        fp_all[f0 + v0 * nfp:f0 + v1 * nfp].reshape((k, nfp)),
+                        ip_all[i0 + v0 * nip:i0 + v1 * nip].reshape((k, nip)))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
+    """The group's vertices in `parts` contiguous parts, one per thread."""
+    fails = np.zeros(parts, np.int32)
+    for t in prange(parts):
+        fails[t] = _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
+                               nv * t // parts, nv * (t + 1) // parts)
+    return 1 if fails.any() else 0
+
+
+@njit(cache=True, nogil=True)
+def _copy_range(m, c_src, c_dst, c_n, a, b):
+    copy_runs(m, m, c_src[a:b], c_dst[a:b], c_n[a:b])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _call_kernel_reps(memory, reps, addr, nf, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
+    """The whole group on every replica, the replicas at once (their memories are apart)."""
+    fails = np.zeros(reps.size, np.int32)
+    for j in prange(reps.size):
+        fails[j] = _call_range(addr, nf, memory[reps[j]], isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
+                               0, nv)
+    return 1 if fails.any() else 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _copy_reps(memory, reps, c_src, c_dst, c_n, lo, hi):
+    """The whole table on every replica, the replicas at once."""
+    for j in prange(reps.size):
+        _copy_range(memory[reps[j]], c_src, c_dst, c_n, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
+    """The table's runs [lo, hi) in `parts` contiguous parts, one per thread."""
+    for t in prange(parts):
+        _copy_range(m, c_src, c_dst, c_n, lo + (hi - lo) * t // parts, lo + (hi - lo) * (t + 1) // parts)
+
+
+@njit(cache=True, nogil=True)
+def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts, nthreads,
+             bufs, s_per, s_perrep, s_own, s_pos, h_si, h_dir, h_r0, h_r1, h_src, h_dst, h_n,
+             g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par, off_all, cnt_all, fp_all, ip_all,
+             t_r0, t_r1, t_par, c_src, c_dst, c_n, s_src, s_dst, s_n, s_r0, s_r1):
+    """Walk a segment's ops; returns (status, clock, steps executed, trace entries recorded, op
+    index). With log_on, every executed step is counted in `counts` and the first `room` are
+    traced. status != 0: the kernel of the group at that op raised (the caller re-runs it in
+    Python for the message)."""
+    pc = 0
+    nops = ops.shape[0]
+    nlog = 0
+    executed = 0
+    stack = np.zeros(_MAX_DEPTH, np.int64)
+    depth = 0
+    while pc < nops:
+        code = ops[pc, 0]
+        a = ops[pc, 1]
+        if code == _STEP:
+            if log_on:
+                counts[a] += 1
+                executed += 1
+                if nlog < room:
+                    log_ids[nlog] = a
+                    log_starts[nlog] = clock
+                    nlog += 1
+            clock += ops[pc, 2]
+        elif code == _KERNEL:
+            nv = g_nv[a]
+            nf = g_nf[a]
+            nfp = g_nfp[a]
+            nip = g_nip[a]
+            o0 = g_off0[a]
+            f0 = g_fp0[a]
+            i0 = g_ip0[a]
+            isz = g_isz[a]
+            addr = g_addr[a]
+            if nthreads > 1 and reps.size > 1 and g_par[a] >= _BIG:
+                if _call_kernel_reps(memory, reps, addr, nf, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
+                                     nfp, nip) != 0:
+                    return 1, clock, executed, nlog, pc
+                pc += 1
+                continue
+            parts = nthreads if (g_par[a] == _SPLIT and nv >= nthreads) else 1
+            for r in reps:
+                m = memory[r]
+                if parts == 1:
+                    st = _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip, 0, nv)
+                else:
+                    st = _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
+                                            nfp, nip)
+                if st != 0:
+                    return 1, clock, executed, nlog, pc
+        elif code == _COPY:
+            lo = t_r0[a]
+            hi = t_r1[a]
+            if nthreads > 1 and reps.size > 1 and t_par[a] >= _BIG:
+                _copy_reps(memory, reps, c_src, c_dst, c_n, lo, hi)
+                pc += 1
+                continue
+            parts = nthreads if t_par[a] == _SPLIT else 1
+            for r in reps:
+                m = memory[r]
+                if parts == 1:
+                    copy_runs(m, m, c_src[lo:hi], c_dst[lo:hi], c_n[lo:hi])
+                else:
+                    _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi)
+        elif code == _STAGED:
+            r0 = s_r0[a]
+            r1 = s_r1[a]
+            for r in reps:
+                copy_runs_staged(memory[r], s_src[r0:r1], s_dst[r0:r1], s_n[r0:r1])
+        elif code == _STREAM:  # the stream's next element: same layout as Engine.stream_element
+            si = h_si[a]
+            buf = bufs[si]
+            per = s_per[si]
+            k = s_pos[si] % s_perrep[si]
+            lo = h_r0[a]
+            hi = h_r1[a]
+            for r in reps:
+                base = ((r if s_own[si] else 0) * s_perrep[si] + k) * per
+                if h_dir[a]:
+                    copy_runs(buf[base:base + per], memory[r], h_src[lo:hi], h_dst[lo:hi], h_n[lo:hi])
+                else:
+                    copy_runs(memory[r], buf[base:base + per], h_src[lo:hi], h_dst[lo:hi], h_n[lo:hi])
+            s_pos[si] += 1
+        elif code == _LOOP:
+            if a == 0:
+                pc = ops[pc, 2]  # the matching _END: skip the body
+            else:
+                stack[depth] = a
+                depth += 1
+        elif code == _END:
+            stack[depth - 1] -= 1
+            if stack[depth - 1] > 0:
+                pc = a  # the matching _LOOP: the body starts after it
+            else:
+                depth -= 1
+        pc += 1
+    return 0, clock, executed, nlog, pc
+
+
+# ------------------------------------------------------------------------------------------------
+# plans: segments of a program and the tables they share
+
+
+def _group_parallel(group) -> bool:
+    """True when no vertex of the group reads or writes bytes another vertex writes."""
+    nv = group.off.shape[0]
+    if nv < 2:
+        return False
+    fields = group.codelet.fields
+    ws, we, wv, rs, re_, rv = [], [], [], [], [], []
+    vid = np.arange(nv, dtype=np.int64)
+    for j, (f, t) in enumerate(zip(fields, group.types)):
+        isz = t.itemsize
+        s = group.off[:, j] * isz
+        e = s + group.cnt[:, j] * isz
+        keep = e > s
+        if f.direction in (OUT, INOUT):
+            ws.append(s[keep]), we.append(e[keep]), wv.append(vid[keep])
+        if f.direction in (IN, INOUT):
+            rs.append(s[keep]), re_.append(e[keep]), rv.append(vid[keep])
+    if not ws:
+        return True
+    ws, we, wv = np.concatenate(ws), np.concatenate(we), np.concatenate(wv)
+    o = np.argsort(ws, kind="stable")
+    ws, we, wv = ws[o], we[o], wv[o]
+    if ws.size > 1 and (ws[1:] < we[:-1]).any():
+        return False  # two written intervals overlap (even of one vertex: keep it simple)
+    if rs:
+        rs, re_, rv = np.concatenate(rs), np.concatenate(re_), np.concatenate(rv)
+        lo = np.searchsorted(we, rs, side="right")  # first write ending after the read starts
+        hi = np.searchsorted(ws, re_, side="left")  # writes starting before the read ends
+        hit = hi > lo
+        if hit.any():
+            if (hi[hit] - lo[hit] > 1).any() or (wv[lo[hit]] != rv[hit]).any():
+                return False
+    return True
+
+
+def merged_runs(src_off, dst_off, nbytes):
+    """The runs of a copy table in destination order, runs contiguous at both ends merged (the
+    compiler keeps runs per tile for the cost model; memory is one array here), and whether the
+    destinations are disjoint (then the runs may be copied in any order, or split over threads).
+    Destinations that overlap keep the table's order: the last write wins, as in the table."""
+    if nbytes.size == 0:
+        return src_off, dst_off, nbytes, True
+    o = np.argsort(dst_off, kind="stable")
+    d, s, n = dst_off[o], src_off[o], nbytes[o]
+    if d.size > 1 and (d[1:] < d[:-1] + n[:-1]).any():
+        return src_off, dst_off, nbytes, False
+    brk = np.ones(d.size, bool)
+    brk[1:] = (d[1:] != d[:-1] + n[:-1]) | (s[1:] != s[:-1] + n[:-1])
+    starts = np.flatnonzero(brk)
+    return s[starts], d[starts], np.add.reduceat(n, starts), True
+
+
+_PLAN_LOCK = threading.RLock()
+_BYTES = types.Array(types.uint8, 1, "C")
+
+
+@dataclass(eq=False)
+class Segment:
+    """A compiled part of a program: its op table, the steps one pass executes, the nodes it
+    stands for (walked in Python when a stream it uses is not ready for compiled code) and the
+    indices of the host streams it moves."""
+
+    ops: np.ndarray
+    steps: int
+    nodes: tuple
+    streams: tuple
+
+
+class Plan:
+    """The segments of one executable's programs and the tables they share. Built once per
+    executable (on its first compiled run) and reused by every engine that runs it; engines in
+    several threads may share it (building is locked; running only reads)."""
+
+    @staticmethod
+    def of(exe) -> "Plan":
+        """The executable's plan (`Executable.native`), made on first use."""
+        with _PLAN_LOCK:
+            if exe.native is None:
+                exe.native = Plan(exe)
+            return exe.native
+
+    def __init__(self, exe):
+        self.exe = exe
+        self.segments: list = []
+        self.roots: dict = {}  # program index -> node tree with segments
+        self._group_index: dict = {}
+        self._groups: list = []  # (group, address, parallel)
+        self._table_index: dict = {}
+        self._tables: list = []  # (src, dst, nbytes, parallel): merged runs
+        self._staged_index: dict = {}
+        self._staged: list = []
+        self._host_index: dict = {}
+        self._hosts: list = []  # (HostTransfer, stream index)
+        self._stream_index: dict = {}
+        self._streams: list = []  # HostStream
+        self._idle_streams = None
+        self._capable: dict = {}
+        self._transformed: dict = {}
+        self._arrays = None
+
+    # -- which nodes run compiled
+    def _step_capable(self, step) -> bool:
+        p = step.payload
+        if p is None:
+            return True
+        if isinstance(p, Vertices):
+            return all(self._group(g) is not None for g in p.groups)
+        if isinstance(p, CopyTable):
+            return True
+        if isinstance(p, HostTransfer):
+            return p.stream.callback is None  # host callbacks run in Python
+        return kind_of_payload(p).run is None  # nothing to run: time only (code loads)
+
+    def _group(self, g):
+        k = self._group_index.get(id(g))
+        if k is None:
+            addr = kernel_address(g)
+            if addr is None:
+                self._group_index[id(g)] = -1
+                return None
+            k = self._group_index[id(g)] = len(self._groups)
+            big = int(g.cnt.sum()) >= PARALLEL_MIN_ELEMENTS
+            self._groups.append((g, addr, (_SPLIT if _group_parallel(g) else _BIG) if big else _SMALL))
+        return None if k < 0 else k
+
+    def capable(self, node) -> bool:
+        key = id(node)
+        hit = self._capable.get(key)
+        if hit is not None:
+            return hit
+        kind = node[0]
+        if kind == "step":
+            ok = self._step_capable(self.exe.steps[node[1]])
+        elif kind == "seq":
+            ok = all([self.capable(n) for n in node[1]])
+        elif kind == "repeat":
+            ok = self.capable(node[2])
+        elif kind == "call":
+            ok = self.capable(self.exe.functions[node[1]])
+        else:  # if / switch: replicas may split, conditions are read by the host
+            ok = False
+        self._capable[key] = ok
+        return ok
+
+    # -- segment tables
+    def _emit(self, node, ops, depth):
+        """Append the ops of a capable node; returns how many steps one pass executes."""
+        kind = node[0]
+        if kind == "step":
+            step = self.exe.steps[node[1]]
+            ops.append((_STEP, step.id, step.cycles))
+            p = step.payload
+            if isinstance(p, Vertices):
+                for g in p.groups:
+                    ops.append((_KERNEL, self._group(g), 0))
+            elif isinstance(p, CopyTable):
+                if p.staged:
+                    ops.append((_STAGED, self._staged_table(p), 0))
+                else:
+                    ops.append((_COPY, self._table(p), 0))
+            elif isinstance(p, HostTransfer):
+                ops.append((_STREAM, self._host(p), 0))
+            return 1
+        if kind == "seq":
+            return sum(self._emit(n, ops, depth) for n in node[1])
+        if kind == "repeat":
+            if depth >= _MAX_DEPTH:
+                raise IpuError(f"loops nested deeper than {_MAX_DEPTH}")
+            start = len(ops)
+            ops.append([_LOOP, node[1], 0])
+            n = self._emit(node[2], ops, depth + 1)
+            ops[start][2] = len(ops)
+            ops.append((_END, start, 0))
+            return n * node[1]
+        if kind == "call":
+            return self._emit(self.exe.functions[node[1]], ops, depth)
+        raise IpuError(f"internal: node {kind!r} cannot run compiled")
+
+    def _table(self, t: CopyTable) -> int:
+        k = self._table_index.get(id(t))
+        if k is None:
+            s, d, n, disjoint = merged_runs(t.src_off, t.dst_off, t.nbytes)
+            big = int(n.sum()) >= PARALLEL_MIN_BYTES
+            par = (_SPLIT if disjoint and n.size > 1 else _BIG) if big else _SMALL
+            k = self._table_index[id(t)] = len(self._tables)
+            self._tables.append((s, d, n, par))
+        return k
+
+    def _host(self, x: HostTransfer) -> int:
+        k = self._host_index.get(id(x))
+        if k is None:
+            si = self._stream_index.get(x.stream.name)
+            if si is None:
+                si = self._stream_index[x.stream.name] = len(self._streams)
+                self._streams.append(x.stream)
+            k = self._host_index[id(x)] = len(self._hosts)
+            self._hosts.append((x, si))
+        return k
+
+    def _staged_table(self, t: CopyTable) -> int:
+        k = self._staged_index.get(id(t))
+        if k is None:
+            k = self._staged_index[id(t)] = len(self._staged)
+            self._staged.append(t)
+        return k
+
+    def _segment(self, nodes):
+        ops: list = []
+        nlog = sum(self._emit(n, ops, 0) for n in nodes)
+        table = np.array(ops, np.int64).reshape(-1, 3)
+        streams = tuple(sorted({self._hosts[k][1] for k in table[table[:, 0] == _STREAM, 1].tolist()}))
+        self.segments.append(Segment(table, nlog, tuple(nodes), streams))
+        self._arrays = None
+        return ("native", len(self.segments) - 1)
+
+    def transform(self, node):
+        """The node tree with every maximal capable part replaced by a segment."""
+        key = id(node)
+        hit = self._transformed.get(key)
+        if hit is not None:
+            return hit
+        kind = node[0]
+        if self.capable(node):
+            out = self._segment([node])
+        elif kind == "seq":
+            kids, run = [], []
+            for n in node[1]:
+                if self.capable(n):
+                    run.append(n)
+                    continue
+                if run:
+                    kids.append(self._segment(run))
+                    run = []
+                kids.append(self.transform(n))
+            if run:
+                kids.append(self._segment(run))
+            out = ("seq", kids)
+        elif kind == "repeat":
+            out = ("repeat", node[1], self.transform(node[2]))
+        elif kind == "call":
+            out = self.transform(self.exe.functions[node[1]])
+        elif kind == "if":
+            out = ("if", node[1], node[2], self.transform(node[3]), self.transform(node[4]))
+        elif kind == "switch":
+            out = ("switch", node[1], node[2], {k: self.transform(v) for k, v in node[3].items()},
+                   self.transform(node[4]))
+        else:  # a step that runs in Python
+            out = node
+        self._transformed[key] = out
+        return out
+
+    def root(self, program: int):
+        """Program `program`'s node tree with its segments (built on first use)."""
+        with _PLAN_LOCK:
+            r = self.roots.get(program)
+            if r is None:
+                r = self.roots[program] = self.transform(self.exe.programs[program])
+                self.arrays()
+            return r
+
+    # -- the shared tables as flat arrays
+    def arrays(self):
+        """The shared tables as flat arrays (rebuilt after segments are added)."""
+        a = self._arrays
+        if a is None:
+            with _PLAN_LOCK:
+                if self._arrays is None:
+                    self._arrays = self._flatten()
+                a = self._arrays
+        return a
+
+    def _flatten(self):
+        G = len(self._groups)
+        g_addr = np.zeros(G, np.int64)
+        g_nf = np.zeros(G, np.int64)
+        g_isz = np.ones((G, MAX_FIELDS), np.int64)
+        g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0 = (np.zeros(G, np.int64) for _ in range(6))
+        g_par = np.zeros(G, np.int64)
+        offs, cnts, fps, ips = [], [], [], []
+        o = f = i = 0
+        for k, (g, addr, par) in enumerate(self._groups):
+            nv, nf = g.off.shape
+            g_addr[k], g_nf[k], g_nv[k], g_par[k] = addr, nf, nv, par
+            g_isz[k, :nf] = [t.storage.itemsize for t in g.types]
+            g_off0[k], g_fp0[k], g_ip0[k] = o, f, i
+            g_nfp[k], g_nip[k] = g.fp.shape[1], g.ip.shape[1]
+            offs.append(g.off.reshape(-1)), cnts.append(g.cnt.reshape(-1))
+            fps.append(np.asarray(g.fp, np.float64).reshape(-1)), ips.append(np.asarray(g.ip, np.int64).reshape(-1))
+            o += g.off.size
+            f += g.fp.size
+            i += g.ip.size
+
+        def cat(parts, dt):
+            return np.ascontiguousarray(np.concatenate(parts), dt) if parts else np.zeros(0, dt)
+
+        T = len(self._tables)
+        t_r0, t_r1 = np.zeros(T, np.int64), np.zeros(T, np.int64)
+        t_par = np.zeros(T, np.int64)
+        cs, cd, cn = [], [], []
+        r = 0
+        for k, (s, d, n, par) in enumerate(self._tables):
+            t_r0[k], t_r1[k], t_par[k] = r, r + n.size, par
+            cs.append(s), cd.append(d), cn.append(n)
+            r += n.size
+        S = len(self._staged)
+        s_r0, s_r1 = np.zeros(S, np.int64), np.zeros(S, np.int64)
+        ss, sd, sn = [], [], []
+        r = 0
+        for k, t in enumerate(self._staged):
+            s_r0[k], s_r1[k] = r, r + t.nbytes.size
+            ss.append(t.src_off), sd.append(t.dst_off), sn.append(t.nbytes)
+            r += t.nbytes.size
+        H = len(self._hosts)
+        h_si, h_dir, h_r0, h_r1 = (np.zeros(H, np.int64) for _ in range(4))
+        hs, hd, hn = [], [], []
+        r = 0
+        for k, (x, si) in enumerate(self._hosts):
+            h_si[k], h_dir[k], h_r0[k], h_r1[k] = si, x.to_device, r, r + x.nbytes.size
+            hs.append(x.src_off), hd.append(x.dst_off), hn.append(x.nbytes)
+            r += x.nbytes.size
+        return (h_si, h_dir, h_r0, h_r1, cat(hs, np.int64), cat(hd, np.int64), cat(hn, np.int64),
+                g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par,
+                cat(offs, np.int64), cat(cnts, np.int64), cat(fps, np.float64), cat(ips, np.int64),
+                t_r0, t_r1, t_par, cat(cs, np.int64), cat(cd, np.int64), cat(cn, np.int64),
+                cat(ss, np.int64), cat(sd, np.int64), cat(sn, np.int64), s_r0, s_r1)
+
+    # -- running
+    def _stream_args(self, engine, seg: Segment):
+        """(buffers, bytes per element, elements per replica, own part per replica, positions) of
+        every stream, as the compiled loop reads them; None when a stream the segment moves is not
+        connected or its device-to-host buffer is not C-contiguous (the Python walk then says so,
+        or copes, exactly as without the compiled loop)."""
+        n = len(self._streams)
+        s_per = np.ones(n, np.int64)
+        s_perrep = np.ones(n, np.int64)
+        s_own = np.zeros(n, np.bool_)
+        s_pos = np.zeros(n, np.int64)
+        bufs = typed.List.empty_list(_BYTES)
+        empty = np.zeros(0, np.uint8)
+        for si, s in enumerate(self._streams):
+            if si not in seg.streams:
+                bufs.append(empty)
+                continue
+            layout = engine.stream_buffer(s)
+            if layout is None:
+                return None
+            flat, per_replica, own, contiguous = layout
+            if s.to_device:
+                bufs.append(np.ascontiguousarray(flat).view(np.uint8))
+            elif contiguous:
+                bufs.append(flat.view(np.uint8))
+            else:
+                return None
+            s_per[si] = s.numel * s.dtype.itemsize
+            s_perrep[si] = per_replica
+            s_own[si] = own
+            s_pos[si] = engine.stream_position(s)
+        return bufs, s_per, s_perrep, s_own, s_pos
+
+    def run_segment(self, engine, index: int, reps, clock: int) -> int:
+        seg = self.segments[index]
+        if seg.streams:
+            streams = self._stream_args(engine, seg)
+            if streams is None:
+                for node in seg.nodes:
+                    clock = engine.walk(node, reps, clock)
+                return clock
+        else:
+            streams = self._no_streams()
+        bufs, s_per, s_perrep, s_own, s_pos = streams
+        start = s_pos.copy()
+        log_on = bool(engine.log_steps)
+        room = engine.log.room() if log_on else 0
+        room = seg.steps if room is None else min(room, seg.steps)
+        ids = np.empty(room, np.int64)
+        starts = np.empty(room, np.int64)
+        counts = np.zeros(len(self.exe.steps) if log_on else 1, np.int64)
+        status, clock, executed, logged, pc = _run_ops(seg.ops, engine.memory, np.asarray(reps, np.int64), clock,
+                                                       log_on, counts, room, ids, starts, engine.threads, bufs, s_per,
+                                                       s_perrep, s_own, s_pos, *self.arrays())
+        for si in seg.streams:
+            engine.advance_stream(self._streams[si], int(s_pos[si] - start[si]))
+        if log_on:
+            engine.log.add_counted(counts, executed, ids[:logged], starts[:logged])
+        if status:
+            g = self._groups[int(seg.ops[pc, 1])][0]
+            for r in reps:  # the Python path raises the kernel's own error
+                g.codelet.kernel()(tuple(engine.view(r, t.storage) for t in g.types), g.off, g.cnt, g.fp, g.ip)
+            raise IpuError(f"codelet {g.codelet.name}: its kernel failed in compiled code")
+        return clock
+
+    def _no_streams(self):
+        """The stream arguments of a segment that moves none (made once per stream count)."""
+        n = len(self._streams)
+        cached = self._idle_streams
+        if cached is None or len(cached[0]) != n:
+            bufs = typed.List.empty_list(_BYTES)
+            for _ in range(n):
+                bufs.append(np.zeros(0, np.uint8))
+            cached = self._idle_streams = (bufs, np.ones(n, np.int64), np.ones(n, np.int64), np.zeros(n, np.bool_),
+                                           np.zeros(n, np.int64))
+        return cached

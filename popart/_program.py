@@ -1,0 +1,425 @@
+"""The popxl program of a PopART session: one `run` = batchesPerStep steps of accumulationFactor
+micro-batches on every replica.
+
+    main graph:   weights, optimizer state, accumulators (variables)
+                  repeat batchesPerStep x  step graph           (inline when batchesPerStep == 1)
+                  Final / Sum anchors -> host
+    step graph:   repeat accumulationFactor x  micro graph      (inline when accumulationFactor == 1)
+                  [training] gradients all-reduced over replicas, optimizer update, accumulators zeroed
+    micro graph:  inputs <- host; call the ONNX forward graph;
+                  [training] call its gradient graph (popxl autodiff), accumulate the gradients;
+                  All / EveryN anchors -> host, Final / Sum anchors kept in variables
+
+The ONNX graph itself is translated once into a popxl subgraph ("onnx_forward", see _translate)
+that every micro-batch calls. Subgraphs take every variable they touch by reference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import onnx
+
+import popxl
+import popxl.ops as ops
+import popxl.transforms as transforms
+from popxl.ops import var_updates
+
+from ._model import ModelIO, onnx_opset
+from ._optimizer_updates import OptimizerState
+from ._translate import Translation
+from ._translate.context import device_numpy_type, to_device_array
+from .dataflow import AnchorReturnType, AnchorReturnTypeId
+from .errors import popart_exception
+from .options import ReductionType, SyntheticDataMode
+from .tensorinfo import onnx_type
+
+GRAD_PREFIX = "Gradient___"
+
+
+def _safe(name: str) -> str:
+    return name.replace(":", "_").replace("/", "_")
+
+
+@dataclass
+class ProgramSpec:
+    model: onnx.ModelProto
+    io: ModelIO
+    anchors: Dict[str, AnchorReturnType]
+    bps: int
+    af: int
+    rf: int
+    training: bool = False
+    loss: Optional[str] = None
+    optimizer: object = None
+    placement: bool = False
+    reduction: ReductionType = ReductionType.Sum
+    synthetic: SyntheticDataMode = SyntheticDataMode.Off
+    distributed: bool = False  # replicas over several PopRun instances (rf is this instance's)
+    global_rf: int = 1
+
+
+@dataclass
+class Program:
+    ir: popxl.Ir
+    in_streams: Dict[str, popxl.HostToDeviceStream]
+    anchor_streams: Dict[str, popxl.DeviceToHostStream]
+    weights: Dict[str, popxl.Variable]
+    opt_state: Optional[OptimizerState]
+    seed: Optional[popxl.Variable]
+    tensor_infos: Dict[str, Tuple[Tuple[int, ...], popxl.dtype]] = field(default_factory=dict)
+    counts: Dict[str, int] = field(default_factory=dict)  # anchor -> transfers per replica per run
+
+
+class _Scope:
+    """Maps main-graph variables to the tensors standing for them in the graph being built."""
+
+    def __init__(self, mapping: Optional[Dict] = None):
+        self.mapping = mapping
+
+    def __call__(self, v):
+        if self.mapping is None:
+            return v
+        return self.mapping[v]
+
+
+def build(spec: ProgramSpec) -> Program:
+    ir = popxl.Ir(replication="popdist") if spec.distributed else popxl.Ir(replication=spec.rf)
+    builder = _Builder(spec, ir)
+    if not spec.training:  # shapes and checks from a scratch Ir: inference translates inline
+        scratch = popxl.Ir()
+        with scratch.main_graph:
+            builder._forward(scratch)
+    with ir.main_graph, popxl.in_sequence(True):
+        builder.build()
+    return builder.program
+
+
+class _Builder:
+    def __init__(self, spec: ProgramSpec, ir: popxl.Ir):
+        self.spec, self.ir = spec, ir
+        self.io = spec.io
+        self.opset = onnx_opset(spec.model)
+
+    # -- 1. the forward graph (and its gradient graph) ---------------------------------------------------
+    def _forward(self, ir: popxl.Ir):
+        """Translate the ONNX graph into a subgraph of `ir` (called by every micro-batch when
+        training; when not, a scratch Ir's, for shapes and checks: inference translates inline)."""
+        spec, io = self.spec, self.io
+        weight_ids = [t for t in io.initializers if io.is_weight(t)]
+        has_random = spec.training and any(n.op_type in ("Dropout", "ShapedDropout") for n in spec.model.graph.node)
+        fwd = ir.create_empty_graph("onnx_forward")
+        tr = Translation(self.opset, placement=spec.placement, training=spec.training)
+        with fwd:
+            self.data_inputs = {}
+            for name, info in io.inputs:
+                dt = popxl.dtypes.dtype.as_dtype(device_numpy_type(onnx_type(info.data_type())))
+                self.data_inputs[name] = popxl.graph_input(info.shape(), dt, name=_safe(name))
+                tr.values[name] = self.data_inputs[name]
+            self.weight_inputs = {}
+            for name in weight_ids:
+                arr = to_device_array(io.initializers[name])
+                self.weight_inputs[name] = popxl.graph_input(arr.shape, popxl.dtypes.dtype.as_dtype(arr.dtype),
+                                                             name=_safe(name))
+                tr.values[name] = self.weight_inputs[name]
+            for name, arr in io.initializers.items():
+                if name not in self.weight_inputs:
+                    tr.consts[name] = arr
+            self.initializer_consts = dict(tr.consts)
+            self.seed_input = None
+            if has_random:
+                self.seed_input = popxl.graph_input((2,), popxl.uint32, name="random_seed")
+                tr.seed_tensor = self.seed_input
+            for node in spec.model.graph.node:
+                tr.run_node(node)
+            # what the rest of the program reads of the forward graph
+            self.fwd_outputs: List[str] = []
+            wanted = list(spec.anchors)
+            if spec.training:
+                if spec.loss is None:
+                    raise popart_exception("TrainingSession needs a loss tensor id")
+                wanted = [spec.loss] + wanted
+            for tid in wanted:
+                if tid.startswith(GRAD_PREFIX) or tid in self.data_inputs or tid in self.weight_inputs:
+                    continue
+                if tid in self.fwd_outputs:
+                    continue
+                if tid not in tr.values and tid not in tr.consts:
+                    raise popart_exception(f"Tensor {tid!r} (anchored{' loss' if tid == spec.loss else ''}) is not in "
+                                           f"the model; tensors it has include {_some(tr)}")
+                t = tr.tensor(tid) if tid in tr.values else popxl.constant(to_device_array(tr.consts[tid]), name=_safe(tid))
+                popxl.graph_output(ops.identity(t) if t in self.data_inputs.values() else t)
+                self.fwd_outputs.append(tid)
+        self.tr, self.fwd = tr, fwd
+        self.bwd = None
+        if spec.training:
+            loss_t = fwd.outputs[self.fwd_outputs.index(spec.loss)]
+            if loss_t.nelms != 1:
+                raise popart_exception(f"The loss {spec.loss!r} must be a scalar (shape {loss_t.shape}); reduce it "
+                                       f"with a loss op's reduction (popart.ReductionType.Mean or Sum)")
+            if not loss_t.dtype.is_floating_point:
+                raise popart_exception(f"The loss {spec.loss!r} must be floating point, not {loss_t.dtype.name}")
+            grad_ids = [t[len(GRAD_PREFIX):] for t in spec.anchors if t.startswith(GRAD_PREFIX)]
+            for g in grad_ids:
+                if g not in tr.values:
+                    raise popart_exception(f"Gradient anchor {GRAD_PREFIX + g!r}: {g!r} is not a weight, an input or a "
+                                           f"tensor computed on the device by the model")
+                if not tr.values[g].dtype.is_floating_point:
+                    raise popart_exception(f"Gradient anchor {GRAD_PREFIX + g!r}: {g!r} is {tr.values[g].dtype.name}; "
+                                           f"only floating-point tensors have gradients")
+            self.grad_of = list(self.weight_inputs) + [g for g in grad_ids if g not in self.weight_inputs]
+            required = [tr.values[w] for w in self.grad_of]
+            self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
+            self.loss_tensor = loss_t
+
+    # -- 2. variables ------------------------------------------------------------------------------------------
+    def _variables(self):
+        spec, io = self.spec, self.io
+        self.weights: Dict[str, popxl.Variable] = {}
+        for name in self.weight_inputs:
+            ipu = self._ipu_of_weight(name)
+            with popxl.ipu(ipu) if ipu is not None else _null():
+                self.weights[name] = popxl.variable(to_device_array(io.initializers[name]), name=_safe(name))
+        self.opt_state = None
+        self.accums: Dict[str, popxl.Variable] = {}
+        if spec.training:
+            self.opt_state = OptimizerState(spec.optimizer, self.weights)
+            if spec.af > 1:
+                for w, var in self.weights.items():
+                    self.accums[w] = popxl.variable(np.zeros(var.shape, var.dtype.as_numpy()), name=f"Accum___{_safe(w)}")
+        self.seed = None
+        if self.seed_input is not None or self.spec.synthetic in (SyntheticDataMode.RandomNormal,
+                                                                   SyntheticDataMode.RandomUniform):
+            self.seed = popxl.variable(np.array([1, 2], np.uint32), popxl.uint32, name="randomSeed___")
+        # anchors kept on the device between transfers
+        self.anchor_vars: Dict[str, popxl.Variable] = {}
+        self.counters: Dict[str, popxl.Variable] = {}
+        for tid, art in spec.anchors.items():
+            shape, dt = self._anchor_info(tid)
+            if art.id() in (AnchorReturnTypeId.Final, AnchorReturnTypeId.Sum):
+                self.anchor_vars[tid] = popxl.variable(np.zeros(shape, dt.as_numpy()), name=f"anchor_{_safe(tid)}")
+            elif art.id() == AnchorReturnTypeId.EveryN and art.rp() > 1:
+                if spec.bps % art.rp():
+                    raise popart_exception(f"Anchor {tid!r}: EveryN period {art.rp()} does not divide batchesPerStep "
+                                           f"{spec.bps}")
+                self.counters[tid] = popxl.variable(np.zeros((), np.int32), popxl.int32, name=f"counter_{_safe(tid)}")
+
+    def _ipu_of_weight(self, name):
+        if not self.spec.placement:
+            return None
+        for node in self.spec.model.graph.node:
+            if name in node.input:
+                for a in node.attribute:
+                    if a.name == "__ipu_number":
+                        return int(a.i)
+        return None
+
+    def _anchor_info(self, tid):
+        if tid.startswith(GRAD_PREFIX):
+            base = tid[len(GRAD_PREFIX):]
+            if not self.spec.training:
+                raise popart_exception(f"Gradient anchor {tid!r} needs a TrainingSession")
+            src = self.tr.values[base]
+            return src.shape, src.dtype
+        if tid in self.data_inputs:
+            return self.data_inputs[tid].shape, self.data_inputs[tid].dtype
+        if tid in self.weight_inputs:
+            return self.weight_inputs[tid].shape, self.weight_inputs[tid].dtype
+        t = self.fwd.outputs[self.fwd_outputs.index(tid)]
+        return t.shape, t.dtype
+
+    def state_vars(self) -> List[popxl.Variable]:
+        vs = list(self.weights.values()) + list(self.accums.values())
+        if self.opt_state is not None:
+            vs += self.opt_state.variables()
+        if self.seed is not None:
+            vs.append(self.seed)
+        vs += list(self.anchor_vars.values()) + list(self.counters.values())
+        return vs
+
+    # -- 3. the loops ------------------------------------------------------------------------------------------
+    def build(self):
+        spec = self.spec
+        if spec.training:
+            self._forward(self.ir)
+        self._variables()
+        self.in_streams = {}
+        if spec.synthetic == SyntheticDataMode.Off:
+            for name, t in self.data_inputs.items():
+                self.in_streams[name] = popxl.h2d_stream(t.shape, t.dtype, name=_safe(name))
+        self.anchor_streams = {}
+        for tid in spec.anchors:
+            shape, dt = self._anchor_info(tid)
+            self.anchor_streams[tid] = popxl.d2h_stream(shape, dt, name=f"anchor_{_safe(tid)}")
+        for tid, var in self.anchor_vars.items():
+            if spec.anchors[tid].id() == AnchorReturnTypeId.Sum:
+                var_updates.accumulator_zero_(var)
+        main = _Scope()
+        if spec.bps == 1:
+            self._step(main)
+        else:
+            g = self._subgraph("step", self._step)
+            ops.repeat(g, spec.bps, *self.state_vars())
+        for tid, var in self.anchor_vars.items():
+            ops.host_store(self.anchor_streams[tid], var)
+        self.ir.num_host_transfers = spec.bps * spec.af
+        counts = {}
+        for tid, art in spec.anchors.items():
+            k = art.id()
+            counts[tid] = (spec.bps * spec.af if k == AnchorReturnTypeId.All else
+                           spec.bps // art.rp() * spec.af if k == AnchorReturnTypeId.EveryN else 1)
+        self.program = Program(self.ir, self.in_streams, self.anchor_streams, self.weights, self.opt_state, self.seed,
+                               counts=counts)
+        self.program.tensor_infos = self._tensor_infos()
+
+    def _subgraph(self, name: str, body: Callable[[_Scope], None]) -> popxl.Graph:
+        g = self.ir.create_empty_graph(name)
+        with g:
+            mapping = {v: popxl.graph_input(v.shape, v.dtype, name=v.name, by_ref=True) for v in self.state_vars()}
+            body(_Scope(mapping))
+        return g
+
+    def _step(self, get: _Scope):
+        spec = self.spec
+        if spec.af == 1:
+            grads = self._micro(get)
+        else:
+            g = self._subgraph("micro_batch", self._micro)
+            ops.repeat(g, spec.af, *[get(v) for v in self.state_vars()])
+            grads = {w: get(self.accums[w]) for w in self.weights}
+        if not spec.training:
+            return
+        ls = spec.optimizer.lossScaling()
+        if not ls.isConst():
+            raise popart_exception("A non-constant loss scaling is not supported yet; give lossScaling as (value, True)")
+        scale = 1.0 / ls.val()
+        if spec.reduction == ReductionType.Mean:
+            scale /= spec.af * max(spec.rf, spec.global_rf)
+        elif spec.reduction != ReductionType.Sum:
+            raise popart_exception(f"accumulationAndReplicationReductionType {spec.reduction} is not supported; use "
+                                   f"ReductionType.Sum or Mean")
+        for w, g in grads.items():
+            with popxl.ipu(self.weights[w]._ipu) if self.weights[w]._ipu is not None else _null():
+                if max(spec.rf, spec.global_rf) > 1:
+                    g = ops.collectives.replicated_all_reduce(g, op="add")
+                self.opt_state.apply(get, w, g, scale)
+                if spec.af > 1:
+                    var_updates.accumulator_zero_(get(self.accums[w]))
+
+    def _micro(self, get: _Scope) -> Dict[str, popxl.Tensor]:
+        spec = self.spec
+        data = {}
+        seed_use = None
+        if self.seed is not None:  # one fresh seed per micro-batch for dropout and synthetic data
+            seed = get(self.seed)
+            seed_use, nxt = ops.split_random_seed(seed)
+            var_updates.copy_var_update_(seed, nxt)
+        for k, (name, t) in enumerate(self.data_inputs.items()):
+            if spec.synthetic == SyntheticDataMode.Off:
+                data[name] = ops.host_load(self.in_streams[name], name=_safe(name))
+            elif spec.synthetic == SyntheticDataMode.Zeros or not t.dtype.is_floating_point:
+                data[name] = ops.init(t.shape, t.dtype, _safe(name), "zero")
+            else:  # device-side data, no host transfer: N(0, 1) or U[0, 1)
+                s = ops.create_random_seed(seed_use, popxl.constant(np.uint32(1000 + k), popxl.uint32))
+                fn = ops.random_normal if spec.synthetic == SyntheticDataMode.RandomNormal else ops.random_uniform
+                data[name] = fn(s, t.shape, dtype=t.dtype)
+        if not spec.training:
+            outs = self._translate_inline(data, get)
+        else:
+            args = dict(zip(self.fwd.inputs, [data[n] for n in self.data_inputs] +
+                            [get(self.weights[w]) for w in self.weight_inputs]))
+            if self.seed_input is not None:
+                args[self.seed_input] = seed_use
+            info = ops.call_with_info(self.fwd, inputs_dict=args)
+            outs = dict(zip(self.fwd_outputs, info.outputs))
+        grads: Dict[str, popxl.Tensor] = {}
+        if spec.training:
+            ls = float(spec.optimizer.getLossScalingVal())
+            dloss = popxl.constant(np.full(self.loss_tensor.shape, ls, self.loss_tensor.dtype.as_numpy()),
+                                   name="loss_scaling")
+            gouts = ops.call(self.bwd.graph, dloss, inputs_dict=self.bwd.inputs_dict(info))
+            grads = dict(zip(self.grad_of, gouts))
+            if spec.af > 1:
+                for w in self.weights:
+                    var_updates.accumulate_(get(self.accums[w]), grads[w])
+        # anchors
+        for tid, art in spec.anchors.items():
+            if tid.startswith(GRAD_PREFIX):
+                value = grads[tid[len(GRAD_PREFIX):]]
+            elif tid in data:
+                value = data[tid]
+            elif tid in self.weights:
+                value = get(self.weights[tid])
+            else:
+                value = outs[tid]
+            self._anchor(get, tid, art, value)
+        return {w: grads[w] for w in self.weights} if spec.training else {}
+
+    def _translate_inline(self, data, get) -> Dict[str, popxl.Tensor]:
+        """Inference: the ONNX graph's ops go straight into the graph being built (no subgraph
+        call, so no copies of the inputs and weights into one)."""
+        tr = Translation(self.opset, placement=self.spec.placement, training=False)
+        tr.values.update(data)
+        for w in self.weight_inputs:
+            tr.values[w] = get(self.weights[w])
+        tr.consts.update(self.initializer_consts)
+        for node in self.spec.model.graph.node:
+            tr.run_node(node)
+        outs = {}
+        for tid in self.fwd_outputs:
+            outs[tid] = tr.tensor(tid) if tid in tr.values else popxl.constant(to_device_array(tr.consts[tid]),
+                                                                                name=_safe(tid))
+        return outs
+
+    def _anchor(self, get, tid, art, value):
+        k = art.id()
+        stream = self.anchor_streams[tid]
+        if k == AnchorReturnTypeId.All or (k == AnchorReturnTypeId.EveryN and art.rp() == 1):
+            ops.host_store(stream, value)
+        elif k == AnchorReturnTypeId.Final:
+            var_updates.copy_var_update_(get(self.anchor_vars[tid]), value)
+        elif k == AnchorReturnTypeId.Sum:
+            var_updates.accumulate_(get(self.anchor_vars[tid]), value)
+        else:  # EveryN: store during the last step of every N (all its micro-batches)
+            n, af = art.rp(), self.spec.af
+            counter = get(self.counters[tid])
+            cond = ops.greater(counter, popxl.constant(np.int32((n - 1) * af - 1)))
+            then_g = self.ir.create_empty_graph(f"store_{_safe(tid)}")
+            with then_g:
+                x = popxl.graph_input(value.shape, value.dtype, name="value")
+                ops.host_store(stream, x)
+            else_g = self.ir.create_empty_graph(f"skip_{_safe(tid)}")
+            with else_g:
+                popxl.graph_input(value.shape, value.dtype, name="value")
+            ops.conditional(cond, then_g, else_g, [value], [value])
+            ops.increment_mod_(counter, 1, n * af)
+
+    def _tensor_infos(self):
+        infos = {}
+        for name, t in self.data_inputs.items():
+            infos[name] = (t.shape, t.dtype)
+        for name, t in self.weight_inputs.items():
+            infos[name] = (t.shape, t.dtype)
+        for tid, t in self.tr.values.items():
+            infos.setdefault(tid, (t.shape, t.dtype))
+        for tid, arr in self.tr.consts.items():
+            a = to_device_array(arr)
+            infos.setdefault(tid, (tuple(a.shape), popxl.dtypes.dtype.as_dtype(a.dtype)))
+        if self.spec.training:
+            for w in self.grad_of:
+                infos[GRAD_PREFIX + w] = infos[w]
+        return infos
+
+
+def _some(tr) -> str:
+    names = list(tr.values)[:8]
+    return ", ".join(repr(n) for n in names) + (" ..." if len(tr.values) > 8 else "")
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False

@@ -1,0 +1,436 @@
+"""Neural-network ONNX ops: MatMul, Gemm, Conv, pools, normalisations, Softmax, Dropout, reductions,
+LSTM, and Graphcore's losses (Nll, L1, IdentityLoss)."""
+from __future__ import annotations
+
+import numpy as np
+
+import popxl
+import popxl.ops as ops
+
+from .context import GRAPHCORE, onnx_op
+from .elementwise import _scalar, sigmoid
+
+# ReductionType values (PopART's enum): Sum = 0, Mean = 1, NoReduction = 2
+_REDUCTION = {0: "sum", 1: "mean", 2: "none"}
+
+
+@onnx_op("MatMul")
+def matmul(node):
+    return ops.matmul(node.input(0), node.input(1))
+
+
+@onnx_op("Gemm", attrs=("alpha", "beta", "transA", "transB", "broadcast"))
+def gemm(node):
+    a, b = node.input(0), node.input(1)
+    if int(node.attr("transA", 0)):
+        a = ops.transpose(a)
+    if int(node.attr("transB", 0)):
+        b = ops.transpose(b)
+    y = ops.matmul(a, b)
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    if alpha != 1.0:
+        y = ops.mul(y, _scalar(alpha, y))
+    if node.has_input(2) and beta != 0.0:
+        c = node.input(2)
+        if beta != 1.0:
+            c = ops.mul(c, _scalar(beta, c))
+        y = ops.add(y, c)
+    return y
+
+
+def _spatial(node, rank, name, default):
+    v = node.attr(name)
+    return tuple(int(x) for x in v) if v else (default,) * rank
+
+
+def _pad_type(node):
+    ap = node.attr("auto_pad", "NOTSET") or "NOTSET"
+    return {"NOTSET": "not_set", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}[ap]
+
+
+@onnx_op("Conv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+def conv(node):
+    x, w = node.input(0), node.input(1)
+    r = x.rank - 2
+    kernel = node.attr("kernel_shape")
+    if kernel and tuple(kernel) != tuple(w.shape[2:]):
+        raise node.error(f"kernel_shape {list(kernel)} differs from the weights' spatial shape {list(w.shape[2:])}")
+    y = ops.conv(x, w, stride=_spatial(node, r, "strides", 1), padding=_spatial(node, 2 * r, "pads", 0),
+                 dilation=_spatial(node, r, "dilations", 1), groups=int(node.attr("group", 1)),
+                 pad_type=_pad_type(node))
+    if node.has_input(2):
+        b = node.input(2)
+        y = ops.add(y, ops.reshape(b, (1, b.shape[0]) + (1,) * r))
+    return y
+
+
+@onnx_op("ConvTranspose", attrs=("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                                 "output_shape", "pads", "strides"))
+def conv_transpose(node):
+    x, w = node.input(0), node.input(1)
+    r = x.rank - 2
+    y = ops.conv_transpose(x, w, stride=_spatial(node, r, "strides", 1), padding=_spatial(node, 2 * r, "pads", 0),
+                           dilation=_spatial(node, r, "dilations", 1), groups=int(node.attr("group", 1)),
+                           pad_type=_pad_type(node), output_padding=tuple(node.attr("output_padding") or ()),
+                           output_shape=tuple(node.attr("output_shape") or ()))
+    if node.has_input(2):
+        b = node.input(2)
+        y = ops.add(y, ops.reshape(b, (1, b.shape[0]) + (1,) * r))
+    return y
+
+
+@onnx_op("Upsample", "Resize", attrs=("mode", "scales", "coordinate_transformation_mode", "nearest_mode",
+                                      "cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias",
+                                      "keep_aspect_ratio_policy", "axes"))
+def resize(node):
+    """Upsample (scales attribute, opset < 9, or input 1) and Resize (scales input 2 or sizes input 3)."""
+    x = node.input(0)
+    if node.op_type == "Upsample":
+        scales = node.attr("scales") if node.has_attr("scales") else node.const(1, "scales")
+    elif node.has_input(2) and np.asarray(node.const(2, "scales")).size:
+        scales = node.const(2, "scales")
+    elif node.has_input(3):
+        sizes = np.asarray(node.const(3, "sizes")).reshape(-1)
+        scales = sizes / np.asarray(x.shape, np.float64)
+    else:
+        raise node.error("needs scales or sizes")
+    scales = [float(s) for s in np.asarray(scales).reshape(-1)]
+    mode = node.attr("mode", "nearest") or "nearest"
+    if mode not in ("nearest", "linear", "cubic"):
+        raise node.error(f"mode {mode!r} is not supported")
+    for a in ("cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias", "axes"):
+        if node.has_attr(a) and a != "cubic_coeff_a":
+            raise node.error(f"attribute {a!r} is not supported")
+    ctm = node.attr("coordinate_transformation_mode", "asymmetric" if node.op_type == "Upsample" else
+                    "half_pixel") or "half_pixel"
+    if node.op_type == "Upsample" or node.version < 11:
+        ctm = "asymmetric"  # what Upsample and Resize-10 mean
+    nearest = node.attr("nearest_mode", "round_prefer_floor") or "round_prefer_floor"
+    if node.op_type == "Upsample" or node.version < 11:
+        nearest = "floor"
+    return ops.interpolate(x, tuple(scales), mode=mode, nearest_mode=nearest, coordinate_transformation_mode=ctm)
+
+
+def _pool_args(node, rank):
+    kernel = tuple(int(k) for k in node.attr("kernel_shape"))
+    return dict(kernel_size=kernel, stride=_spatial(node, rank, "strides", 1),
+                padding=_spatial(node, 2 * rank, "pads", 0), dilation=_spatial(node, rank, "dilations", 1),
+                auto_pad=_pad_type(node), ceil_mode=bool(node.attr("ceil_mode", 0)))
+
+
+@onnx_op("MaxPool", attrs=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"))
+def max_pool(node):
+    x = node.input(0)
+    if int(node.attr("storage_order", 0)):
+        raise node.error("storage_order=1 (column major) is not supported")
+    return [ops.max_pool(x, **_pool_args(node, x.rank - 2)), None]  # no Indices output
+
+
+@onnx_op("AveragePool", attrs=("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
+                               "strides"))
+def average_pool(node):
+    x = node.input(0)
+    args = _pool_args(node, x.rank - 2)
+    if int(node.attr("count_include_pad", 0)) and any(args["padding"]):
+        raise node.error("count_include_pad=1 with padding is not supported (the simulator averages over the "
+                         "real elements of each window, count_include_pad=0)")
+    return ops.average_pool(x, **args)
+
+
+@onnx_op("GlobalAveragePool")
+def global_average_pool(node):
+    x = node.input(0)
+    return ops.mean(x, axis=list(range(2, x.rank)), keepdims=True)
+
+
+@onnx_op("GlobalMaxPool")
+def global_max_pool(node):
+    x = node.input(0)
+    return ops.max(x, axis=list(range(2, x.rank)), keepdims=True)
+
+
+def _softmax_2d(node, fn):
+    x = node.input(0)
+    if node.version >= 13:
+        return fn(x, int(node.attr("axis", -1)) % x.rank)
+    axis = int(node.attr("axis", 1)) % x.rank
+    if axis == x.rank - 1:
+        return fn(x, axis)
+    # opsets < 13: the input is seen as 2-D, [prod(shape[:axis]), prod(shape[axis:])]
+    outer = int(np.prod(x.shape[:axis])) if axis else 1
+    y = fn(ops.reshape(x, (outer, int(np.prod(x.shape[axis:])))), 1)
+    return ops.reshape(y, x.shape)
+
+
+def log_softmax(x, axis):
+    return ops.sub(x, ops.logsumexp(x, axis=axis, keepdims=True))
+
+
+@onnx_op("Softmax", attrs=("axis",))
+def softmax(node):
+    return _softmax_2d(node, lambda t, a: ops.softmax(t, a))
+
+
+@onnx_op("LogSoftmax", attrs=("axis",))
+def log_softmax_rule(node):
+    return _softmax_2d(node, log_softmax)
+
+
+@onnx_op("BatchNormalization", domain=GRAPHCORE, attrs=("epsilon", "momentum"))
+def gc_batch_norm(node):
+    return batch_norm(node)
+
+
+@onnx_op("BatchNormalization", attrs=("epsilon", "momentum", "spatial", "training_mode", "is_test",
+                                      "consumed_inputs"))
+def batch_norm(node):
+    x, scale, bias, mean, var = (node.input(i) for i in range(5))
+    eps = float(node.attr("epsilon", 1e-5))
+    momentum = float(node.attr("momentum", 0.9))
+    if int(node.attr("spatial", 1) or 1) != 1:
+        raise node.error("spatial=0 (per-element statistics) is not supported")
+    training = node.tr.training and (node.num_outputs > 1 or int(node.attr("training_mode", 0) or 0))
+    if not training:
+        if node.num_outputs > 1 and any(node.output_used(i) for i in range(1, node.num_outputs)):
+            # an inference session computes no statistics; the running ones pass through
+            return [ops.batch_norm_inference(x, scale, bias, mean, var, eps, momentum), mean, var, mean, var][
+                :node.num_outputs]
+        return ops.batch_norm_inference(x, scale, bias, mean, var, eps, momentum)
+    axes = [0] + list(range(2, x.rank))
+    shape = (1, x.shape[1]) + (1,) * (x.rank - 2)
+    bmean = ops.mean(x, axis=axes, keepdims=True)
+    centred = ops.sub(x, bmean)
+    bvar = ops.mean(ops.mul(centred, centred), axis=axes, keepdims=True)
+    inv_std = ops.div(_scalar(1.0, x), ops.sqrt(ops.add(bvar, _scalar(eps, x))))
+    y = ops.add(ops.mul(ops.mul(centred, inv_std), ops.reshape(scale, shape)), ops.reshape(bias, shape))
+    bmean1, bvar1 = ops.reshape(bmean, (x.shape[1],)), ops.reshape(bvar, (x.shape[1],))
+    run_mean = ops.add(ops.mul(mean, _scalar(momentum, mean)), ops.mul(bmean1, _scalar(1 - momentum, mean)))
+    run_var = ops.add(ops.mul(var, _scalar(momentum, var)), ops.mul(bvar1, _scalar(1 - momentum, var)))
+    outs = [y, run_mean, run_var, bmean1, ops.reshape(inv_std, (x.shape[1],))]
+    return outs[:node.num_outputs]
+
+
+@onnx_op("LayerNormalization", attrs=("axis", "epsilon", "stash_type"))
+def layer_norm(node):
+    x = node.input(0)
+    axis = int(node.attr("axis", -1)) % x.rank
+    eps = float(node.attr("epsilon", 1e-5))
+    axes = list(range(axis, x.rank))
+    mu = ops.mean(x, axis=axes, keepdims=True)
+    c = ops.sub(x, mu)
+    var = ops.mean(ops.mul(c, c), axis=axes, keepdims=True)
+    y = ops.div(c, ops.sqrt(ops.add(var, _scalar(eps, x))))
+    y = ops.mul(y, node.input(1))
+    if node.has_input(2):
+        y = ops.add(y, node.input(2))
+    return [y, None, None]  # no Mean / InvStdDev outputs
+
+
+@onnx_op("GroupNormalization", domain=GRAPHCORE, attrs=("num_groups", "epsilon"))
+def group_norm(node):
+    x, w, b = node.input(0), node.input(1), node.input(2)
+    # no mean / inverse standard deviation outputs
+    return [ops.group_norm(x, w, b, int(node.attr("num_groups")), float(node.attr("epsilon", 1e-5))), None, None]
+
+
+@onnx_op("InstanceNormalization", attrs=("epsilon",))
+def instance_norm(node):
+    x, w, b = node.input(0), node.input(1), node.input(2)
+    return ops.group_norm(x, w, b, x.shape[1], float(node.attr("epsilon", 1e-5)))
+
+
+@onnx_op("Dropout", attrs=("ratio", "seed", "is_test"))
+def dropout(node):
+    x = node.input(0)
+    ratio = float(node.attr("ratio", 0.5)) if node.version < 12 else (
+        float(np.asarray(node.const(1, "ratio"))) if node.has_input(1) else 0.5)
+    if not node.tr.training or ratio == 0.0:
+        return [ops.identity(x), None]  # no mask output
+    seed = node.tr.next_seed()
+    return [ops.dropout(x, seed, ratio), None]
+
+
+@onnx_op("ShapedDropout", domain=GRAPHCORE, attrs=("shape", "ratio"))
+def shaped_dropout(node):
+    x = node.input(0)
+    if not node.tr.training:
+        return ops.identity(x)
+    return ops.shaped_dropout(x, node.tr.next_seed(), [int(s) for s in node.attr("shape")],
+                              float(node.attr("ratio", 0.5)))
+
+
+# -- reductions -------------------------------------------------------------------------------------
+
+def _reduce_axes(node, rank):
+    if node.has_attr("axes"):
+        axes = [int(a) for a in node.attr("axes")]
+    elif node.has_input(1):
+        axes = [int(a) for a in np.asarray(node.const(1, "axes")).reshape(-1)]
+    else:
+        axes = []
+    if not axes:
+        if int(node.attr("noop_with_empty_axes", 0) or 0):
+            return None
+        axes = list(range(rank))
+    return [a % rank for a in axes]
+
+
+def _reducer(fn):
+    def rule(node):
+        x = node.input(0)
+        axes = _reduce_axes(node, x.rank)
+        if axes is None:
+            return ops.identity(x)
+        return fn(x, axes, bool(int(node.attr("keepdims", 1))))
+    return rule
+
+
+_REDUCE = {
+    "ReduceSum": lambda x, a, k: ops.sum(x, a, k), "ReduceMean": lambda x, a, k: ops.mean(x, a, k),
+    "ReduceMax": lambda x, a, k: ops.max(x, a, k), "ReduceMin": lambda x, a, k: ops.min(x, a, k),
+    "ReduceProd": lambda x, a, k: ops.prod(x, a, k), "ReduceL1": lambda x, a, k: ops.l1(x, a, k),
+    "ReduceL2": lambda x, a, k: ops.l2(x, a, k), "ReduceLogSumExp": lambda x, a, k: ops.logsumexp(x, a, k),
+    "ReduceSumSquare": lambda x, a, k: ops.sumsquare(x, a, k), "ReduceLogSum": lambda x, a, k: ops.logsum(x, a, k),
+}
+for _name, _fn in _REDUCE.items():
+    onnx_op(_name, attrs=("axes", "keepdims", "noop_with_empty_axes"))(_reducer(_fn))
+
+
+@onnx_op("ArgMax", "ArgMin", attrs=("axis", "keepdims", "select_last_index"))
+def arg_reduce(node):
+    if int(node.attr("select_last_index", 0) or 0):
+        raise node.error("select_last_index=1 is not supported")
+    fn = ops.argmax if node.op_type == "ArgMax" else ops.argmin
+    return fn(node.input(0), int(node.attr("axis", 0)), bool(int(node.attr("keepdims", 1))))
+
+
+@onnx_op("ReduceMedian", domain=GRAPHCORE, attrs=("axes", "keepdims"))
+def reduce_median(node):
+    x = node.input(0)
+    axes = [int(a) % x.rank for a in node.attr("axes")] if node.attr("axes") else list(range(x.rank))
+    values = ops.median(x, axes, bool(int(node.attr("keepdims", 1))))
+    return [values, values.producer.outputs[1]]  # the median op's second output: the int32 indices
+
+
+@onnx_op("TopK", attrs=("axis", "k", "largest", "sorted"))
+def topk(node):
+    x = node.input(0)
+    k = int(node.attr("k")) if node.version < 10 else int(np.asarray(node.const(1, "K")).reshape(-1)[0])
+    return list(ops.topk(x, k, int(node.attr("axis", -1)) % x.rank, bool(int(node.attr("largest", 1) or 1)),
+                         bool(int(node.attr("sorted", 1) or 1))))
+
+
+@onnx_op("CumSum", attrs=("exclusive", "reverse"))
+def cumsum(node):
+    if int(node.attr("exclusive", 0)) or int(node.attr("reverse", 0)):
+        raise node.error("exclusive / reverse cumulative sums are not supported")
+    x = node.input(0)
+    return ops.cumsum(x, int(np.asarray(node.const(1, "axis")).reshape(-1)[0]) % x.rank)
+
+
+# -- losses (ai.graphcore) -------------------------------------------------------------------------------
+
+def _reduce_loss(x, reduction, node):
+    mode = _REDUCTION.get(int(reduction))
+    if mode is None:
+        raise node.error(f"unknown reduction {reduction}; use popart.ReductionType.Sum, Mean or NoReduction")
+    if mode == "none":
+        return x
+    return ops.sum(x) if mode == "sum" else ops.mean(x)
+
+
+@onnx_op("Nll", domain=GRAPHCORE, attrs=("reduction", "ignoreIndex", "inputIsLogProbability"))
+def nll(node):
+    probs, labels = node.input(0), node.input(1)
+    if not labels.dtype.is_int:
+        raise node.error(f"the label tensor must be integers, not {labels.dtype.name}")
+    mode = _REDUCTION.get(int(node.attr("reduction", 1)))
+    if mode is None:
+        raise node.error(f"unknown reduction {node.attr('reduction')}")
+    ignore = node.attr("ignoreIndex", None)
+    return ops.nll_loss(probs, labels, ignore_index=None if ignore is None else int(ignore), reduction=mode,
+                        log_prob=bool(int(node.attr("inputIsLogProbability", 0))))
+
+
+@onnx_op("L1", domain=GRAPHCORE, attrs=("lambda", "reduction"))
+def l1(node):
+    x = node.input(0)
+    lam = float(node.attr("lambda"))
+    per = ops.mul(ops.abs(x), _scalar(lam, x))
+    if x.rank >= 1 and int(node.attr("reduction", 1)) == 1:
+        # PopART: the mean over the samples of each sample's sum
+        per_sample = ops.sum(per, axis=list(range(1, x.rank))) if x.rank > 1 else per
+        return ops.mean(per_sample)
+    return _reduce_loss(per, node.attr("reduction", 1), node)
+
+
+@onnx_op("IdentityLoss", domain=GRAPHCORE, attrs=("reduction",))
+def identity_loss(node):
+    x = node.input(0)
+    return _reduce_loss(x, node.attr("reduction", 1), node) if x.rank else ops.identity(x)
+
+
+# -- LSTM ------------------------------------------------------------------------------------------------
+
+@onnx_op("LSTM", attrs=("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                        "input_forget", "layout"))
+def lstm(node):
+    """ONNX LSTM (gates i, o, f, c): a popxl `repeat` over the sequence (a loop on the device, as
+    PopART's LSTM is), each iteration slicing its time step with dynamic_slice and writing its
+    output with dynamic_update; autodiff goes through the loop."""
+    x, w, r = node.input(0), node.input(1), node.input(2)
+    if node.has_input(4):
+        raise node.error("sequence_lens is not supported (all sequences run their full length)")
+    if node.has_input(7):
+        raise node.error("peephole weights (input P) are not supported")
+    acts = node.attr("activations")
+    if acts and [a.decode() if isinstance(a, bytes) else a for a in acts] not in (["Sigmoid", "Tanh", "Tanh"],
+                                                                                 ["Sigmoid", "Tanh", "Tanh"] * 2):
+        raise node.error(f"activations {acts} are not supported (only the default Sigmoid, Tanh, Tanh)")
+    if node.attr("clip") is not None or int(node.attr("input_forget", 0) or 0) or int(node.attr("layout", 0) or 0):
+        raise node.error("clip, input_forget and layout=1 are not supported")
+    direction = node.attr("direction", "forward") or "forward"
+    dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
+    seq, batch, _ = x.shape
+    hidden = int(node.attr("hidden_size") or r.shape[-1])
+    dt = x.dtype
+    ys, hs, cs = [], [], []
+    for d, kind in enumerate(dirs):
+        wd = ops.transpose(ops.squeeze(ops.slice(w, start=[d], stop=[d + 1], axis=[0]), [0]))  # (in, 4H)
+        rd = ops.transpose(ops.squeeze(ops.slice(r, start=[d], stop=[d + 1], axis=[0]), [0]))  # (H, 4H)
+        if node.has_input(3):
+            bd = ops.squeeze(ops.slice(node.input(3), start=[d], stop=[d + 1], axis=[0]), [0])
+            bias = ops.add(ops.slice(bd, start=[0], stop=[4 * hidden], axis=[0]),
+                           ops.slice(bd, start=[4 * hidden], stop=[8 * hidden], axis=[0]))
+        else:
+            bias = popxl.constant(np.zeros(4 * hidden, dt.as_numpy()), name="lstm_zero_bias")
+
+        def initial(i):
+            if node.has_input(i):
+                return ops.squeeze(ops.slice(node.input(i), start=[d], stop=[d + 1], axis=[0]), [0])
+            return popxl.constant(np.zeros((batch, hidden), dt.as_numpy()), name="lstm_zero_state")
+
+        def step(t, h, c, y, xs, wx, wh, b, reverse=kind == "reverse"):
+            idx = ops.sub(popxl.constant(np.array([seq - 1], np.int32)), t) if reverse else t
+            xt = ops.reshape(ops.dynamic_slice(xs, idx, [0], [1], True), (batch, xs.shape[2]))
+            g = ops.add(ops.add(ops.matmul(xt, wx), ops.matmul(h, wh)), b)
+            gi, go, gf, gc = ops.split(g, 4, axis=1)
+            c = ops.add(ops.mul(sigmoid(gf), c), ops.mul(sigmoid(gi), ops.tanh(gc)))
+            h = ops.mul(sigmoid(go), ops.tanh(c))
+            y = ops.dynamic_update(y, idx, ops.reshape(h, (1, batch, hidden)), [0], [1], True)
+            return ops.add(t, popxl.constant(np.array([1], np.int32))), h, c, y
+
+        spec = popxl.TensorSpec
+        graph = popxl.gcg().ir.create_graph(step, spec((1,), popxl.int32), spec((batch, hidden), dt),
+                                            spec((batch, hidden), dt), spec((seq, batch, hidden), dt), x, wd, rd,
+                                            bias)
+        t0 = popxl.constant(np.zeros(1, np.int32), name="lstm_t0")
+        y0 = popxl.constant(np.zeros((seq, batch, hidden), dt.as_numpy()), name="lstm_y0")
+        _, h, c, y = ops.repeat(graph, seq, t0, initial(5), initial(6), y0, x, wd, rd, bias)
+        ys.append(ops.reshape(y, (seq, 1, batch, hidden)))
+        hs.append(ops.reshape(h, (1, batch, hidden)))
+        cs.append(ops.reshape(c, (1, batch, hidden)))
+    y = ops.concat(ys, 1) if len(ys) > 1 else ys[0]
+    yh = ops.concat(hs, 0) if len(hs) > 1 else hs[0]
+    yc = ops.concat(cs, 0) if len(cs) > 1 else cs[0]
+    return [y, yh, yc][:max(1, node.num_outputs)]

@@ -1,0 +1,82 @@
+"""softmax, the norms and the negative log likelihood losses (PopART's definitions)."""
+import numpy as np
+
+from ..registry import reference_rule
+from ._util import wide
+
+
+@reference_rule("softmax")
+def softmax(ctx, op, ins):
+    x, ax = wide(ins[0]), op.attrs["axis"]
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - np.max(x, ax, keepdims=True))
+        return [e / np.sum(e, ax, keepdims=True)]
+
+
+@reference_rule("group_norm")
+def group_norm(ctx, op, ins):
+    x, w, b = (wide(v) for v in ins)
+    n, c = x.shape[:2]
+    g = op.attrs["num_groups"]
+    x3 = x.reshape(n, g, -1)
+    mean = x3.mean(-1)
+    var = ((x3 - mean[..., None]) ** 2).mean(-1)
+    inv = 1 / np.sqrt(var + x.dtype.type(op.attrs["epsilon"]))
+    y = ((x3 - mean[..., None]) * inv[..., None]).reshape(x.shape)
+    cs = (1, c) + (1,) * (x.ndim - 2)
+    return [y * w.reshape(cs) + b.reshape(cs), mean.ravel(), inv.ravel()]
+
+
+@reference_rule("batch_norm_inference")
+def batch_norm_inference(ctx, op, ins):
+    x, s, b, m, v = (wide(t) for t in ins)
+    cs = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    eps = x.dtype.type(op.attrs["epsilon"])
+    return [s.reshape(cs) * (x - m.reshape(cs)) / np.sqrt(v.reshape(cs) + eps) + b.reshape(cs)]
+
+
+def _nll(op, probs, labels):
+    """Per-sample losses, the one-hot of the labels and the valid mask (labels != ignore_index)."""
+    classes = probs.shape[-1]
+    labels = np.asarray(labels).astype(np.int64)
+    hot = labels[..., None] == np.arange(classes)
+    ign = op.attrs.get("ignore_index")
+    valid = np.ones(labels.shape, bool) if ign is None else labels != ign
+    picked = np.sum(np.where(hot, probs, 0), -1)
+    with np.errstate(divide="ignore"):
+        per = -(picked if op.attrs.get("log_prob") else np.log(np.where(valid, picked, 1)))
+    return np.where(valid, per, 0), hot, valid
+
+
+def _reduce(per, valid, reduction):
+    if reduction == "none":
+        return per
+    total = per.sum()
+    return total if reduction == "sum" else total / (valid.sum() if valid is not None else max(per.size, 1))
+
+
+@reference_rule("nll_loss")
+def nll_loss(ctx, op, ins):
+    probs = wide(ins[0])
+    per, _, valid = _nll(op, probs, ins[1])
+    return [_reduce(per, valid if op.attrs.get("ignore_index") is not None else None, op.attrs["reduction"])]
+
+
+@reference_rule("nll_loss_with_softmax_grad")
+def nll_loss_with_softmax_grad(ctx, op, ins):
+    probs, labels, loss_grad = wide(ins[0]), ins[1], wide(ins[2])
+    per, hot, valid = _nll(op, probs, labels)
+    ignoring = op.attrs.get("ignore_index") is not None
+    red = op.attrs["reduction"]
+    loss = _reduce(per, valid if ignoring else None, red)
+    scale = loss_grad.reshape(())
+    if red == "mean":
+        scale = scale / (valid.sum() if ignoring else max(per.size, 1))
+    dx = (probs - hot) * scale * valid[..., None]
+    return [loss, dx]
+
+
+@reference_rule("lamb_square")
+def lamb_square(ctx, op, ins):
+    x = ins[0].astype(np.float64 if ctx.upcast else np.float32)
+    return [np.sum(x * x)]

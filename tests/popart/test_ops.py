@@ -1,0 +1,444 @@
+"""Each ONNX op the frontend translates, run on a simulated IPU and compared with onnx.reference
+(ONNX's reference implementation) over awkward shapes (size 1, primes)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import popart
+
+from popart_helpers import check_against_reference, device, run_inference
+
+SHAPES = [(1,), (7,), (3, 5), (2, 1, 13)]
+
+
+def _unary_model(op, shape, dtype="FLOAT", **attrs):
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo(dtype, list(shape)), "x")
+    y = getattr(b.aiOnnx, op)([x], **attrs)
+    b.addOutputTensor(y)
+    return b.getModelProto(), x, y
+
+
+UNARY = ["abs", "neg", "exp", "sqrt", "log", "relu", "tanh", "sigmoid", "erf", "ceil", "floor", "sin", "cos",
+         "sign", "reciprocal", "softplus", "softsign", "identity"]
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT", "FLOAT16"])
+@pytest.mark.parametrize("op", UNARY)
+def test_unary(op, dtype, rng):
+    shape = SHAPES[sum(map(ord, op)) % len(SHAPES)]
+    npt = np.float32 if dtype == "FLOAT" else np.float16
+    data = rng.normal(0, 2, shape)
+    if op in ("sqrt", "log"):
+        data = np.abs(data) + 0.1
+    if op == "reciprocal":
+        data = np.where(np.abs(data) < 0.1, 0.5, data)
+    proto, x, y = _unary_model(op, shape, dtype)
+    tol = (2e-5, 2e-6) if dtype == "FLOAT" else (4e-3, 2e-3)
+    check_against_reference(proto, {x: data.astype(npt)}, [y], rtol=tol[0], atol=tol[1])
+
+
+@pytest.mark.parametrize("op,attrs", [("leakyrelu", {"alpha": 0.2}), ("elu", {"alpha": 0.7}), ("selu", {}),
+                                      ("hardsigmoid", {"alpha": 0.3, "beta": 0.4}), ("clip", {"min": -0.5, "max": 1.0})])
+def test_unary_with_attributes(op, attrs, rng):
+    data = rng.normal(0, 2, (3, 11)).astype(np.float32)
+    proto, x, y = _unary_model(op, data.shape, **attrs)
+    check_against_reference(proto, {x: data}, [y])
+
+
+BINARY = ["add", "sub", "mul", "div", "pow", "max", "min", "sum", "mean"]
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT", "FLOAT16"])
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("shapes", [((3, 5), (3, 5)), ((2, 1, 7), (7,)), ((1,), (4, 3))])
+def test_binary_broadcast(op, shapes, dtype, rng):
+    b = popart.Builder()
+    a_ = b.addInputTensor(popart.TensorInfo(dtype, list(shapes[0])), "a")
+    c_ = b.addInputTensor(popart.TensorInfo(dtype, list(shapes[1])), "b")
+    y = getattr(b.aiOnnx, op)([a_, c_])
+    npt = np.float32 if dtype == "FLOAT" else np.float16
+    da = rng.uniform(0.5, 2, shapes[0]).astype(npt)
+    db = rng.uniform(0.5, 2, shapes[1]).astype(npt)
+    rtol = 1e-5 if dtype == "FLOAT" else 2e-3
+    if op in ("max", "min", "sum", "mean"):  # onnx.reference's variadic ops broadcast only into the first input
+        want = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": lambda p, q: (p + q) / 2}[op](da, db)
+        np.testing.assert_allclose(run_inference(b.getModelProto(), {a_: da, c_: db}, [y])[y], want, rtol=rtol)
+        return
+    check_against_reference(b.getModelProto(), {a_: da, c_: db}, [y], rtol=rtol)
+
+
+@pytest.mark.parametrize("op", ["equal", "greater", "less"])
+def test_comparisons(op, rng):
+    b = popart.Builder()
+    a_ = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 5]), "a")
+    c_ = b.addInputTensor(popart.TensorInfo("FLOAT", [5]), "b")
+    y = getattr(b.aiOnnx, op)([a_, c_])
+    da = rng.integers(0, 3, (4, 5)).astype(np.float32)
+    db = rng.integers(0, 3, (5,)).astype(np.float32)
+    check_against_reference(b.getModelProto(), {a_: da, c_: db}, [y])
+
+
+def test_where_and_logical(rng):
+    b = popart.Builder()
+    c = b.addInputTensor(popart.TensorInfo("BOOL", [3, 4]), "c")
+    d = b.addInputTensor(popart.TensorInfo("BOOL", [3, 4]), "d")
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 4]), "x")
+    outs = [b.aiOnnx.logical_and([c, d]), b.aiOnnx.logical_or([c, d]), b.aiOnnx.logical_not([c]),
+            b.aiOnnx.logical_xor([c, d]), b.aiOnnx.where([c, x, b.aiOnnx.neg([x])])]
+    check_against_reference(b.getModelProto(), {c: rng.random((3, 4)) > 0.5, d: rng.random((3, 4)) > 0.5,
+                                                x: rng.normal(size=(3, 4)).astype(np.float32)}, outs)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 7, 5), (13, 2, 11)])
+def test_matmul(m, k, n, rng):
+    b = popart.Builder()
+    a_ = b.addInputTensor(popart.TensorInfo("FLOAT", [m, k]), "a")
+    w = b.addInitializedInputTensor(rng.normal(size=(k, n)).astype(np.float32), "w")
+    y = b.aiOnnx.matmul([a_, w])
+    check_against_reference(b.getModelProto(), {a_: rng.normal(size=(m, k)).astype(np.float32)}, [y], rtol=1e-4)
+
+
+@pytest.mark.parametrize("transA,transB,alpha,beta", [(0, 0, 1.0, 1.0), (1, 1, 0.5, 2.0), (0, 1, 1.0, 0.0)])
+def test_gemm(transA, transB, alpha, beta, rng):  # noqa: N803
+    b = popart.Builder()
+    A = rng.normal(size=(5, 3) if transA else (3, 5)).astype(np.float32)
+    B = rng.normal(size=(7, 5) if transB else (5, 7)).astype(np.float32)
+    a_ = b.addInputTensor(popart.TensorInfo("FLOAT", list(A.shape)), "a")
+    w = b.addInitializedInputTensor(B, "w")
+    c = b.addInitializedInputTensor(rng.normal(size=(7,)).astype(np.float32), "c")
+    y = b.aiOnnx.gemm([a_, w, c], alpha=alpha, beta=beta, transA=transA, transB=transB)
+    check_against_reference(b.getModelProto(), {a_: A}, [y], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("group,stride,pads", [(1, 1, [0, 0, 0, 0]), (1, 2, [1, 1, 1, 1]), (2, 1, [1, 0, 0, 1])])
+def test_conv(group, stride, pads, rng):
+    b = popart.Builder()
+    X = rng.normal(size=(2, 4, 7, 6)).astype(np.float32)
+    W = rng.normal(size=(6, 4 // group, 3, 3)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    w = b.addInitializedInputTensor(W, "w")
+    bias = b.addInitializedInputTensor(rng.normal(size=(6,)).astype(np.float32), "bias")
+    y = b.aiOnnx.conv([x, w, bias], dilations=[1, 1], group=group, kernel_shape=[3, 3], pads=pads,
+                      strides=[stride, stride])
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["maxpool", "averagepool"])
+@pytest.mark.parametrize("kernel,stride,pads", [([2, 2], [2, 2], [0, 0, 0, 0]), ([3, 3], [1, 2], [1, 1, 1, 1])])
+def test_pools(op, kernel, stride, pads, rng):
+    b = popart.Builder()
+    X = rng.normal(size=(2, 3, 7, 5)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    kw = dict(kernel_shape=kernel, strides=stride, pads=pads)
+    if op == "maxpool":
+        y = b.aiOnnx.maxpool([x], 1, **kw)[0]
+    else:
+        y = b.aiOnnx.averagepool([x], count_include_pad=0, **kw)
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["globalaveragepool", "globalmaxpool"])
+def test_global_pools(op, rng):
+    proto, x, y = _unary_model(op, (2, 3, 5, 4))
+    check_against_reference(proto, {x: rng.normal(size=(2, 3, 5, 4)).astype(np.float32)}, [y])
+
+
+@pytest.mark.parametrize("op,axis", [("softmax", 1), ("softmax", 2), ("logsoftmax", 1), ("softmax", -1)])
+def test_softmax_opset10_coerces_to_2d(op, axis, rng):
+    """Opsets < 13 take the input as 2-D [prod(shape[:axis]), prod(shape[axis:])] (onnx.reference
+    implements only the opset-13 meaning, so NumPy is the reference here)."""
+    X = rng.normal(0, 3, (2, 3, 5)).astype(np.float32)
+    proto, x, y = _unary_model(op, X.shape, axis=axis)
+    a = axis % 3
+    f = X.reshape(int(np.prod(X.shape[:a])), -1)
+    e = np.exp(f - f.max(1, keepdims=True))
+    sm = e / e.sum(1, keepdims=True)
+    want = (sm if op == "softmax" else np.log(sm)).reshape(X.shape)
+    np.testing.assert_allclose(run_inference(proto, {x: X}, [y])[y], want, rtol=1e-5, atol=1e-6)
+
+
+def test_batch_normalization_inference(rng):
+    b = popart.Builder()
+    X = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    values = [rng.normal(size=3).astype(np.float32), rng.normal(size=3).astype(np.float32),
+              rng.normal(size=3).astype(np.float32), rng.uniform(0.5, 2, 3).astype(np.float32)]
+    params = [b.addInitializedInputTensor(v, n) for v, n in zip(values, ("scale", "bias", "mean", "var"))]
+    y = b.aiOnnx.batchnormalization([x] + params, 1, epsilon=1e-3)[0]
+    s, bias, mean, var = (v.reshape(1, 3, 1, 1) for v in values)
+    want = s * (X - mean) / np.sqrt(var + 1e-3) + bias
+    np.testing.assert_allclose(run_inference(b.getModelProto(), {x: X}, [y])[y], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["reducesum", "reducemean", "reducemax", "reducemin", "reduceprod", "reducel1",
+                                "reducel2", "reducelogsumexp", "reducesumsquare"])
+@pytest.mark.parametrize("axes,keepdims", [([1], 1), ([0, 2], 0), (None, 1)])
+def test_reductions(op, axes, keepdims, rng):
+    kw = {"keepdims": keepdims}
+    if axes is not None:
+        kw["axes"] = axes
+    proto, x, y = _unary_model(op, (3, 4, 5), **kw)
+    data = rng.uniform(0.5, 1.5, (3, 4, 5)).astype(np.float32)
+    check_against_reference(proto, {x: data}, [y], rtol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reductions(op, rng):
+    proto, x, y = _unary_model(op, (4, 7), axis=1, keepdims=0)
+    got = run_inference(proto, {x: rng.normal(size=(4, 7)).astype(np.float32)}, [y])
+    assert got[y].dtype == np.int32
+
+
+def test_layout_ops(rng):
+    b = popart.Builder()
+    X = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3, 4]), "x")
+    shape = b.aiOnnx.constant(np.array([4, -1], np.int64))
+    outs = [b.aiOnnx.reshape([x, shape]), b.aiOnnx.transpose([x], perm=[2, 0, 1]), b.aiOnnx.flatten([x], axis=2),
+            b.aiOnnx.unsqueeze([x], axes=[0, 3]), b.aiOnnx.squeeze([b.aiOnnx.unsqueeze([x], axes=[1])], axes=[1]),
+            b.aiOnnx.concat([x, x], axis=1),
+            b.aiOnnx.slice([x, b.aiOnnx.constant(np.array([1, 0], np.int64)), b.aiOnnx.constant(np.array([3, 2], np.int64)),
+                            b.aiOnnx.constant(np.array([2, 0], np.int64))]),
+            b.aiOnnx.gather([x, b.aiOnnx.constant(np.array([2, 0, 2], np.int32))], axis=1),
+            b.aiOnnx.cast([x], "INT32"), b.aiOnnx.identity([x])]
+    outs += b.aiOnnx.split([x], 2, axis=2, split=[1, 3])
+    check_against_reference(b.getModelProto(), {x: X}, outs)
+
+
+def test_gather_with_device_indices(rng):
+    b = popart.Builder()
+    table = b.addInitializedInputTensor(rng.normal(size=(11, 3)).astype(np.float32), "table")
+    idx = b.addInputTensor(popart.TensorInfo("INT32", [5]), "idx")
+    y = b.aiOnnx.gather([table, idx], axis=0)
+    check_against_reference(b.getModelProto(), {idx: np.array([0, 10, 3, 3, 7], np.int32)}, [y])
+
+
+def test_opset11_ops(rng):
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 6]), "x")
+    o11 = b.aiOnnxOpset11
+    outs = [o11.clip([x, o11.constant(np.float32(-0.5)), o11.constant(np.float32(0.5))]),
+            o11.squeeze([o11.unsqueeze([x], axes=[-1])], axes=[-1]),
+            o11.slice([x, o11.constant(np.array([4], np.int64)), o11.constant(np.array([0], np.int64)),
+                       o11.constant(np.array([1], np.int64)), o11.constant(np.array([-2], np.int64))])]
+    outs += o11.topk([x, o11.constant(np.array([2], np.int64))], axis=1)
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(3, 6)).astype(np.float32)}, outs)
+
+
+def test_shape_ops_fold_to_constants(rng):
+    """Shape -> Gather -> Concat -> Reshape, as exporters write a flatten: folded on the host."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3, 4]), "x")
+    s = b.aiOnnx.shape([x])
+    n = b.aiOnnx.gather([s, b.aiOnnx.constant(np.array([0], np.int64))], axis=0)
+    target = b.aiOnnx.concat([n, b.aiOnnx.constant(np.array([-1], np.int64))], axis=0)
+    y = b.aiOnnx.reshape([x, target])
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(2, 3, 4)).astype(np.float32)}, [y])
+
+
+def test_lstm_matches_reference(rng):
+    seq, batch, inp, hid = 3, 2, 5, 4
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
+    w = b.addInitializedInputTensor(rng.normal(0, 0.5, (1, 4 * hid, inp)).astype(np.float32), "W")
+    r = b.addInitializedInputTensor(rng.normal(0, 0.5, (1, 4 * hid, hid)).astype(np.float32), "R")
+    bias = b.addInitializedInputTensor(rng.normal(0, 0.5, (1, 8 * hid)).astype(np.float32), "B")
+    y, yh, yc = b.aiOnnx.lstm([x, w, r, bias], 3, hidden_size=hid)
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(seq, batch, inp)).astype(np.float32)}, [y, yh, yc],
+                            rtol=1e-4, atol=1e-5)
+
+
+def test_graphcore_ops_against_numpy(rng):
+    b = popart.Builder()
+    X = rng.normal(size=(4, 6)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 6]), "x")
+    gc = b.aiGraphcore
+    outs = [gc.scale([x], 2.5), gc.subsample([x], [2, 3]), gc.gelu([x]), gc.identityloss([x]),
+            gc.identityloss([x], reduction=popart.ReductionType.Sum), gc.l1loss([x], 0.1)]
+    got = run_inference(b.getModelProto(), {x: X}, outs)
+    c = np.sqrt(2 / np.pi)
+    gelu = 0.5 * X * (1 + np.tanh(c * (X + 0.044715 * X ** 3)))
+    want = [2.5 * X, X[::2, ::3], gelu, X.mean(), X.sum(), (0.1 * np.abs(X)).sum(1).mean()]
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-6, err_msg=o)
+
+
+def test_nll_loss_against_numpy(rng):
+    b = popart.Builder()
+    P = rng.uniform(0.1, 1, (5, 4)).astype(np.float32)
+    P /= P.sum(1, keepdims=True)
+    L = np.array([0, 3, 1, 1, 2], np.int32)
+    p = b.addInputTensor(popart.TensorInfo("FLOAT", [5, 4]), "p")
+    lab = b.addInputTensor(popart.TensorInfo("INT32", [5]), "lab")
+    mean = b.aiGraphcore.nllloss([p, lab])
+    summed = b.aiGraphcore.nllloss([p, lab], popart.ReductionType.Sum)
+    ignore = b.aiGraphcore.nllloss([p, lab], popart.ReductionType.Mean, ignoreIndex=1)
+    got = run_inference(b.getModelProto(), {p: P, lab: L}, [mean, summed, ignore])
+    nll = -np.log(P[np.arange(5), L])
+    np.testing.assert_allclose(got[mean], nll.mean(), rtol=1e-5)
+    np.testing.assert_allclose(got[summed], nll.sum(), rtol=1e-5)
+    np.testing.assert_allclose(got[ignore], nll[L != 1].mean(), rtol=1e-5)
+
+
+def test_float16_inference(rng):
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT16", [3, 8]), "x")
+    W = rng.normal(size=(8, 5)).astype(np.float16)
+    w = b.addInitializedInputTensor(W, "w")
+    y = b.aiOnnx.relu([b.aiOnnx.matmul([x, w])])
+    X = rng.normal(size=(3, 8)).astype(np.float16)
+    got = run_inference(b.getModelProto(), {x: X}, [y])
+    assert got[y].dtype == np.float16
+    np.testing.assert_allclose(got[y].astype(np.float32), np.maximum(X.astype(np.float32) @ W.astype(np.float32), 0),
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_transformer_block_matches_reference(rng):
+    """Self-attention and an MLP with layer norms as opset-11 exporters write them (ReduceMean, Sub,
+    Pow, Sqrt, Div; gelu through Erf), batched MatMul with Transpose, Softmax on the last axis."""
+    B, S, D, H = 2, 5, 8, 16
+    b = popart.Builder()
+    o = b.aiOnnxOpset11
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [B, S, D]), "x")
+
+    def w(shape, name):
+        return b.addInitializedInputTensor((rng.normal(size=shape) / np.sqrt(shape[0])).astype(np.float32), name)
+
+    def c(v):
+        return o.constant(np.asarray(v, np.float32))
+
+    def layer_norm(t):
+        mu = o.reducemean([t], axes=[-1], keepdims=1)
+        d = o.sub([t, mu])
+        var = o.reducemean([o.pow([d, c(2.0)])], axes=[-1], keepdims=1)
+        return o.div([d, o.sqrt([o.add([var, c(1e-5)])])])
+
+    h = layer_norm(x)
+    q, k, v = (o.matmul([h, w((D, D), n)]) for n in ("wq", "wk", "wv"))
+    scores = o.div([o.matmul([q, o.transpose([k], perm=[0, 2, 1])]), c(np.sqrt(D))])
+    attn = o.matmul([o.softmax([scores], axis=2), v])
+    x1 = o.add([x, o.matmul([attn, w((D, D), "wo")])])
+    u = o.matmul([layer_norm(x1), w((D, H), "w1")])
+    gelu = o.mul([o.mul([u, c(0.5)]), o.add([c(1.0), o.erf([o.div([u, c(np.sqrt(2.0))])])])])
+    y = o.add([x1, o.matmul([gelu, w((H, D), "w2")])])
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(B, S, D)).astype(np.float32)}, [y],
+                            rtol=1e-4, atol=1e-5)
+
+
+def test_more_graphcore_ops_against_numpy(rng, capsys):
+    b = popart.Builder()
+    X = rng.normal(size=(3, 7)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "x")
+    d = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "d")
+    gc = b.aiGraphcore
+    outs = [gc.remainder([x, d]), gc.fmod([x, d]), gc.incrementmod([x], 0.5, 2.0), gc.reducemedian([x], axes=[1],
+                                                                                                 keepdims=0)[0],
+            gc.printtensor([x], title="my_x"), gc.swish([x]), gc.geluerf([x]), gc.expm1([x]), gc.log1p([gc.scale(
+                [b.aiOnnx.abs([x])], 1.0)]), gc.detach([x]), gc.nop([x])]
+    D = np.where(rng.random((3, 7)) > 0.5, 1.5, -1.5).astype(np.float32)
+    got = run_inference(b.getModelProto(), {x: X, d: D}, outs)
+    from math import erf
+    want = [np.mod(X, D), np.fmod(X, D), np.fmod(X + 0.5, 2.0), np.sort(X, 1)[:, 3], X, X / (1 + np.exp(-X)),
+            0.5 * X * (1 + np.vectorize(erf)(X / np.sqrt(2))), np.expm1(X), np.log1p(np.abs(X)), X, X]
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(got[o], w, rtol=2e-5, atol=2e-6, err_msg=o)
+    printed = capsys.readouterr()
+    assert "my_x: [" in printed.out + printed.err
+
+
+@pytest.mark.parametrize("stride,pads,out_pad", [(1, [0, 0, 0, 0], [0, 0]), (2, [1, 1, 1, 1], [1, 1])])
+def test_conv_transpose(stride, pads, out_pad, rng):
+    b = popart.Builder()
+    X = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    w = b.addInitializedInputTensor(rng.normal(size=(3, 2, 3, 3)).astype(np.float32), "w")
+    bias = b.addInitializedInputTensor(rng.normal(size=(2,)).astype(np.float32), "bias")
+    y = b.aiOnnx.convtranspose([x, w, bias], kernel_shape=[3, 3], strides=[stride, stride], pads=pads,
+                               output_padding=out_pad)
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_opset11(mode, rng):
+    b = popart.Builder()
+    o = b.aiOnnxOpset11
+    X = rng.normal(size=(1, 2, 3, 4)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    roi = o.constant(np.zeros(0, np.float32))
+    scales = o.constant(np.array([1, 1, 2, 2], np.float32))
+    y = o.resize([x, roi, scales], mode=mode)
+    check_against_reference(b.getModelProto(), {x: X}, [y], rtol=1e-5, atol=1e-5)
+
+
+def test_upsample_nearest(rng):
+    b = popart.Builder(opsets={"ai.onnx": 9, "ai.graphcore": 1})
+    X = rng.normal(size=(1, 1, 2, 3)).astype(np.float32)
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(X.shape)), "x")
+    y = b.aiOnnx.upsample([x, b.aiOnnx.constant(np.array([1, 1, 2, 3], np.float32))], mode="nearest")
+    got = run_inference(b.getModelProto(), {x: X}, [y])
+    np.testing.assert_array_equal(got[y], X.repeat(2, axis=2).repeat(3, axis=3))
+
+
+@pytest.mark.parametrize("direction", ["reverse", "bidirectional"])
+def test_lstm_directions(direction, rng):
+    seq, batch, inp, hid = 4, 2, 3, 5
+    dirs = 2 if direction == "bidirectional" else 1
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
+    w = b.addInitializedInputTensor(rng.normal(0, 0.5, (dirs, 4 * hid, inp)).astype(np.float32), "W")
+    r = b.addInitializedInputTensor(rng.normal(0, 0.5, (dirs, 4 * hid, hid)).astype(np.float32), "R")
+    h0 = b.addInitializedInputTensor(rng.normal(0, 0.5, (dirs, batch, hid)).astype(np.float32), "h0")
+    outs = b.aiOnnx.lstm([x, w, r, "", "", h0], 3, hidden_size=hid, direction=direction)
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(seq, batch, inp)).astype(np.float32)}, outs,
+                            rtol=1e-4, atol=1e-5)
+
+
+def test_lstm_gradient_matches_finite_differences(rng):
+    """Training through the LSTM loop: the weight gradient against central differences of the
+    model evaluated in float64 by onnx.reference."""
+    import onnx
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    seq, batch, inp, hid = 3, 2, 3, 4
+    W = rng.normal(0, 0.5, (1, 4 * hid, inp)).astype(np.float32)
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
+    w = b.addInitializedInputTensor(W, "W")
+    r = b.addInitializedInputTensor(rng.normal(0, 0.5, (1, 4 * hid, hid)).astype(np.float32), "R")
+    y = b.aiOnnx.lstm([x, w, r], 1, hidden_size=hid)[0]
+    s = b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)
+    loss = b.aiGraphcore.identityloss([s])
+    X = rng.normal(size=(seq, batch, inp)).astype(np.float32)
+    sess = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [popart.reservedGradientPrefix() + w]), loss,
+                                  popart.ConstSGD(0.0), device())
+    sess.prepareDevice()
+    sess.weightsFromHost()
+    out = sess.initAnchorArrays()
+    sess.run(popart.PyStepIO({x: X}, out))
+    grad = out[popart.reservedGradientPrefix() + w]
+
+    # the same forward pass (LSTM, Mul, ReduceSum) in float64 with onnx.reference
+    m = onnx.load_from_string(b.getModelProto())
+    nodes = [n for n in m.graph.node if n.domain == ""]
+    inits = [numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name) for t in m.graph.initializer]
+    g = onnx.helper.make_graph(nodes, "g", [onnx.helper.make_tensor_value_info(x, onnx.TensorProto.DOUBLE, X.shape),
+                                             onnx.helper.make_tensor_value_info("w64", onnx.TensorProto.DOUBLE, W.shape)],
+                               [onnx.helper.make_tensor_value_info(s, onnx.TensorProto.DOUBLE, [])],
+                               [t for t in inits if t.name != w])
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            if name == w:
+                n.input[i] = "w64"
+    ev = ReferenceEvaluator(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 10)]))
+
+    def f(wv):
+        return float(ev.run(None, {x: X.astype(np.float64), "w64": wv})[0])
+    eps = 1e-6
+    for idx in [(0, 0, 0), (0, 5, 1), (0, 4 * hid - 1, inp - 1), (0, 2 * hid + 1, 2)]:
+        wp, wm = W.astype(np.float64), W.astype(np.float64)
+        wp[idx] += eps
+        wm[idx] -= eps
+        num = (f(wp) - f(wm)) / (2 * eps)
+        assert abs(grad[idx] - num) < 1e-3 * max(1.0, abs(num)), (idx, grad[idx], num)

@@ -1,0 +1,210 @@
+"""Each optimizer, two training steps on the simulated IPU against NumPy doing seed 002's formulas
+(loss 0.5 * sum((x @ w)^2), so the gradient is x^T (x @ w))."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import popart
+
+from popart_helpers import device
+
+X = np.random.default_rng(7).normal(size=(4, 5)).astype(np.float32)
+W0 = np.random.default_rng(8).normal(size=(5, 3)).astype(np.float32)
+B0 = np.random.default_rng(9).normal(size=(3,)).astype(np.float32)
+
+
+def _model():
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [4, 5]), "x")
+    w = b.addInitializedInputTensor(W0, "w")
+    bias = b.addInitializedInputTensor(B0, "bias")
+    y = b.aiOnnx.add([b.aiOnnx.matmul([x, w]), bias])
+    sq = b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)
+    loss = b.aiGraphcore.identityloss([b.aiGraphcore.scale([sq], 0.5)])
+    return b.getModelProto(), x, loss
+
+
+def _grads(w, bias):
+    y = X @ w + bias
+    return {"w": X.T @ y, "bias": y.sum(0)}
+
+
+def _train(optimizer, steps=2, options=None):
+    proto, x, loss = _model()
+    s = popart.TrainingSession(proto, popart.DataFlow(1, {loss: popart.AnchorReturnType("Final")}), loss, optimizer,
+                               device(), userOptions=options)
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    for _ in range(steps):
+        s.run(popart.PyStepIO({x: X}, out))
+    s.weightsToHost()
+    got = {"w": np.zeros_like(W0), "bias": np.zeros_like(B0)}
+    s.readWeights(popart.PyWeightsIO(got))
+    return got, s
+
+
+def _numpy(update, steps=2):
+    p = {"w": W0.astype(np.float64), "bias": B0.astype(np.float64)}
+    state = {}
+    for t in range(1, steps + 1):
+        g = _grads(p["w"], p["bias"])
+        for k in p:
+            p[k] = update(k, p[k], g[k], state.setdefault(k, {}), t)
+    return p
+
+
+def _check(got, want, rtol=2e-4, atol=1e-5):
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=rtol, atol=atol, err_msg=k)
+
+
+@pytest.mark.parametrize("lr,mm,dm,wd,vs,ls,nesterov", [
+    (0.01, 0.0, 0.0, 0.0, 1.0, 1.0, False),
+    (0.01, 0.9, 0.0, 0.0, 1.0, 1.0, False),
+    (0.02, 0.8, 0.3, 0.05, 1.0, 1.0, False),
+    (0.01, 0.9, 0.1, 0.01, 4.0, 16.0, False),
+    (0.01, 0.7, 0.0, 0.02, 1.0, 1.0, True),
+])
+def test_sgd(lr, mm, dm, wd, vs, ls, nesterov):
+    opt = popart.SGD({"defaultLearningRate": (lr, True), "defaultMomentum": (mm, True),
+                      "defaultDampening": (dm, True), "defaultWeightDecay": (wd, True),
+                      "defaultVelocityScaling": (vs, True), "lossScaling": (ls, True), "nesterov": nesterov})
+
+    def update(k, w, g, st, t):
+        v = st.get("v", np.zeros_like(w))
+        v = mm * v + (1 - dm) * (g + wd * w)
+        st["v"] = v
+        return w - lr * ((g + wd * w + mm * v) if nesterov else v)
+    got, _ = _train(opt)
+    _check(got, _numpy(update))
+
+
+def test_sgd_per_tensor_settings_and_const_sgd():
+    opt = popart.SGD({"defaultLearningRate": (0.01, True)})
+    opt.insertSpecific("bias", {"learningRate": (0.1, True), "weightDecay": (0.5, True)})
+    got, _ = _train(opt)
+    want = _numpy(lambda k, w, g, st, t: w - (0.1 * (g + 0.5 * w) if k == "bias" else 0.01 * g))
+    _check(got, want)
+    got, _ = _train(popart.ConstSGD(0.01, weight_decay=0.1))
+    _check(got, _numpy(lambda k, w, g, st, t: w - 0.01 * (g + 0.1 * w)))
+
+
+def test_sgd_non_const_learning_rate_updated_from_host():
+    opt = popart.SGD({"defaultLearningRate": (0.01, False)})
+    proto, x, loss = _model()
+    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, opt, device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: X}, out))
+    s.updateOptimizerFromHost(popart.SGD({"defaultLearningRate": (0.002, False)}))
+    s.run(popart.PyStepIO({x: X}, out))
+    s.weightsToHost()
+    got = {"w": np.zeros_like(W0), "bias": np.zeros_like(B0)}
+    s.readWeights(popart.PyWeightsIO(got))
+    _check(got, _numpy(lambda k, w, g, st, t: w - (0.01 if t == 1 else 0.002) * g))
+    with pytest.raises(popart.popart_exception, match="must match"):
+        s.updateOptimizerFromHost(popart.SGD({"defaultLearningRate": (0.002, True)}))
+
+
+@pytest.mark.parametrize("mode,wdmode,wd", [
+    (popart.AdamMode.Adam, popart.WeightDecayMode.Decay, 0.0),
+    (popart.AdamMode.Adam, popart.WeightDecayMode.Decay, 0.1),           # AdamW
+    (popart.AdamMode.Adam, popart.WeightDecayMode.L2Regularization, 0.1),
+    (popart.AdamMode.AdamNoBias, popart.WeightDecayMode.Decay, 0.0),
+    (popart.AdamMode.Lamb, popart.WeightDecayMode.Decay, 0.05),
+    (popart.AdamMode.LambNoBias, popart.WeightDecayMode.Decay, 0.0),
+    (popart.AdamMode.AdaMax, popart.WeightDecayMode.Decay, 0.0),
+])
+def test_adam(mode, wdmode, wd):
+    lr, b1, b2, eps, ls = 0.01, 0.9, 0.99, 1e-6, 4.0
+    opt = popart.Adam({"defaultLearningRate": (lr, True), "defaultBeta1": (b1, True), "defaultBeta2": (b2, True),
+                       "defaultEps": (eps, True), "defaultWeightDecay": (wd, True), "lossScaling": (ls, True)},
+                      mode=mode, weight_decay_mode=wdmode)
+
+    def update(k, w, g, st, t):
+        gt = g + wd * w if wdmode == popart.WeightDecayMode.L2Regularization else g
+        m = b1 * st.get("m", 0) + (1 - b1) * gt
+        if mode == popart.AdamMode.AdaMax:
+            v = np.maximum(b2 * st.get("v", 0), np.abs(gt))
+        else:
+            v = b2 * st.get("v", 0) + (1 - b2) * gt * gt
+        st["m"], st["v"] = m, v
+        bias = mode in (popart.AdamMode.Adam, popart.AdamMode.Lamb, popart.AdamMode.AdaMax)
+        mt = m / (1 - b1 ** t) if bias else m
+        if mode == popart.AdamMode.AdaMax:  # popxl's adamax_updater: m_hat / (v + eps)
+            u = mt / (v + eps)
+        else:
+            vt = v / (1 - b2 ** t) if bias else v
+            u = mt / (np.sqrt(vt) + eps)
+        if wdmode == popart.WeightDecayMode.Decay:
+            u = u + wd * w
+        if mode in (popart.AdamMode.Lamb, popart.AdamMode.LambNoBias):
+            r1, r2 = min(np.linalg.norm(w), 65504.0), np.linalg.norm(u)
+            ratio = r1 / r2 if r1 > 0 and r2 > 0 else 1.0
+            return w - ratio * lr * u
+        return w - lr * u
+    got, _ = _train(opt)
+    _check(got, _numpy(update), rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", list(popart.AdaptiveMode))
+@pytest.mark.parametrize("mm", [0.0, 0.5])
+def test_adaptive(mode, mm):
+    lr, alpha, eps, wd = 0.01, 0.9, 1e-6, 0.02
+    opt = popart.Adaptive({"defaultLearningRate": (lr, True), "defaultAlpha": (alpha, True),
+                           "defaultEps": (eps, True), "defaultWeightDecay": (wd, True),
+                           "defaultMomentum": (mm, True)}, mode=mode)
+
+    def update(k, w, g, st, t):
+        g = g + wd * w  # L2 regularisation, Adaptive's default weight decay mode
+        if mode == popart.AdaptiveMode.AdaGrad:
+            v = st.get("v", 0) + g * g
+        else:
+            v = alpha * st.get("v", 0) + (1 - alpha) * g * g
+        st["v"] = v
+        if mode == popart.AdaptiveMode.AdaDelta:
+            d = st.get("d", 0)
+            u = g * np.sqrt(d + eps) / np.sqrt(v + eps)
+            st["d"] = alpha * d + (1 - alpha) * u * u
+        elif mode == popart.AdaptiveMode.CenteredRMSProp:
+            mg = alpha * st.get("mg", 0) + (1 - alpha) * g
+            st["mg"] = mg
+            u = g / (np.sqrt(v - mg * mg) + eps)
+        else:
+            u = g / (np.sqrt(v) + eps)
+        if mm:
+            x = mm * st.get("x", 0) + u
+            st["x"] = x
+            u = x
+        return w - lr * u
+    got, _ = _train(opt)
+    _check(got, _numpy(update), rtol=1e-3, atol=1e-5)
+
+
+def test_gradient_accumulation_sums_micro_batch_gradients():
+    """accumulationFactor 2 with the default Sum reduction: one update from the summed gradients."""
+    proto, x, loss = _model()
+    opts = popart.SessionOptions()
+    opts.enableGradientAccumulation = True
+    opts.accumulationFactor = 2
+    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, popart.SGD({"defaultLearningRate": (0.01, True)}),
+                               device(), userOptions=opts)
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    assert out[loss].shape == (2,)
+    X2 = np.stack([X, 2 * X])
+    s.run(popart.PyStepIO({x: X2}, out))
+    s.weightsToHost()
+    got = {"w": np.zeros_like(W0), "bias": np.zeros_like(B0)}
+    s.readWeights(popart.PyWeightsIO(got))
+    g = {k: 0 for k in got}
+    for xi in X2:
+        y = xi @ W0 + B0
+        g["w"] = g["w"] + xi.T @ y
+        g["bias"] = g["bias"] + y.sum(0)
+    _check(got, {"w": W0 - 0.01 * g["w"], "bias": B0 - 0.01 * g["bias"]})
+    np.testing.assert_allclose(out[loss], [0.5 * ((xi @ W0 + B0) ** 2).sum() for xi in X2], rtol=1e-5)
