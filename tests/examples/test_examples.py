@@ -45,3 +45,9 @@ def test_float8_inference_matches_float32():
     assert res["float8"].dtype.name == "float16"
     assert res["relative_error"] < 0.1  # 3 mantissa bits: a few percent
     assert all(-32 <= s < 32 for s in res["scales"])
+
+
+def test_custom_op_example_trains_through_its_leaky_relu():
+    # the module name the other custom-op tests load it under (its op and codelets register once)
+    ex = runpy.run_path(os.path.join(EXAMPLES, "custom_op.py"), run_name="custom_op_example")
+    assert ex["main"](steps=2) > 0
