@@ -1,8 +1,9 @@
 """The user codelets of examples/custom_op.py (LeakyRelu, LeakyReluGrad), tested as the built-in
 codelets are: awkward sizes on several tiles, float32 and float16, kernel == NumPy reference ==
 float64 maths, and the cost model against poplibs' estimators of the popops vertices it sits between."""
+import importlib
 import os
-import runpy
+import sys
 
 import numpy as np
 import pytest
@@ -15,7 +16,10 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 
 @pytest.fixture(scope="module")
 def ex():
-    return runpy.run_path(os.path.join(EXAMPLES, "custom_op.py"), run_name="custom_op_example")
+    """examples/custom_op.py imported as the module `custom_op` (importable, so Numba can cache its kernels)."""
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)
+    return vars(importlib.import_module("custom_op"))
 
 
 def _f64(x, alpha):

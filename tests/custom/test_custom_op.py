@@ -1,8 +1,9 @@
 """Custom ops written in Python (popxl.custom_op): registration in the one op table, shape
 inference and its errors, lowering by a user codelet and by an expansion of popxl ops, gradients
 through autodiff, the reference interpreter, and the profile naming the op and its codelet."""
+import importlib
 import os
-import runpy
+import sys
 
 import numpy as np
 import pytest
@@ -21,7 +22,10 @@ def _small(monkeypatch):
 
 @pytest.fixture(scope="module")
 def ex():
-    return runpy.run_path(os.path.join(EXAMPLES, "custom_op.py"), run_name="custom_op_example")
+    """examples/custom_op.py imported as the module `custom_op` (importable, so Numba can cache its kernels)."""
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)
+    return vars(importlib.import_module("custom_op"))
 
 
 def _run(ir, feeds=None):
