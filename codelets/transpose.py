@@ -80,6 +80,7 @@ class Transpose2d(Codelet):
     fields = (Field("src", IN), Field("dst", OUT))
     int_params = ("rows", "cols")
     supervisor = False
+    takes_float8 = True  # it moves bytes, it does no arithmetic
 
     def kernel(self):
         return _transpose_kernel

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["IN", "INOUT", "OUT", "Codelet", "Field", "get_codelet", "register", "registered_codelets"]
+
 IN, OUT, INOUT = "in", "out", "inout"
 
 

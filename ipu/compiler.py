@@ -10,7 +10,7 @@
    on every tile from the cost models.
 
 Program kinds use the compiler through its public methods only: `add_step`, `sync`,
-`addresses`, `scalar_ref`, `cached`, `add_vertex_memory`, `add_exchange_code`, and the
+`addresses`, `address_runs`, `scalar_ref`, `cached`, `add_vertex_memory`, `add_exchange_code`, and the
 read-only `target`, `graph`, `layouts` and `steps`.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     for v in live_vars:
         if v.numel == 0:
             continue
-        unmapped = np.count_nonzero(v.tile_of < 0)
+        unmapped = v.unmapped()
         if unmapped:
             raise MappingError(
                 f"tensor {v.name!r} has {unmapped} of {v.numel} elements without a tile mapping; "
@@ -133,6 +133,7 @@ class Compiler:
         self.code_bytes = np.zeros(n, np.int64)
         self.state_bytes = np.zeros(n, np.int64)
         self.exchange_bytes = np.zeros(n, np.int64)
+        self.owners: dict = {}  # category -> [(owner name, tiles, bytes)] for out-of-memory reports
         self.control_steps = 0
 
     # -- the API of program kinds
@@ -184,6 +185,14 @@ class Compiler:
             raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
         return L.element_addresses(t.flat_index())
 
+    def address_runs(self, t: Tensor, what: str):
+        """(byte addresses, tiles, element counts) of the stretches of `t` that are consecutive in
+        one piece, in row-major order (`Layout.run_addresses`): per run, not per element."""
+        L = self.layouts.get(t.variable.id)
+        if L is None:
+            raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
+        return L.run_addresses(*t.index_runs())
+
     def scalar_ref(self, t: Tensor, what: str):
         """(storage dtype, element offset in that view) of a one-element tensor the engine reads."""
         if t.numel != 1:
@@ -199,10 +208,14 @@ class Compiler:
             self._cache[key] = build()
         return self._cache[key]
 
-    def add_vertex_memory(self, tiles: np.ndarray, code_key, code_bytes: int, state_bytes: int) -> None:
-        """Vertex state for every vertex on `tiles`; the code of `code_key` once per tile using it."""
+    def add_vertex_memory(self, tiles: np.ndarray, code_key, code_bytes: int, state_bytes: int,
+                          owner: str = "") -> None:
+        """Vertex state for every vertex on `tiles`; the code of `code_key` once per tile using it.
+        `owner` (the compute set's name) is what an out-of-memory report names."""
         n = self.target.num_tiles
-        self.state_bytes += np.bincount(tiles, minlength=n) * state_bytes
+        state = np.bincount(tiles, minlength=n) * state_bytes
+        self.state_bytes += state
+        self._owned("vertex_state", owner, state)
         on = self._code_on_tile.get(code_key)
         if on is None:
             on = self._code_on_tile[code_key] = np.zeros(n, bool)
@@ -211,9 +224,34 @@ class Compiler:
         on[new] = True
         self.code_bytes[new] += code_bytes
 
-    def add_exchange_code(self, tile_bytes: np.ndarray) -> None:
-        """Exchange code bytes on every tile."""
+    def add_exchange_code(self, tile_bytes: np.ndarray, owner: str = "") -> None:
+        """Exchange code bytes on every tile; `owner` (the exchange's name) for out-of-memory reports."""
         self.exchange_bytes += tile_bytes
+        self._owned("exchange_code", owner, tile_bytes)
+
+    def _owned(self, category: str, owner: str, tile_bytes: np.ndarray) -> None:
+        nz = np.flatnonzero(tile_bytes)
+        if nz.size:  # sparse: (owner, tiles, bytes) per step
+            self.owners.setdefault(category, []).append((owner, nz.astype(np.int32), tile_bytes[nz].astype(np.int64)))
+
+    def owners_on_tile(self, t: int, layouts: dict, top: int = 4) -> dict:
+        """{category: [(owner name, bytes), ...]} of what fills tile t, largest first: tensors (named
+        by the op that made them) for data, steps for exchange code and vertex state."""
+        by: dict = {}
+        for L in layouts.values():
+            m = L.tiles == t
+            if m.any():
+                v = L.variable
+                cat = {VARIABLE: "variables", CONSTANT: "constants"}.get(v.category, "temporaries")
+                name = v.debug or v.name
+                b = int(((L.stops[m] - L.starts[m]) * v.dtype.itemsize).sum())
+                by.setdefault(cat, {})[name] = by.setdefault(cat, {}).get(name, 0) + b
+        for cat, items in self.owners.items():
+            for owner, tiles, nbytes in items:
+                k = np.searchsorted(tiles, t)
+                if k < tiles.size and tiles[k] == t:
+                    by.setdefault(cat, {})[owner] = by.setdefault(cat, {}).get(owner, 0) + int(nbytes[k])
+        return {c: sorted(d.items(), key=lambda x: -x[1])[:top] for c, d in by.items()}
 
     # -- functions
     def _function(self, f: Function) -> int:
@@ -254,15 +292,9 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
         liveness = np.pad(liveness, (0, n - len(liveness))) + np.pad(code.live, (0, n - len(code.live)))
         live_peak = live_peak + code.loaded_peak
 
-    def largest_on_tile(t):
-        items = []
-        for L in layouts.values():
-            m = L.tiles == t
-            if m.any():
-                items.append((L.variable.name, int(((L.stops[m] - L.starts[m]) * L.variable.dtype.itemsize).sum())))
-        return sorted(items, key=lambda x: -x[1])[:3]
-
-    check_fits(plan, largest_on_tile)
+    check_fits(plan, lambda t: comp.owners_on_tile(t, layouts))
+    for v in graph.variables:  # mappings are fixed now: keep them as pieces, not per element
+        v.compact()
     return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
                       {v.id: v for v in graph.variables}, dict(graph.streams), plan,
                       len(liveness), liveness, live_peak,

@@ -14,7 +14,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["CopyTable", "copy_runs", "copy_runs_staged", "runs"]
+__all__ = ["CopyTable", "copy_runs", "copy_runs_staged", "merge_runs", "runs"]
 
 
 @dataclass(eq=False)
@@ -34,6 +34,51 @@ def runs(sa, da, st, dt, isz):
     (source offsets, destination offsets, bytes, source tiles, destination tiles)."""
     args = [np.ascontiguousarray(np.asarray(a, np.int64)) for a in (sa, da, st, dt)]
     return _runs_kernel(*args, isz)
+
+
+def merge_runs(src, dst, isz):
+    """The copy runs of a copy given both ends as address runs (`Layout.run_addresses`: byte
+    addresses, tiles and element counts of stretches in the copy's element order): the same
+    table `runs` makes from per-element addresses, built in one pass over the runs."""
+    (sa, st, sn), (da, dt, dn) = src, dst
+    return _merge_kernel(*(np.ascontiguousarray(a, np.int64) for a in (sa, st, sn, da, dt, dn)), isz)
+
+
+@njit(cache=True)
+def _merge_kernel(sa, st, sn, da, dt, dn, isz):
+    cap = sa.shape[0] + da.shape[0]
+    so = np.empty(cap, np.int64)
+    do = np.empty(cap, np.int64)
+    nb = np.empty(cap, np.int64)
+    ts = np.empty(cap, np.int64)
+    td = np.empty(cap, np.int64)
+    i = 0
+    j = 0
+    ui = 0  # elements of source part i / destination part j already used
+    uj = 0
+    r = -1
+    while i < sa.shape[0] and j < da.shape[0]:
+        k = min(sn[i] - ui, dn[j] - uj)
+        a = sa[i] + ui * isz
+        b = da[j] + uj * isz
+        if r >= 0 and so[r] + nb[r] == a and do[r] + nb[r] == b and ts[r] == st[i] and td[r] == dt[j]:
+            nb[r] += k * isz  # continues the previous run at both ends
+        else:
+            r += 1
+            so[r] = a
+            do[r] = b
+            nb[r] = k * isz
+            ts[r] = st[i]
+            td[r] = dt[j]
+        ui += k
+        uj += k
+        if ui == sn[i]:
+            i += 1
+            ui = 0
+        if uj == dn[j]:
+            j += 1
+            uj = 0
+    return so[:r + 1].copy(), do[:r + 1].copy(), nb[:r + 1].copy(), ts[:r + 1].copy(), td[:r + 1].copy()
 
 
 @njit(cache=True)

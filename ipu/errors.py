@@ -16,11 +16,13 @@ class CompileError(IpuError, ValueError):
 
 
 class OutOfMemoryError(IpuError, MemoryError):
-    """Tile memory overflowed. `report` holds the per-tile breakdown of the worst tiles."""
+    """Tile memory overflowed. `report` holds the per-tile breakdown of the worst tiles (and what
+    owns the bytes of the worst one); `categories` the memory categories that fill them."""
 
-    def __init__(self, message: str, report=None):
+    def __init__(self, message: str, report=None, categories=None):
         super().__init__(message)
         self.report = report
+        self.categories = list(categories or [])
 
 
 class StreamError(IpuError, ValueError):

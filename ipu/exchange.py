@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import costs
-from .copytables import CopyTable, copy_runs, copy_runs_staged, runs
+from .copytables import CopyTable, copy_runs, copy_runs_staged, merge_runs
 from .errors import CompileError
 from .kinds import ProgramKind, register_kind
 from .program import Copy, Sync
@@ -31,13 +31,13 @@ def _copy_step(comp, p: Copy):
     if src.numel == 0:
         return comp.add_step("exchange", p.name or "copy", 0)
     isz = src.dtype.itemsize
-    sa, st = comp.addresses(src, "Copy source")
-    da, dt = comp.addresses(dst, "Copy destination")
-    src_off, dst_off, nbytes, src_tile, dst_tile = runs(sa, da, st, dt, isz)
+    src_off, dst_off, nbytes, src_tile, dst_tile = merge_runs(comp.address_runs(src, "Copy source"),
+                                                              comp.address_runs(dst, "Copy destination"), isz)
     target = comp.target
     tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target)
     # exchange code from the phase's messages: sends, receive regions, phase entry (costs.py)
-    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles))
+    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles),
+                           p.name or f"copy {src.name} -> {dst.name}")
     staged = src.variable is dst.variable
     return comp.add_step("exchange", p.name or f"copy {src.name} -> {dst.name}",
                          int(tile_cycles.max(initial=0)) + extra, tile_cycles,

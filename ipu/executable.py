@@ -40,6 +40,62 @@ class Layout:
         return out_addr, out_tile
 
 
+    def run_addresses(self, starts: np.ndarray, lengths: np.ndarray):
+        """(byte addresses, tiles, element counts) of runs of consecutive flat elements, each run
+        split where it crosses from one piece into the next: one entry per (run, piece), however
+        long the runs are."""
+        starts = np.ascontiguousarray(starts, np.int64)
+        lengths = np.ascontiguousarray(lengths, np.int64)
+        return _split_runs(starts, lengths, self.starts, self.stops, self.addr, self.tiles.astype(np.int64),
+                           self.variable.dtype.itemsize)
+
+
+@njit(cache=True)
+def _piece_of(e, starts):
+    lo = 0
+    hi = starts.shape[0] - 1
+    while lo < hi:  # the last piece starting at or before e
+        mid = (lo + hi + 1) >> 1
+        if starts[mid] <= e:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@njit(cache=True)
+def _split_runs(rs, rl, starts, stops, addr, tiles, isz):
+    n = 0
+    for i in range(rs.shape[0]):  # count the (run, piece) parts
+        e = rs[i]
+        left = rl[i]
+        p = _piece_of(e, starts) if left > 0 else 0
+        while left > 0:
+            k = min(left, stops[p] - e)
+            n += 1
+            e += k
+            left -= k
+            p += 1
+    out_a = np.empty(n, np.int64)
+    out_t = np.empty(n, np.int64)
+    out_n = np.empty(n, np.int64)
+    j = 0
+    for i in range(rs.shape[0]):
+        e = rs[i]
+        left = rl[i]
+        p = _piece_of(e, starts) if left > 0 else 0
+        while left > 0:
+            k = min(left, stops[p] - e)
+            out_a[j] = addr[p] + (e - starts[p]) * isz
+            out_t[j] = tiles[p]
+            out_n[j] = k
+            j += 1
+            e += k
+            left -= k
+            p += 1
+    return out_a, out_t, out_n
+
+
 @njit(cache=True)
 def _lookup_addresses(idx, starts, stops, addr, tiles, isz, out_addr, out_tile):
     p = 0

@@ -45,53 +45,77 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
 
     A piece is live over its segments [seg_start, seg_end] of the program timeline (a function's
     temporaries have one per call); two pieces may share bytes when no segment of one intersects
-    a segment of the other. The placed pieces whose last segment has not ended yet stay on an
-    active list kept sorted by address; a new piece goes into the lowest gap between the active
-    pieces it conflicts with. Returns the tile-local address of each piece and the high-water mark
-    of each tile.
+    a segment of the other. Always-live pieces (a segment starting before the program) are stacked
+    from address 0. The placed temporaries whose last segment has not ended yet stay on an active
+    list kept sorted by address (in contiguous arrays: this loop is the planner's hot spot); a new
+    piece goes into the lowest gap between the active pieces it conflicts with. Returns the
+    tile-local address of each piece and the high-water mark of each tile.
     """
     n = order.shape[0]
     addr = np.zeros(n, np.int64)
     peak = np.zeros(num_tiles, np.int64)
-    act = np.empty(n, np.int64)  # active pieces, sorted by address
+    a_addr = np.empty(n, np.int64)  # the active pieces, sorted by address
+    a_size = np.empty(n, np.int64)
+    a_end = np.empty(n, np.int64)  # end of the last segment
+    a_piece = np.empty(n, np.int64)
     i = 0
     while i < n:
         t = tile[order[i]]
-        na = 0
+        floor = 0
         j = i
+        while j < n and tile[order[j]] == t and seg_start[seg_ptr[order[j]]] < 0:
+            p = order[j]
+            addr[p] = floor
+            floor += size[p]
+            j += 1
+        if floor > peak[t]:
+            peak[t] = floor
+        na = 0
         while j < n and tile[order[j]] == t:
             p = order[j]
             p0 = seg_ptr[p]
             p1 = seg_ptr[p + 1]
             first = seg_start[p0]
-            # drop pieces whose last segment ended before this piece starts
+            multi = p1 - p0 > 1
+            # one pass: drop actives that ended before this piece starts, find the lowest gap
+            # among the conflicting ones, and the insertion point (by address)
+            cur = floor
+            found = False
             k = 0
             for q in range(na):
-                if seg_end[seg_ptr[act[q] + 1] - 1] >= first:
-                    act[k] = act[q]
-                    k += 1
-            na = k
-            # lowest gap among the conflicting actives that fits
-            cur = 0
-            for q in range(na):
-                o = act[q]
-                if p1 - p0 > 1 or seg_ptr[o + 1] - seg_ptr[o] > 1:
+                if a_end[q] < first:
+                    continue
+                a_addr[k] = a_addr[q]
+                a_size[k] = a_size[q]
+                a_end[k] = a_end[q]
+                a_piece[k] = a_piece[q]
+                k += 1
+                if found:
+                    continue
+                if multi or seg_ptr[a_piece[k - 1] + 1] - seg_ptr[a_piece[k - 1]] > 1:
+                    o = a_piece[k - 1]
                     if not _overlap(seg_start, seg_end, p0, p1, seg_ptr[o], seg_ptr[o + 1]):
                         continue
-                if addr[o] - cur >= size[p]:
-                    break
-                if addr[o] + size[o] > cur:
-                    cur = addr[o] + size[o]
+                if a_addr[k - 1] - cur >= size[p]:
+                    found = True
+                elif a_addr[k - 1] + a_size[k - 1] > cur:
+                    cur = a_addr[k - 1] + a_size[k - 1]
+            na = k
             addr[p] = cur
-            # insert by address
             pos = na
             for q in range(na):
-                if addr[act[q]] > cur:
+                if a_addr[q] > cur:
                     pos = q
                     break
             for q in range(na, pos, -1):
-                act[q] = act[q - 1]
-            act[pos] = p
+                a_addr[q] = a_addr[q - 1]
+                a_size[q] = a_size[q - 1]
+                a_end[q] = a_end[q - 1]
+                a_piece[q] = a_piece[q - 1]
+            a_addr[pos] = cur
+            a_size[pos] = size[p]
+            a_end[pos] = seg_end[p1 - 1]
+            a_piece[pos] = p
             na += 1
             if cur + size[p] > peak[t]:
                 peak[t] = cur + size[p]
@@ -134,33 +158,75 @@ def place_pieces(tile, nbytes, start, end, target: Target, seg_ptr=None):
                   target.num_tiles)
 
 
-def check_fits(plan: MemoryPlan, variables_by_tile=None) -> None:
-    """Raise OutOfMemoryError naming the worst tiles and what fills them."""
+# What to do about each category, when it is one of those that fill the overflowing tiles.
+ADVICE = {
+    "variables": "variables (weights, optimiser state): spread them over more tiles, keep them in "
+                 "streaming memory (remote buffers) or shard them over replicas, or store them in float16",
+    "constants": "constants: spread large constants over more tiles, or make them host inputs",
+    "temporaries": "temporaries (activations and intermediates): use a smaller batch or float16, call "
+                   "a repeated layer as one graph (its temporaries are then live once per call), or "
+                   "lower matmuls' available_memory_proportion",
+    "vertex_code": "vertex code: fewer distinct vertex types per tile, or keep called graphs' code in "
+                   "streaming memory (remote_code_load)",
+    "vertex_state": "vertex state: fewer, larger vertices (bigger tensors per tile, fewer small ops)",
+    "exchange_code": "exchange code: fewer exchanged runs: keep tensors in the layout their consumers "
+                     "read (avoid element-wise transposes and reshuffles), and outline repeated layers "
+                     "as one called graph (its exchanges are compiled once)",
+    "control_code": "control code: fewer program steps: outline repeated layers as a called graph or "
+                    "a repeat loop",
+    "code_loaded": "code loaded from streaming memory: load fewer graphs' code at a time",
+}
+
+
+def overflowing_categories(plan: MemoryPlan, tiles: np.ndarray) -> list[tuple[str, int]]:
+    """The categories that fill the given (overflowing) tiles: those holding at least a fifth of
+    their bytes, and always the largest; [(category, bytes summed over the tiles)], largest first.
+    The stack is a fixed reserve of the target, not something a program can shrink."""
+    sums = [(c, int(v[tiles].sum())) for c, v in plan.categories.items() if int(v[tiles].sum()) and c != "stack"]
+    sums.sort(key=lambda x: -x[1])
+    total = sum(b for _, b in sums)
+    return [x for i, x in enumerate(sums) if i == 0 or x[1] * 5 >= total]
+
+
+def _kib(b: int) -> str:
+    return f"{b / 1024:,.1f} KiB"
+
+
+def check_fits(plan: MemoryPlan, owners_on_tile=None) -> None:
+    """Raise OutOfMemoryError naming the worst tiles, the categories that fill them (with advice
+    for those) and, per category, what owns the bytes on the worst tile (`owners_on_tile(t)` ->
+    {category: [(name, bytes)]}: tensors by the op that made them, exchanges and compute sets by
+    their step names, which carry the name scope of their op)."""
     target = plan.target
     total = plan.tile_total()
     over = np.flatnonzero(total > target.bytes_per_tile)
     if over.size == 0:
         return
     worst = over[np.argsort(-total[over], kind="stable")][:5]
+    cats_over = overflowing_categories(plan, over)
     lines = [
         f"Out of tile memory: {over.size} of {target.num_tiles} tiles need more than the "
         f"{target.bytes_per_tile:,} bytes a {target.name} tile has.",
+        "What fills them (summed over those tiles): "
+        + ", ".join(f"{c} {b / max(1, sum(x[1] for x in cats_over)) * 100:.0f}%" for c, b in cats_over) + ".",
         "Worst tiles (bytes by category):",
     ]
     report = []
-    for t in worst:
-        cats = {c: int(plan.categories[c][t]) for c in CATEGORIES if plan.categories[c][t]}
+    for i, t in enumerate(worst):
+        cats = {c: int(plan.categories[c][t]) for c in plan.categories if plan.categories[c][t]}
         entry = {"tile": int(t), "total": int(total[t]), "categories": cats}
         desc = ", ".join(f"{c} {b:,}" for c, b in cats.items())
         lines.append(f"  tile {t}: {int(total[t]):,} bytes ({desc})")
-        if variables_by_tile is not None:
-            big = variables_by_tile(int(t))
-            entry["largest"] = big
-            if big:
-                lines.append("    largest tensors: " + ", ".join(f"{n} ({b:,} B)" for n, b in big))
+        if owners_on_tile is not None and i == 0:
+            owners = owners_on_tile(int(t))
+            entry["owners"] = owners
+            for c, _ in cats_over:
+                if owners.get(c):
+                    note = " (sizes; not all live at once)" if c == "temporaries" else ""
+                    lines.append(f"    {c}{note}: " + ", ".join(f"{n} ({_kib(b)})" for n, b in owners[c]))
         report.append(entry)
-    lines.append(
-        "Fix: spread the large tensors over more tiles (map them linearly over all tiles), use a "
-        "smaller batch, or a target with more tiles or IPUs."
-    )
-    raise OutOfMemoryError("\n".join(lines), report)
+    lines.append("Fix what overflows:")
+    for c, _ in cats_over:
+        lines.append(f"  - {ADVICE.get(c, c)}.")
+    lines.append("  (or a target with more tiles or IPUs)")
+    raise OutOfMemoryError("\n".join(lines), report, [c for c, _ in cats_over])

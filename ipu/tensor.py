@@ -16,7 +16,7 @@ import numpy as np
 
 from .types import ElementType, element_type
 
-__all__ = ["CONSTANT", "TEMPORARY", "VARIABLE", "Tensor", "Variable"]
+__all__ = ["CONSTANT", "IndexRuns", "TEMPORARY", "VARIABLE", "Tensor", "Variable"]
 
 _ids = itertools.count()
 
@@ -37,6 +37,54 @@ def _resolve_shape(numel: int, shape) -> tuple:
     return tuple(shape)
 
 
+# An index array at least this long is kept as runs of consecutive indices when that is at least
+# eight times smaller (the matmul's block gathers, slices, rows of transposed operands): host memory
+# then grows with the runs a program moves, not with its elements.
+_COMPACT_MIN = 1 << 14
+
+
+class IndexRuns:
+    """Flat element indices stored as runs: starts[i], starts[i] + 1, ..., starts[i] + lengths[i] - 1."""
+
+    __slots__ = ("starts", "lengths", "size")
+
+    def __init__(self, starts: np.ndarray, lengths: np.ndarray):
+        self.starts = np.ascontiguousarray(starts, np.int64)
+        self.lengths = np.ascontiguousarray(lengths, np.int64)
+        self.size = int(self.lengths.sum())
+
+    @staticmethod
+    def of(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) of the runs of consecutive values in a flat index array."""
+        flat = np.asarray(flat, np.int64).reshape(-1)
+        if flat.size == 0:
+            z = np.zeros(0, np.int64)
+            return z, z
+        brk = np.flatnonzero(np.diff(flat) != 1) + 1
+        first = np.concatenate(([0], brk))
+        return flat[first], np.diff(np.append(first, flat.size))
+
+    def expand(self) -> np.ndarray:
+        if self.size == 0:
+            return np.zeros(0, np.int64)
+        # each run's start, minus the position where the run begins, plus the position
+        offset = self.starts - (np.cumsum(self.lengths) - self.lengths)
+        return np.repeat(offset, self.lengths) + np.arange(self.size, dtype=np.int64)
+
+
+def _compact(index):
+    """`index` as IndexRuns when that is much smaller, else unchanged."""
+    if not isinstance(index, np.ndarray) or index.size < _COMPACT_MIN:
+        return index
+    head = index.reshape(-1)[:4096]
+    if np.count_nonzero(np.diff(head) != 1) * 8 > head.size:  # a sample says: not mostly runs
+        return index
+    starts, lengths = IndexRuns.of(index)
+    if starts.size * 8 > index.size:
+        return index
+    return IndexRuns(starts, lengths)
+
+
 class Tensor:
     """A view of a variable's elements with a shape."""
 
@@ -44,7 +92,9 @@ class Tensor:
 
     def __init__(self, variable: "Variable", index: np.ndarray | None, shape: tuple[int, ...]):
         self.variable = variable
-        self._index = index  # None means the identity view of the whole variable
+        # None means the identity view of the whole variable; a long index that is mostly runs of
+        # consecutive elements is kept as IndexRuns
+        self._index = _compact(index)
         self.shape = tuple(int(s) for s in shape)
 
     # -- basic properties -------------------------------------------------------------------
@@ -73,15 +123,30 @@ class Tensor:
         array) covers all of its variable in flat order, possibly with another shape."""
         if self._index is None:
             return np.arange(self.variable.numel, dtype=np.int64).reshape(self.shape)
+        if isinstance(self._index, IndexRuns):
+            return self._index.expand().reshape(self.shape)
         return self._index
 
     def flat_index(self) -> np.ndarray:
         return self.index().reshape(-1)
 
+    def index_runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) of the runs of consecutive elements the view reads, in its order:
+        what copies are compiled from (one entry per run, not per element)."""
+        if self._index is None:
+            n = self.variable.numel
+            return np.zeros(1 if n else 0, np.int64), np.full(1 if n else 0, n, np.int64)
+        if isinstance(self._index, IndexRuns):
+            return self._index.starts, self._index.lengths
+        return IndexRuns.of(self._index)
+
     def contiguous_range(self) -> tuple[int, int] | None:
         """(start, count) if the view is a run of consecutive elements of its variable, else None."""
         if self._index is None:
             return 0, self.variable.numel
+        if isinstance(self._index, IndexRuns):
+            r = self._index
+            return (int(r.starts[0]), r.size) if r.starts.size == 1 else (None if r.size else (0, 0))
         flat = self._index.reshape(-1)
         if flat.size == 0:
             return 0, 0
@@ -133,7 +198,8 @@ class Tensor:
 class Variable(Tensor):
     """A tensor with storage in tile memory. Create them with `ipu.Graph.add_variable`."""
 
-    __slots__ = ("id", "_name", "_dtype", "category", "tile_of", "initial", "graph_id", "debug")
+    __slots__ = ("id", "_name", "_dtype", "category", "_tile_of", "_pieces", "_numel", "initial", "graph_id",
+                 "debug")
 
     def __init__(self, graph_id: int, name: str, shape, dtype, category: str = VARIABLE,
                  initial: np.ndarray | None = None, debug: str = ""):
@@ -147,10 +213,53 @@ class Variable(Tensor):
         self.graph_id = graph_id
         self.initial = initial
         self.debug = debug
-        n = int(np.prod(shape, dtype=np.int64))
-        # Tile of every element; -1 until mapped. int32 covers any number of IPUs.
-        self.tile_of = np.full(n, -1, dtype=np.int32)
+        self._numel = int(np.prod(shape, dtype=np.int64))
+        self._tile_of = None  # per-element tile table, made on first use
+        self._pieces = None  # or the same mapping as pieces (starts, stops, tiles)
         super().__init__(self, None, shape)
+
+    @property
+    def tile_of(self) -> np.ndarray:
+        """The tile of every element (int32, -1 where unmapped). A variable mapped by pieces
+        (`set_tile_runs`, or `compact` after compiling) keeps only its pieces until this is read."""
+        if self._tile_of is None:
+            t = np.full(self._numel, -1, dtype=np.int32)
+            if self._pieces is not None:
+                starts, stops, tiles = self._pieces
+                t[:] = np.repeat(tiles.astype(np.int32), stops - starts)
+                self._pieces = None
+            self._tile_of = t
+        return self._tile_of
+
+    @tile_of.setter
+    def tile_of(self, value) -> None:
+        self._pieces = None
+        self._tile_of = np.asarray(value, np.int32).reshape(-1)
+
+    def set_tile_runs(self, tiles, counts) -> None:
+        """Map the variable as consecutive runs: counts[i] elements on tiles[i] (no per-element table)."""
+        tiles = np.asarray(tiles, np.int64).reshape(-1)
+        counts = np.asarray(counts, np.int64).reshape(-1)
+        if int(counts.sum()) != self._numel or (counts < 0).any():
+            raise ValueError(f"set_tile_runs: the runs of {self._name!r} cover {int(counts.sum())} elements, "
+                             f"it has {self._numel}")
+        keep = counts > 0
+        tiles, counts = tiles[keep], counts[keep]
+        stops = np.cumsum(counts)
+        self._tile_of = None
+        self._pieces = (stops - counts, stops, tiles.astype(np.int32))
+
+    def compact(self) -> None:
+        """Keep the mapping as pieces only (after compiling, when nothing maps it any more)."""
+        if self._tile_of is not None and (self._tile_of >= 0).all():
+            self._pieces = self.pieces()
+            self._tile_of = None
+
+    def unmapped(self) -> int:
+        """How many elements have no tile yet."""
+        if self._tile_of is None:
+            return 0 if self._pieces is not None or self._numel == 0 else self._numel
+        return int(np.count_nonzero(self._tile_of < 0))
 
     @property
     def name(self) -> str:
@@ -162,7 +271,7 @@ class Variable(Tensor):
 
     @property
     def numel(self) -> int:
-        return int(self.tile_of.size)
+        return self._numel
 
     @property
     def nbytes(self) -> int:
@@ -170,6 +279,8 @@ class Variable(Tensor):
 
     def pieces(self):
         """Runs of consecutive elements on one tile: (starts, stops, tiles) arrays."""
+        if self._tile_of is None and self._pieces is not None:
+            return self._pieces
         t = self.tile_of
         if t.size == 0:
             z = np.zeros(0, np.int64)

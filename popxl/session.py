@@ -19,7 +19,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _replication, dtypes
+from . import _memory_report, _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -122,7 +122,10 @@ class Session:
         t0 = time.perf_counter()
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
-        self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        try:
+            self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+        except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
+            raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
         # the executable holds what running needs; the lowering's graph and program tree (index
         # arrays of every view, vertex field tables) would otherwise stay for the session's life
         self._lowered.graph = self._lowered.main = None
@@ -391,7 +394,10 @@ class Session:
         lead = self._leading()
         out = {}
         for s, data in inputs.items():
-            arr = to_numpy(data, downcast=False, copy=False)  # NumPy arrays, sequences, torch tensors
+            try:  # NumPy arrays, sequences, torch tensors
+                arr = to_numpy(data, downcast=False, copy=False)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"input for stream {s.tensor_id!r}: {e}") from None
             want = lead + tuple(s.shape)
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):
@@ -399,8 +405,8 @@ class Session:
             if arr.shape != want:
                 raise ValueError(
                     f"Shape mismatch for input stream {s.tensor_id}:\nStream shape = {tuple(s.shape)}, therefore "
-                    f"expected full global batch shape {want}. Got array shape = {arr.shape}. "
-                    f"({'The leading dims are (num_host_transfers, instance_replication_factor) = ' + str(lead) + '.' if lead else 'num_host_transfers and the replication factor are 1, so no leading dims.'})"
+                    f"expected full global batch shape {want}. Got array shape = {arr.shape}. (Input stream "
+                    f"{s.tensor_id!r}: {'the leading dims are (num_host_transfers, instance_replication_factor) = ' + str(lead) + '.' if lead else 'num_host_transfers and the replication factor are 1, so there are no leading dims.'})"
                 )
             npd = s.dtype.as_numpy()
             arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")

@@ -227,6 +227,31 @@ def _matmul_block(row):
     return _cycles("MatMulBlock", (t, t, ipu.FLOAT32), [m * k, k * n, m * n], ip=[[m, k, n, 0]])
 
 
+def _reduce_add(row):
+    import ipu
+
+    if "->" not in row.dtype:
+        raise KeyError("ReduceAdd's dtype is PARTIALS->OUT, e.g. float->half")
+    f, t = (_etype(x.strip()) for x in row.dtype.split("->", 1))
+    p = int(row.params["numPartials"])
+    if f != ipu.FLOAT32:
+        raise KeyError("MatMulReducePartials takes float partials")
+    return _cycles("MatMulReducePartials", (f, t), [p * row.n, row.n], ip=[[p]])
+
+
+def _select(row, broadcast):
+    import ipu
+
+    t = _etype(row.dtype)
+    k = 1 if broadcast else row.n
+    return _cycles("Select", (ipu.BOOL, t, t, t), [row.n, k, k, row.n])
+
+
+def _clamp(row):
+    t = _etype(row.dtype)
+    return _cycles("Clamp", (t, t), [row.n, row.n], [[0.0, 1.0]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -251,6 +276,10 @@ ADAPTERS = {
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
     "poplin::ConvPartial1x1Out": _matmul_block,
+    "poplin::ReduceAdd": _reduce_add,
+    "popops::Select": lambda r: _select(r, False),
+    "popops::BroadcastSelect": lambda r: _select(r, True),
+    "popops::Clamp": _clamp,
     "ipu::Exchange": _exchange,
 }
 

@@ -107,15 +107,23 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 
 
 def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`)."""
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`).
+
+    Each variable's bytes per tile are counted once and remembered with the tile table they came
+    from (a model with many matmuls would otherwise recount every variable at every matmul)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
+    cache = graph.__dict__.setdefault("_reserved_by_variable", {})
     for v in graph.variables:
         if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
-        t = v.tile_of[v.tile_of >= 0]
-        if t.size:
-            per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
+        tiles = v.tile_of
+        hit = cache.get(v.id)
+        if hit is None or hit[0] is not tiles or hit[1] != hash(tiles[:64].tobytes()):
+            t = tiles[tiles >= 0]
+            counted = np.bincount(t, minlength=T) * v.dtype.itemsize if t.size else np.zeros(T, np.int64)
+            hit = cache[v.id] = (tiles, hash(tiles[:64].tobytes()), counted)
+        per_tile += hit[2]
     return int(per_tile.max(initial=0))
 
 
@@ -134,18 +142,35 @@ def _blocks_variable(graph, name, dtype, tiles, sizes):
     total = int(sizes.sum())
     var = graph.add_variable(name, (total,), dtype, category=TEMPORARY)
     if total:
-        var.tile_of[:] = np.repeat(np.asarray(tiles, np.int32), sizes)
+        var.set_tile_runs(tiles, sizes)  # one run per cell: no per-element tile table
     return var, off
 
 
 def _gather(src3, cells, axes):
-    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell."""
+    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell.
+
+    Cells come in a few block shapes (the edge cells of each dimension are smaller): per shape, the
+    blocks are one index pattern shifted by each block's origin, gathered in one indexing step."""
     (r0k, rsk), (c0k, csk) = axes
-    parts = []
-    for g0, gs, r0, rs, c0, cs in zip(cells["g0"].tolist(), cells["gs"].tolist(), cells[r0k].tolist(),
-                                      cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
-        parts.append(src3[g0:g0 + gs, r0:r0 + rs, c0:c0 + cs].reshape(-1))
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    G, R, C = src3.shape
+    sizes = cells["gs"] * cells[rsk] * cells[csk]
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    flat_src = np.ascontiguousarray(src3).reshape(-1)
+    off = np.cumsum(sizes) - sizes
+    out = np.empty(total, flat_src.dtype)
+    shape_key = (cells["gs"] * (R + 1) + cells[rsk]) * (C + 1) + cells[csk]
+    for key in np.unique(shape_key[sizes > 0]):
+        sel = np.flatnonzero(shape_key == key)
+        gs, rs, cs = int(cells["gs"][sel[0]]), int(cells[rsk][sel[0]]), int(cells[csk][sel[0]])
+        blk = gs * rs * cs
+        pattern = ((np.arange(gs)[:, None, None] * R + np.arange(rs)[None, :, None]) * C
+                   + np.arange(cs)[None, None, :]).reshape(-1)
+        origin = (cells["g0"][sel] * R + cells[r0k][sel]) * C + cells[c0k][sel]
+        out[(off[sel][:, None] + np.arange(blk)[None, :]).reshape(-1)] = \
+            flat_src[(origin[:, None] + pattern[None, :]).reshape(-1)]
+    return out
 
 
 def _is_transposed(src3) -> bool:
@@ -180,33 +205,40 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     # Bands are at least _MIN_BAND rows wide: narrower ones would cut the exchange runs short.
     workers = graph.target.worker_contexts
     src_t = src3.transpose(0, 2, 1)
-    parts, v_tile, v_off, v_rows, v_cols = [], [], [], [], []
-    for tile, base, g0, gs, r0, rs, c0, cs in zip(
-            cells["tile"].tolist(), off.tolist(), cells["g0"].tolist(), cells["gs"].tolist(),
-            cells[r0k].tolist(), cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
-        if gs * rs * cs == 0:
-            continue
-        bands = max(1, min(rs // _MIN_BAND, -(-workers // gs)))
-        edges = [rs * i // bands for i in range(bands + 1)]
-        pos = base
-        for g in range(g0, g0 + gs):
-            for b0, b1 in zip(edges[:-1], edges[1:]):
-                parts.append(src_t[g, c0:c0 + cs, r0 + b0:r0 + b1].reshape(-1))
-                v_tile.append(tile)
-                v_off.append(pos)
-                v_rows.append(cs)
-                v_cols.append(b1 - b0)
-                pos += cs * (b1 - b0)
+    # one vertex per (cell, matrix of the cell, band), in staging order
+    sizes = np.asarray(sizes)
+    gs, rs, cs = cells["gs"], cells[rsk], cells[csk]
+    live = np.flatnonzero(gs * rs * cs > 0)
+    bands = np.maximum(1, np.minimum(rs[live] // _MIN_BAND, -(-workers // np.maximum(gs[live], 1))))
+    per_cell = gs[live] * bands
+    cell = np.repeat(live, per_cell)
+    k = np.arange(cell.size) - np.repeat(np.cumsum(per_cell) - per_cell, per_cell)
+    nb = np.repeat(bands, per_cell)
+    g_local, band = k // nb, k % nb
+    b0 = rs[cell] * band // nb
+    b1 = rs[cell] * (band + 1) // nb
+    v_rows, v_cols = cs[cell], b1 - b0
+    v_off = off[cell] + g_local * rs[cell] * cs[cell] + b0 * cs[cell]
+    v_tile = cells["tile"][cell]
+    g_abs, c_abs, r_abs = cells["g0"][cell] + g_local, cells[c0k][cell], cells[r0k][cell] + b0
+    # the source indices of every band ([rows, cols] in source order), one fancy index per band shape
+    flat = np.empty(int(sizes.sum()), np.int64)
+    shape_key = v_rows * (int(v_cols.max(initial=0)) + 1) + v_cols
+    for key in np.unique(shape_key):
+        sel = np.flatnonzero(shape_key == key)
+        R, C = int(v_rows[sel[0]]), int(v_cols[sel[0]])
+        blk = src_t[g_abs[sel][:, None, None], c_abs[sel][:, None, None] + np.arange(R)[None, :, None],
+                    r_abs[sel][:, None, None] + np.arange(C)[None, None, :]]
+        flat[(v_off[sel][:, None] + np.arange(R * C)[None, :]).reshape(-1)] = blk.reshape(-1)
+    parts = v_tile.size
     stage, _ = _blocks_variable(graph, f"{name}/stage", blocks.dtype, cells["tile"], sizes)
-    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=name))
     if not parts:
         return
     cs_ = graph.add_compute_set(f"{name}/transpose")
-    rows, cols = np.asarray(v_rows, np.int64), np.asarray(v_cols, np.int64)
-    field = (np.asarray(v_off, np.int64), rows * cols)
-    graph.add_vertices(cs_, "Transpose2d", np.asarray(v_tile, np.int64),
-                       {"src": (stage, *field), "dst": (blocks, *field)}, ip={"rows": rows, "cols": cols})
+    field = (v_off, v_rows * v_cols)
+    graph.add_vertices(cs_, "Transpose2d", v_tile, {"src": (stage, *field), "dst": (blocks, *field)},
+                       ip={"rows": v_rows, "cols": v_cols})
     seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
 
 
@@ -352,18 +384,18 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     nt = target.num_tiles
 
     if K > 0:
-        # for every element of `partials`, in memory order: its output element (its rank in the
-        # sorted order above) and its k chunk. The partials Copy then reads `partials` in order and
-        # scatters into the reduction's inputs, which keeps the host's copy streaming through
-        # memory (the simulated exchange is the same set of runs either way).
-        pg_, pm_, pn_, pk_ = plan.parts
-        cg_, cm_, cn_, _ = plan.chunks
-        rank = np.empty(total, np.int64)
-        rank[q] = np.arange(total, dtype=np.int64)
-        elem_rank = np.empty(int(p_sizes.sum()), np.int64)
-        # cells come in a few shapes (the edge cells of each dimension are smaller): per shape, the
-        # output positions of a block are one pattern shifted by the block's origin
+        # every element of `partials`, in memory order, is one output element (its canonical flat
+        # index) of one k chunk. The partials Copy reads `partials` in order and scatters into the
+        # reduction's inputs, which keeps the host's copy streaming through memory (the simulated
+        # exchange is the same set of runs either way). Cells come in a few shapes (the edge cells
+        # of each dimension are smaller): per shape, the output positions of a block are one
+        # pattern shifted by the block's origin, so a value per output element is spread over the
+        # partials' elements a shape at a time.
+        pk_ = plan.parts[3]
+        cell_p = np.arange(p_sizes.size, dtype=np.int64) % pk_
+        p_total = int(p_sizes.sum())
         shape_key = (cells["gs"] * (M + 1) + cells["ms"]) * (N + 1) + cells["ns"]
+        groups = []
         for key in np.unique(shape_key):
             sel = np.flatnonzero(shape_key == key)
             gs_, ms_, ns_ = (int(cells[x][sel[0]]) for x in ("gs", "ms", "ns"))
@@ -373,13 +405,22 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
             pattern = ((np.arange(gs_)[:, None, None] * M + np.arange(ms_)[None, :, None]) * N
                        + np.arange(ns_)[None, None, :]).reshape(-1)
             origin = (cells["g0"][sel] * M + cells["m0"][sel]) * N + cells["n0"][sel]
-            where = p_off[sel][:, None] + np.arange(blk)[None, :]
-            elem_rank[where] = rank[origin[:, None] + pattern[None, :]]
-        elem_p = np.repeat(np.arange(p_sizes.size, dtype=np.int64) % pk_, p_sizes)
+            groups.append((sel, blk, origin, pattern))
+
+        def per_partial(value, per_chunk=None):
+            """value[o] (+ k chunk x per_chunk[o]) for the output element o of every partial."""
+            res = np.empty(p_total, np.int64)
+            for sel, blk, origin, pattern in groups:
+                idx = origin[:, None] + pattern[None, :]
+                v = value[idx]
+                if per_chunk is not None:
+                    v += cell_p[sel][:, None] * per_chunk[idx]
+                res[(p_off[sel][:, None] + np.arange(blk)[None, :]).reshape(-1)] = v.reshape(-1)
+            return res
 
     if K > 0 and P == 1 and out_float:
         # nothing to add up: the partials are the result
-        dst = flat[elem_rank]
+        dst = per_partial(c_flat)
         seq.add(ipu.Copy(partials, ipu.Tensor(out_var, dst, dst.shape), name=f"{name}/exchange partials"))
         return seq
 
@@ -402,8 +443,12 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
 
     if P > 0:
         red_in, red_off = _blocks_variable(graph, f"{name}/reduce_in", ipu.FLOAT32, grp_tile, P * grp_len)
-        grp_e = grp_of[elem_rank]
-        dst = red_off[grp_e] + elem_p * grp_len[grp_e] + pos_in[elem_rank]
+        # by canonical output element: its group's start in reduce_in plus its place in the group,
+        # and the group's length (one partial per k chunk, each a group's length apart)
+        rank = np.empty(total, np.int64)
+        rank[q] = np.arange(total, dtype=np.int64)
+        base = (red_off[grp_of] + pos_in)[rank]
+        dst = per_partial(base, grp_len[grp_of][rank])
         seq.add(ipu.Copy(partials, ipu.Tensor(red_in, dst, dst.shape), name=f"{name}/exchange partials"))
         red_fields = (red_in, red_off, P * grp_len)
     else:

@@ -60,17 +60,11 @@ NO_ESTIMATOR = [
 ]
 # codelets whose model follows a poplibs estimator that is not transcribed in poplibs_estimators.py yet
 NOT_TRANSCRIBED = [
-    ("poplin::ConvPartial1x1Out", "float", 64, "m=8;k=16;n=8",
-     "poplin getConvPartial1x1SupervisorCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
-    ("ipu::MatMulReducePartials", "float", 64, "numPartials=4",
-     "poplin getReduceCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
     ("popops::MultiUpdate", "float", 64, "", "getMultiUpdateOpCycleEstimate (PerformanceEstimation.cpp)"),
     ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
-    ("popops::Select", "float", 64, "", "popopsCycleEstimators.cpp Select / selectCycles"),
-    ("popops::Clamp", "float", 64, "", "popopsCycleEstimators.cpp Clamp / clampCycles"),
     ("popops::Iota", "int", 64, "", "popopsCycleEstimators.cpp Iota (our Arange)"),
     ("popops::EncodeOneHotCustomValues", "float", 64, "", "popopsCycleEstimators.cpp EncodeOneHotCustomValues"),
     ("popops::Histogram2D", "float", 64, "", "popopsCycleEstimators.cpp Histogram2D"),
@@ -112,7 +106,8 @@ def rows():
                 add("popops::BroadcastScalar1D", t, n, f"op={op}", pe.broadcast_scalar_1d(n, op, t), src)
     src = f"{pe.CE} UnaryOp1D + unaryOpInnerLoopCycles"
     for op, types in (("TANH", ("float", "half")), ("EXPONENT", ("float", "half")), ("SQRT", ("float", "half")),
-                      ("NEGATE", ("float", "half", "int")), ("ABSOLUTE", ("float", "int"))):
+                      ("NEGATE", ("float", "half", "int")), ("ABSOLUTE", ("float", "int")),
+                      ("FLOOR", ("float", "half")), ("SIGNUM", ("float", "half")), ("LOGARITHM_ONE_PLUS", ("float",))):
         for t in types:
             for n in (SIZES if op == "TANH" else SHORT_SIZES):
                 add("popops::UnaryOp1D", t, n, f"op={op}", pe.unary_op_1d(n, op, t), src)
@@ -139,6 +134,28 @@ def rows():
         for region, m in ((1, 1), (3, 4), (8, 10), (64, 2), (100, 7)):
             add("popops::MultiSlice", t, region * m, f"regionSize={region};numOffsets={m}",
                 pe.multi_slice(region, m, t), src)
+
+    for t, fa in (("float", True), ("half", False)):
+        for m, k, n in ((1, 8, 16), (2, 16, 16), (3, 8, 16), (5, 24, 32), (6, 64, 64), (7, 100, 30), (13, 8, 16),
+                        (48, 256, 64), (64, 64, 64), (100, 300, 200), (114, 104, 64), (256, 256, 256)):
+            add("poplin::ConvPartial1x1Out", t, m * n, f"m={m};k={k};n={n}", pe.conv_partial_1x1(m, k, n, fa),
+                pe.PL_1X1)
+
+    for t, of in (("float", True), ("half", False)):
+        for n in (1, 3, 4, 5, 8, 24, 25, 64, 100, 1000):
+            for p in (1, 2, 3, 10):
+                if p == 1 and of:
+                    continue  # float partials into a float output: nothing to do
+                add("poplin::ReduceAdd", f"float->{t}", n, f"numPartials={p}", pe.reduce_add(n, p, of), pe.PL_REDUCE)
+
+    for t in ("float", "half", "int", "bool"):
+        for n in (1, 2, 3, 4, 7, 64, 100):
+            add("popops::Select", t, n, "", pe.select(n, t), f"{pe.CE} Select / selectCycles")
+            if n > 1:  # with n = 1 nothing is broadcast
+                add("popops::BroadcastSelect", t, n, "", pe.broadcast_select(n, t), f"{pe.CE} BroadcastSelect")
+    for t in ("float", "half", "int"):
+        for n in (1, 2, 3, 4, 5, 7, 64, 100):
+            add("popops::Clamp", t, n, "", pe.clamp(n, t), f"{pe.CE} Clamp / clampCycles")
 
     add("ipu::Exchange", "-", 8697 * 4, "tolerance=0.05", 8743, TUTORIAL6)
 

@@ -51,6 +51,10 @@ UNARY_PERF = {
     ("SQRT", "float"): (10, False, 2), ("SQRT", "half"): (23, False, 4),
     ("NEGATE", "float"): (2, False, 2), ("NEGATE", "half"): (2, False, 4), ("NEGATE", "int"): (2, False, 0),
     ("ABSOLUTE", "float"): (1, False, 0), ("ABSOLUTE", "int"): (2, False, 0),
+    ("FLOOR", "float"): (2, True, 0), ("FLOOR", "half"): (2, True, 0),
+    ("SIGNUM", "float"): (5, True, 0), ("SIGNUM", "half"): (5, True, 0),
+    ("IS_FINITE", "float"): (5, True, 0), ("IS_FINITE", "half"): (5, True, 0),
+    ("LOGARITHM_ONE_PLUS", "float"): (180, True, 0),
 }
 BINARY_PERF = {
     ("ADD", "float"): (1, True, 0), ("ADD", "half"): (1, True, 0), ("ADD", "int"): (7, False, 1),
@@ -273,3 +277,141 @@ def multi_slice(elems_per_slice: int, num_offsets: int, t: str, is_update: bool 
     vectors = iceil(elems_per_slice, vw)
     core = num_offsets * (19 + vectors * cpv)
     return pro + core
+
+
+# --------------------------------------------------------------------------------------------
+# ConvPartial1x1Out, the AMP vertex (PL getConvPartial1x1SupervisorCycleEstimate, the version with
+# numConvUnits and a QUARTER path; half / float activations, float partials)
+
+PL_1X1 = f"{PL} getConvPartial1x1SupervisorCycleEstimate (numConvUnits version)"
+
+
+def _conv1x1_retention(float_acts: bool, float_partials: bool, units: int):
+    """PL conv1x1WorkerRetentionSavings(floatActivations, floatPartials, numConvUnits)."""
+    if not float_acts and (float_partials or (not float_partials and units == 16)):
+        return 7, 3
+    return 0, 0
+
+
+def _conv1x1_inner(worklists, zeroing: bool, float_acts: bool, float_partials: bool, units: int) -> int:
+    """PL getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat."""
+    core = 8 if float_acts else 4
+    ret = _conv1x1_retention(float_acts, float_partials, units)
+    zero_per = 8 if (float_acts and units == 16) else (4 if float_partials else 2)
+    common = (not float_acts and units == 16) or float_partials
+    max_c = 0
+    min_c = 0 if len(worklists) < NUM_WORKERS else 2 ** 63
+    for worker in worklists:
+        c = 0
+        if worker:
+            e = worker[0]
+            z = 1 if zeroing else 0
+            if e == 0:
+                c += 24 if float_acts else (20 + (1 if zeroing else 2) if common else 24)
+            elif e == 1:
+                c += 47 + (2 + zero_per) * z if float_acts else (
+                    31 + (1 if zeroing else 2) if common else 39 + (2 + zero_per) * z)
+            elif e == 2:
+                c += 46 + (2 + zero_per * 2) * z if float_acts else (
+                    40 + (1 if zeroing else 2) if common else 40 + (2 + zero_per * 2) * z)
+            else:
+                if float_acts:
+                    c += 46 + (2 + zero_per * e) * z + (e - 3) * core
+                elif common:
+                    c += (37 if zeroing else 38) + (e - 3) * core
+                else:
+                    c += 41 + (2 + zero_per * e) * z + (e - 3) * core
+            c -= ret[0]
+        max_c = max(max_c, NUM_WORKERS * c)
+        min_c = min(min_c, NUM_WORKERS * c)
+    return max(max_c, min_c + 14)
+
+
+def conv_partial_1x1(m: int, k: int, n: int, float_acts: bool, units: int = 16) -> int:
+    """PL getConvPartial1x1SupervisorCycleEstimate for one conv group, an m-position field split
+    over the workers as evenly as possible (a worker with nothing to do has an empty worklist),
+    in channels in groups of 8 (float) / 16 (half), out channels in groups of `units`, float
+    partials, 32 weight-load cycles per pass (units x 32 bytes at 16 B/cycle)."""
+    float_partials = True
+    in_chans = 8 if float_acts else 16
+    n_in = iceil(k, in_chans)
+    n_out = iceil(n, units)
+    worklists = []
+    for w in range(NUM_WORKERS):
+        width = m // NUM_WORKERS + (1 if w < m % NUM_WORKERS else 0)
+        worklists.append([width] if width else [])
+    inner_z = _conv1x1_inner(worklists, True, float_acts, float_partials, units)
+    inner_n = _conv1x1_inner(worklists, False, float_acts, float_partials, units)
+    passes = iceil(units, units)
+    loads = units * 32 // 16
+    ret = _conv1x1_retention(float_acts, float_partials, units)
+    common = 1 if ((not float_acts and units == 16) or float_partials) else 0
+    n_cg = 1
+    return (50 + NUM_WORKERS * (ret[0] + ret[1] * (n_in * n_cg - 1))
+            + n_cg * (12 + common
+                      + (n_in - 1) * (15 - common + 1 + n_out * (19 + passes * (6 + loads + inner_n)))
+                      + (10 + 1 + n_out * (19 - common + passes * (7 + loads + inner_z)))))
+
+
+# --------------------------------------------------------------------------------------------
+# ReduceAdd of a matmul's partials (PL getReduceCycleEstimate, multi-input; estimateCastCycles)
+
+PL_REDUCE = f"{PL} getReduceCycleEstimate (not single-input) / estimateCastCycles (one partial)"
+
+
+def reduce_add(out_size: int, partials: int, out_float: bool) -> int:
+    """float partials: P >= 2 the supervisor ReduceAdd; P = 1 a cast of the partials."""
+    if partials == 1:
+        per = (out_size + NUM_WORKERS - 1) // NUM_WORKERS
+        load = (per + 2 - 1) // 2
+        write = (per + (2 if out_float else 4) - 1) // (2 if out_float else 4)
+        return (max(load, write) + 26) * NUM_WORKERS
+    acc = 4
+    in_dp = DATA_PATH_BITS // 32
+    cycles = 32
+    cpl = acc // min(acc, in_dp) + 1
+    loops = out_size // acc
+    for i in range((acc - 1).bit_length()):
+        if out_size & (1 << i):
+            loops += 1
+    per_worker = loops // NUM_WORKERS
+    if loops % NUM_WORKERS:
+        if out_size & (acc - 1):
+            cycles += 2 * partials + 13
+        else:
+            per_worker += 1
+    cycles += (cpl * partials + (7 if out_float else 6)) * per_worker
+    return cycles * NUM_WORKERS
+
+
+# --------------------------------------------------------------------------------------------
+# Select, BroadcastSelect, Clamp (CE selectCycles, BroadcastSelect, clampCycles; one region)
+
+
+def select(n: int, t: str) -> int:
+    """CE Select: 5 + selectCycles = 6 + basicOpLoopCycles(n, 1, 5)."""
+    return 5 + 6 + 5 * (n + 1 - 1) // 1
+
+
+def broadcast_select(n: int, t: str) -> int:
+    """CE BroadcastSelect (both value operands scalars): 9 + 1 + per region by type size."""
+    c = 9 + 1
+    size = TYPE_SIZE[t]
+    if size == 4:
+        c += 5 + 4 * n + 3
+    elif size == 2:
+        c += (23 + n * 4) if n & 1 else (30 + n * 4)
+    else:
+        c += 40 + (n // 4) * 17 + 26
+    return c
+
+
+def clamp(n: int, t: str) -> int:
+    """CE Clamp: 5 + clampCycles = 6 + basicOpLoopCycles(n, vw, cpv)."""
+    if t == "float":
+        vw, cpv = DATA_PATH_BITS // 32, 2
+    elif t == "half":
+        vw, cpv = DATA_PATH_BITS // 16, 2
+    else:
+        vw, cpv = 1, 7
+    return 5 + 6 + cpv * (n + vw - 1) // vw

@@ -35,8 +35,8 @@ def test_every_codelet_is_in_the_table():
     covered = {
         "ScaledAdd": "ScaledAddSupervisor", "BinaryOp": "BinaryOp1D", "UnaryOp": "UnaryOp1D", "Cast": "Cast1D",
         "DynamicSlice": "DynamicSlice1D", "DynamicUpdate": "DynamicSlice1D", "Fill": "popops::Fill",
-        "MultiSlice": "popops::MultiSlice", "MatMulBlock": "ConvPartial1x1Out",
-        "MatMulReducePartials": "MatMulReducePartials", "MultiUpdate": "MultiUpdate", "Reduce": "popops::Reduce",
+        "MultiSlice": "popops::MultiSlice", "MatMulBlock": "poplin::ConvPartial1x1Out,float,",
+        "MatMulReducePartials": "poplin::ReduceAdd,float->half", "MultiUpdate": "MultiUpdate", "Reduce": "popops::Reduce",
         "Select": "popops::Select", "Clamp": "popops::Clamp", "Arange": "popops::Iota",
         "EncodeOneHot": "EncodeOneHotCustomValues", "Histogram": "Histogram2D", "HistogramCombine": "HistogramCombine",
         "ArgMinMax": "ReduceMaxClassSparse", "ArgMinMaxPartial": "ReduceMaxClassSparse",
@@ -50,7 +50,9 @@ def test_every_codelet_is_in_the_table():
     from ipu.codelet import registered_codelets
 
     ipu.get_codelet("ScaledAdd")  # load the built-in codelets
-    for name in registered_codelets():
+    for name, codelet in registered_codelets().items():
+        if not type(codelet).__module__.startswith("codelets."):
+            continue  # a codelet another test (or a user) registered, not a built-in one
         assert name in covered, f"codelet {name} has no row in codelets/reference_cycles.csv (add one, or one " \
                                 "saying it has no poplibs estimator, in tests/calibration/make_reference_table.py)"
         assert covered[name] in text, name

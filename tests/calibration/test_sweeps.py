@@ -16,7 +16,8 @@ N = np.concatenate([np.arange(0, 400), [511, 512, 513, 1000, 1023, 1024, 1025, 4
 T = {"float": ipu.FLOAT32, "half": ipu.FLOAT16, "int": ipu.INT32, "unsigned char": ipu.UINT8,
      "signed char": ipu.INT8}
 OURS_BIN = {"ADD": "add", "MULTIPLY": "mul", "DIVIDE": "div", "MAXIMUM": "max"}
-OURS_UN = {"TANH": "tanh", "EXPONENT": "exp", "SQRT": "sqrt", "NEGATE": "negate", "ABSOLUTE": "abs"}
+OURS_UN = {"TANH": "tanh", "EXPONENT": "exp", "SQRT": "sqrt", "NEGATE": "negate", "ABSOLUTE": "abs",
+           "FLOOR": "floor", "SIGNUM": "sign", "LOGARITHM_ONE_PLUS": "log1p"}
 
 
 def _check(model, reference, what):
@@ -53,7 +54,8 @@ def test_broadcast_scalar_sweep(op, t):
 
 @pytest.mark.parametrize("op,t", [(op, t) for op, ts in (("TANH", ("float", "half")), ("EXPONENT", ("float", "half")),
                                                         ("SQRT", ("float", "half")), ("NEGATE", ("float", "half", "int")),
-                                                        ("ABSOLUTE", ("float", "int")))
+                                                        ("ABSOLUTE", ("float", "int")), ("FLOOR", ("float", "half")),
+                                                        ("SIGNUM", ("float", "half")), ("LOGARITHM_ONE_PLUS", ("float",)))
                                   for t in ts])
 def test_unary_op_sweep(op, t):
     _check(unary_cycles(N, OURS_UN[op], T[t]), lambda n: pe.unary_op_1d(n, op, t), f"UnaryOp1D {op} {t}")
@@ -93,3 +95,45 @@ def test_the_audit_figures():
     for n in (60, 64, 66):
         assert scaled_add_cycles(n, 2, True, False) == pe.scaled_add(n, "half")
     assert cast_cycles(64, ipu.FLOAT32, ipu.FLOAT16) == pe.cast_1d(64, "float", "half") == 294
+
+
+@pytest.mark.parametrize("float_acts", [True, False])
+@pytest.mark.parametrize("k,n", [(8, 16), (24, 40), (100, 64), (257, 17)])
+def test_amp_block_sweep(float_acts, k, n):
+    """MatMulBlock (poplin ConvPartial1x1Out) for every m in 1..200: every split of the positions
+    over the 6 workers, including idle workers and the 1- and 2-position paths."""
+    from codelets.matmul import matmul_block_cycles
+
+    m = np.arange(1, 201)
+    model = matmul_block_cycles(m, np.full(m.size, k), np.full(m.size, n), float_acts, True, ipu.GC200)
+    ref = np.array([pe.conv_partial_1x1(int(x), k, n, float_acts) for x in m])
+    bad = np.flatnonzero(model != ref)
+    assert bad.size == 0, f"m = {m[bad[:8]].tolist()}: {model[bad[:8]].tolist()} vs {ref[bad[:8]].tolist()}"
+
+
+@pytest.mark.parametrize("out_float", [True, False])
+@pytest.mark.parametrize("partials", [1, 2, 3, 7, 16])
+def test_reduce_partials_sweep(out_float, partials):
+    """MatMulReducePartials (poplin ReduceAdd / the one-partial cast) for every output size."""
+    from codelets.matmul import reduce_partials_cycles
+
+    if partials == 1 and out_float:
+        pytest.skip("one float partial into a float output needs no vertex")
+    model = reduce_partials_cycles(N, np.full(N.size, partials), out_float)
+    _check(model, lambda n: pe.reduce_add(n, partials, out_float), f"ReduceAdd P={partials}")
+
+
+@pytest.mark.parametrize("t", ["float", "half", "int", "bool"])
+def test_select_sweep(t):
+    from codelets.select import clamp_cycles, select_cycles
+
+    et = {"bool": ipu.BOOL}.get(t) or T[t]
+    full = np.zeros(N.size, bool)
+    _check(select_cycles(N, et, full, full), lambda n: pe.select(n, t), f"Select {t}")
+    m = N[N > 1]
+    both = np.ones(m.size, bool)
+    model = select_cycles(m, et, both, both)
+    ref = np.array([pe.broadcast_select(int(n), t) for n in m])
+    assert (model == ref).all(), f"BroadcastSelect {t}"
+    if t != "bool":
+        _check(clamp_cycles(N, et), lambda n: pe.clamp(n, t), f"Clamp {t}")
