@@ -1,5 +1,6 @@
 """Matmuls that cannot fit a GC200 are refused early and cheaply: the planner's check runs before
-any per-element table is built (issue 17). Measured in a subprocess: wall time and peak RSS."""
+any per-element table is built (issue 17); and one that fits builds with host memory bounded by the
+rows it moves. Measured in a subprocess: wall time and peak RSS."""
 import json
 import os
 import subprocess
