@@ -43,3 +43,8 @@ __all__ = [
 ]
 if "Session" in globals():
     __all__.append("Session")
+
+# popxl-addons' C++ custom ops are served in Python (popxl/_addons): nothing is compiled
+from popxl import _addons  # noqa: E402
+
+_addons.install()

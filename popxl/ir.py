@@ -70,8 +70,11 @@ class Ir:
             raise ValueError(f"replication must be a positive integer or 'popdist', not {replication!r}.")
         else:
             self.replication_factor = replication
-        from popxl._session_options import PbIr
-        self._pb_ir = PbIr(self)  # scripts set session options through ir._pb_ir.getSessionOptions()
+        from popxl._pb.views import Ir as PbIr
+        # PopART's internal Ir as a view of this one (popxl/_pb): scripts set session options through
+        # ir._pb_ir.getSessionOptions(); popxl-addons reads and edits graphs through it
+        self._pb_ir = PbIr(self)
+        self._custom_op_expansions: dict = {}  # popxl/custom_op.py: expansion graphs by op and signature
         if self._use_popdist:  # as PopXL: PopDist writes the distributed options into the session options
             from popxl._popdist import configure_session_options
 
@@ -98,6 +101,14 @@ class Ir:
             graph_id = f"{base}_{n}"
             if graph_id not in self._graphs:
                 break
+        g = Graph._create(self, graph_id)
+        self._graphs[graph_id] = g
+        return g
+
+    def _new_graph_with_id(self, graph_id: str) -> Graph:
+        """A new empty graph with exactly this id (PopART's Ir::createGraph)."""
+        if graph_id in self._graphs:
+            raise ValueError(f"The Ir already has a graph {graph_id!r}.")
         g = Graph._create(self, graph_id)
         self._graphs[graph_id] = g
         return g
@@ -234,6 +245,10 @@ class Ir:
     def _forget_graph(self, graph_id: str) -> None:
         """Drop a graph whose building failed."""
         self._graphs.pop(graph_id, None)
+
+    def _expansion_cache(self) -> dict:
+        """Custom ops' expansion graphs, keyed by op type, input specs and attributes."""
+        return self._custom_op_expansions
 
     def _next_op_id(self) -> int:
         return next(self._op_ids)

@@ -107,15 +107,23 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 
 
 def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`)."""
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`).
+
+    Each variable's bytes per tile are counted once and remembered with the tile table they came
+    from (a model with many matmuls would otherwise recount every variable at every matmul)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
+    cache = graph.__dict__.setdefault("_reserved_by_variable", {})
     for v in graph.variables:
         if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
-        t = v.tile_of[v.tile_of >= 0]
-        if t.size:
-            per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
+        tiles = v.tile_of
+        hit = cache.get(v.id)
+        if hit is None or hit[0] is not tiles or hit[1] != hash(tiles[:64].tobytes()):
+            t = tiles[tiles >= 0]
+            counted = np.bincount(t, minlength=T) * v.dtype.itemsize if t.size else np.zeros(T, np.int64)
+            hit = cache[v.id] = (tiles, hash(tiles[:64].tobytes()), counted)
+        per_tile += hit[2]
     return int(per_tile.max(initial=0))
 
 
@@ -220,33 +228,40 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     # Bands are at least _MIN_BAND rows wide: narrower ones would cut the exchange runs short.
     workers = graph.target.worker_contexts
     src_t = src3.transpose(0, 2, 1)
-    parts, v_tile, v_off, v_rows, v_cols = [], [], [], [], []
-    for tile, base, g0, gs, r0, rs, c0, cs in zip(
-            cells["tile"].tolist(), off.tolist(), cells["g0"].tolist(), cells["gs"].tolist(),
-            cells[r0k].tolist(), cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
-        if gs * rs * cs == 0:
-            continue
-        bands = max(1, min(rs // _MIN_BAND, -(-workers // gs)))
-        edges = [rs * i // bands for i in range(bands + 1)]
-        pos = base
-        for g in range(g0, g0 + gs):
-            for b0, b1 in zip(edges[:-1], edges[1:]):
-                parts.append(src_t[g, c0:c0 + cs, r0 + b0:r0 + b1].reshape(-1))
-                v_tile.append(tile)
-                v_off.append(pos)
-                v_rows.append(cs)
-                v_cols.append(b1 - b0)
-                pos += cs * (b1 - b0)
+    # one vertex per (cell, matrix of the cell, band), in staging order
+    sizes = np.asarray(sizes)
+    gs, rs, cs = cells["gs"], cells[rsk], cells[csk]
+    live = np.flatnonzero(gs * rs * cs > 0)
+    bands = np.maximum(1, np.minimum(rs[live] // _MIN_BAND, -(-workers // np.maximum(gs[live], 1))))
+    per_cell = gs[live] * bands
+    cell = np.repeat(live, per_cell)
+    k = np.arange(cell.size) - np.repeat(np.cumsum(per_cell) - per_cell, per_cell)
+    nb = np.repeat(bands, per_cell)
+    g_local, band = k // nb, k % nb
+    b0 = rs[cell] * band // nb
+    b1 = rs[cell] * (band + 1) // nb
+    v_rows, v_cols = cs[cell], b1 - b0
+    v_off = off[cell] + g_local * rs[cell] * cs[cell] + b0 * cs[cell]
+    v_tile = cells["tile"][cell]
+    g_abs, c_abs, r_abs = cells["g0"][cell] + g_local, cells[c0k][cell], cells[r0k][cell] + b0
+    # the source indices of every band ([rows, cols] in source order), one fancy index per band shape
+    flat = np.empty(int(sizes.sum()), np.int64)
+    shape_key = v_rows * (int(v_cols.max(initial=0)) + 1) + v_cols
+    for key in np.unique(shape_key):
+        sel = np.flatnonzero(shape_key == key)
+        R, C = int(v_rows[sel[0]]), int(v_cols[sel[0]])
+        blk = src_t[g_abs[sel][:, None, None], c_abs[sel][:, None, None] + np.arange(R)[None, :, None],
+                    r_abs[sel][:, None, None] + np.arange(C)[None, None, :]]
+        flat[(v_off[sel][:, None] + np.arange(R * C)[None, :]).reshape(-1)] = blk.reshape(-1)
+    parts = v_tile.size
     stage, _ = _blocks_variable(graph, f"{name}/stage", blocks.dtype, cells["tile"], sizes)
-    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=name))
     if not parts:
         return
     cs_ = graph.add_compute_set(f"{name}/transpose")
-    rows, cols = np.asarray(v_rows, np.int64), np.asarray(v_cols, np.int64)
-    field = (np.asarray(v_off, np.int64), rows * cols)
-    graph.add_vertices(cs_, "Transpose2d", np.asarray(v_tile, np.int64),
-                       {"src": (stage, *field), "dst": (blocks, *field)}, ip={"rows": rows, "cols": cols})
+    field = (v_off, v_rows * v_cols)
+    graph.add_vertices(cs_, "Transpose2d", v_tile, {"src": (stage, *field), "dst": (blocks, *field)},
+                       ip={"rows": v_rows, "cols": v_cols})
     seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
 
 

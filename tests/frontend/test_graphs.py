@@ -261,7 +261,9 @@ def test_op_created_hooks(ir):
     finally:
         ctx.remove_op_created_hook(h)
         ir.main_graph.remove_op_created_hook(h2)
-    assert [op.type for op in seen] == ["add", "mul"] and seen_main == [y.producer]
+    # hooks get PopART's _ir.Op views (as in PopXL); `_op` is the popxl Op behind one
+    assert [op._op.type for op in seen] == ["add", "mul"] and [op._op for op in seen_main] == [y.producer]
+    assert seen_main[0] is y.producer._pb_op and seen_main[0].opType() == "Add"
     with pytest.raises(ValueError):
         ctx.remove_op_created_hook(h)
     assert g.ops[0].graph is g

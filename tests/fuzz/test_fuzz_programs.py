@@ -82,6 +82,9 @@ def _found(ops_, dtype="float32", inputs=((1,),), wrap="none", **kw):
 # an out-of-place dynamic_update / scatter of a tensor already in the column layout wrote into it
 @example(_found([("div", 0, 0, 0), ("dynamic_update", 0, 0, 0), ("abs", 0, 0, 0)], wrap="call"))
 @example(_found([("div", 0, 0, 0), ("scatter", 0, 0, 0), ("abs", 0, 0, 0)], inputs=[(3,)], wrap="call"))
+# argmax of a repeat body's carried input (computed, with near ties): not a bug, the generator
+# now treats it as inexact
+@example(_found([("argmax_cast", 0, 0, 1)], inputs=[(2, 7)], wrap="repeat", repeat=3))
 @given(programs())
 def test_random_programs_match_the_reference(desc):
     note(f"program: {desc}")

@@ -210,3 +210,22 @@ def test_twenty_thousand_runs_keep_host_memory_flat():
     assert sess.engine.step_counts().sum() == len(sess.engine.log)  # counts still cover every run
     # the old step log grew 16 B per executed step: ~15 MB over these runs
     assert grown < 2_000_000, f"RSS grew by {grown:,} bytes over 20,000 runs"
+
+
+def test_docs_list_every_error_class():
+    import os
+
+    import ipu.errors
+    import popxl.errors
+    from profiler.schema import ProfileError
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "errors.md")) as fh:
+        text = fh.read()
+    classes = [c for m in (ipu.errors, popxl.errors) for c in vars(m).values()
+               if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == m.__name__]
+    classes.append(ProfileError)
+    missing = [c.__name__ for c in classes if c.__name__ not in text]
+    assert not missing, f"docs/errors.md does not describe {missing}"
+    for builtin in ("TypeError", "ValueError", "IndexError", "RuntimeError", "NotImplementedError", "KeyError"):
+        assert f"`{builtin}`" in text

@@ -1,0 +1,63 @@
+"""popxl-addons unchanged: phased execution, one layer at a time: each layer's weights are a row
+of remote buffers (named_variable_buffers / init_remote / load_remote_graph), the batch is
+serialised (transforms.batch_serialise: a repeat over micro-batches that loads its input from and
+stores its output to rows of a remote activation buffer); checked against NumPy."""
+import numpy as np
+import pytest
+
+import popxl
+from popxl import ops
+
+STEPS, LAYERS, B, D = 3, 2, 2, 4
+
+
+def _layer(addons):
+    class Layer(addons.Module):
+        def build(self, x):
+            w = self.add_variable_input("w", lambda: np.random.default_rng(7).normal(size=(D, D)).astype(np.float32))
+            b = self.add_variable_input("b", lambda: np.full((D,), 0.1, np.float32))
+            return ops.relu(x @ w + b)
+
+    return Layer()
+
+
+@pytest.mark.parametrize("io_mode", ["compute", "io"])
+def test_phased_forward_with_batch_serialisation_and_remote_weights(addons, io_mode):
+    from popxl_addons.named_tensors import NamedTensors
+    from popxl_addons.transforms.batch_serialisation import RemoteHandle
+
+    ir = popxl.Ir()
+    if io_mode == "io":
+        ir._pb_ir.getSessionOptions().numIOTiles = 2
+    with ir.main_graph, popxl.in_sequence(True):
+        x_s = popxl.h2d_stream((B, D), popxl.float32, "x")
+        y_s = popxl.d2h_stream((B, D), popxl.float32, "y")
+        facts, layer = _layer(addons).create_graph(popxl.TensorSpec((B, D), popxl.float32))
+        x_in, y_out = layer.graph.inputs[0], layer.graph.outputs[0]
+        acts = addons.batch_serial_buffer(x_in, steps=STEPS, rows=LAYERS + 1)
+        bs = addons.transforms.batch_serialise(layer, STEPS, load_handles={x_in: RemoteHandle(acts, 0)},
+                                               store_streams={}, store_buffers={y_out: RemoteHandle(acts, 1)},
+                                               rows=LAYERS, io_mode=io_mode)
+        buffers = addons.named_variable_buffers(facts, entries=LAYERS, shard_over_dict=False)
+        weights = [facts.init_remote(buffers, i, prefix=f"layer{i}") for i in range(LAYERS)]
+        load, names = addons.load_remote_graph(buffers, entries=LAYERS)
+        for s in range(STEPS):  # the input batch into row 0 of the activations
+            ops.remote_store(acts, s, ops.host_load(x_s))
+        for i in range(LAYERS):  # phase i: load layer i's weights, run it on every micro-batch
+            w = NamedTensors.pack(names, load.call(i))
+            bs.graph.bind(w).call(i)
+        for s in range(STEPS):
+            ops.host_store(y_s, ops.remote_load(acts, LAYERS * STEPS + s))
+    ir.num_host_transfers = STEPS
+    assert acts.entries == STEPS * (LAYERS + 1)
+    repeats = [op for g in ir.graphs for op in g.ops if op.type == "repeat"]
+    assert [op.attrs["repeat_count"] for op in repeats] == [STEPS]
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(STEPS, B, D)).astype(np.float32)
+    with popxl.Session(ir, "ipu_model") as sess:
+        ys = sess.run({x_s: xs})[y_s]
+        ws = [(sess.get_tensor_data(v.w), sess.get_tensor_data(v.b)) for v in weights]
+    want = xs.astype(np.float64)
+    for w, b in ws:
+        want = np.maximum(want @ w + b, 0)
+    np.testing.assert_allclose(ys, want, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,147 @@
+"""popxl-addons unchanged: a Module of addons.layers.Linear trained through addons.autodiff and an
+optimizer graph, gradient accumulation (autodiff_with_accumulation) and recomputation; every
+number checked against NumPy doing the same maths."""
+from functools import partial
+
+import numpy as np
+import pytest
+
+import popxl
+from popxl import ops
+
+B, D_IN, D_HID, D_OUT = 4, 6, 5, 3
+LR = 0.1
+
+
+def _net(addons):
+    class Net(addons.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = addons.layers.Linear(D_HID)
+            self.fc2 = addons.layers.Linear(D_OUT)
+
+        def build(self, x):
+            return self.fc2(ops.relu(self.fc1(x)))
+
+    return Net()
+
+
+def _sgd(addons):
+    class SGD(addons.Module):
+        @popxl.in_sequence()
+        def build(self, var: popxl.TensorByRef, grad: popxl.Tensor):
+            ops.scaled_add_(var, grad, b=-LR)
+
+    return SGD()
+
+
+def _forward_np(w, x):
+    h_pre = x @ w["fc1.weight"] + w["fc1.bias"]
+    h = np.maximum(h_pre, 0)
+    return h_pre, h, h @ w["fc2.weight"] + w["fc2.bias"]
+
+
+def _grads_np(w, x, target):
+    """Gradients of 0.5 * sum((y - target)^2) / B (dy = (y - target) / B)."""
+    h_pre, h, y = _forward_np(w, x)
+    dy = (y - target) / B
+    dh = (dy @ w["fc2.weight"].T) * (h_pre > 0)
+    return {"fc2.weight": h.T @ dy, "fc2.bias": dy.sum(0), "fc1.weight": x.T @ dh, "fc1.bias": dh.sum(0)}
+
+
+def _build_training(addons, recompute=False):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x_s = popxl.h2d_stream((B, D_IN), popxl.float32, "x")
+        t_s = popxl.h2d_stream((B, D_OUT), popxl.float32, "target")
+        y_s = popxl.d2h_stream((B, D_OUT), popxl.float32, "y")
+        x, target = ops.host_load(x_s), ops.host_load(t_s)
+        facts, graph = _net(addons).create_graph(x)
+        dgraph = addons.autodiff(graph)
+        if recompute:
+            dgraph = addons.transforms.recompute_graph(dgraph)
+        variables = facts.init()
+        fwd = graph.bind(variables).call_with_info(x)
+        y = fwd.outputs[0]  # then the activations autodiff added as outputs
+        ops.host_store(y_s, y)
+        dy = (y - target) / float(B)
+        grad_inputs = dgraph.grad_graph_info.inputs_dict(fwd)
+        grads_call = dgraph.bind().call_with_info(dy, args=grad_inputs)
+        grads = dgraph.grad_graph_info.fwd_graph_ins_to_grad_parent_outs(grads_call)
+        for name, var in variables.named_tensors.items():
+            sgd_facts, sgd = _sgd(addons).create_graph(var, var)
+            sgd.bind(sgd_facts.init()).call(var, grads[graph.args.named_tensors[name]])
+    return ir, variables, (x_s, t_s, y_s)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_linear_module_trained_by_autodiff_and_an_optimizer_graph(addons, recompute):
+    ir, variables, (x_s, t_s, y_s) = _build_training(addons, recompute)
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(3, B, D_IN)).astype(np.float32)
+    ts = rng.normal(size=(3, B, D_OUT)).astype(np.float32)
+    with popxl.Session(ir, "ipu_model") as sess:
+        w = {name: sess.get_tensor_data(v).astype(np.float64) for name, v in variables.named_tensors.items()}
+        assert np.abs(w["fc1.weight"]).max() > 0 and not w["fc1.bias"].any()  # addons' truncnorm / zeros init
+        for x, t in zip(xs, ts):
+            y = sess.run({x_s: x, t_s: t})[y_s]
+            np.testing.assert_allclose(y, _forward_np(w, x)[2], rtol=1e-5, atol=1e-6)
+            for name, g in _grads_np(w, x, t).items():
+                w[name] = w[name] - LR * g
+        got = {name: sess.get_tensor_data(v) for name, v in variables.named_tensors.items()}
+    for name in w:
+        np.testing.assert_allclose(got[name], w[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_recomputation_recomputes_the_forward_in_the_gradient_graph(addons):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.ones((B, D_IN), np.float32))
+        facts, graph = _net(addons).create_graph(x)
+        dgraph = addons.autodiff(graph)
+        rgraph = addons.transforms.recompute_graph(dgraph)
+    called = {op.attrs["graph"] for op in rgraph.graph.ops if op.type == "call"}
+    assert called == {graph.graph, dgraph.graph}  # the forward again, then the gradient graph
+    fwd_inputs = [ec for ec in rgraph.grad_graph_info.expected_inputs
+                  if ec.connection_type.name == "Fwd"]
+    assert {ec.fwd_tensor for ec in fwd_inputs} == set(graph.graph.inputs)  # only inputs, no activations
+
+
+def test_gradient_accumulation_running_mean(addons):
+    """autodiff_with_accumulation: accumulators (by-ref inputs of the gradient graph) hold the
+    running mean of each weight's gradient over the micro-batches; the optimizer applies it."""
+    n_micro = 3
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x_s = popxl.h2d_stream((B, D_IN), popxl.float32, "x")
+        t_s = popxl.h2d_stream((B, D_OUT), popxl.float32, "target")
+        facts, graph = _net(addons).create_graph(popxl.TensorSpec((B, D_IN), popxl.float32))
+        accum_facts, dgraph = addons.autodiff_with_accumulation(graph, graph.args.tensors)
+        variables = facts.init()
+        accums = accum_facts.init()
+
+        def micro_batch():
+            x, target = ops.host_load(x_s), ops.host_load(t_s)
+            fwd = graph.bind(variables).call_with_info(x)
+            dy = (fwd.outputs[0] - target) / float(B)
+            dgraph.bind(accums).call(dy, args=dgraph.grad_graph_info.inputs_dict(fwd))
+
+        for _ in range(n_micro):  # each host_load takes the next of the step's n_micro transfers
+            micro_batch()
+        for name, var in variables.named_tensors.items():
+            sgd_facts, sgd = _sgd(addons).create_graph(var, var)
+            sgd.bind(sgd_facts.init()).call(var, accums.to_dict()["accum." + name])
+        ops.var_updates.accumulator_scale_(accums.mean_accum_counter, 0.0)
+    ir.num_host_transfers = n_micro
+    rng = np.random.default_rng(1)
+    xs = rng.normal(size=(n_micro, B, D_IN)).astype(np.float32)
+    ts = rng.normal(size=(n_micro, B, D_OUT)).astype(np.float32)
+    with popxl.Session(ir, "ipu_model") as sess:
+        w = {name: sess.get_tensor_data(v).astype(np.float64) for name, v in variables.named_tensors.items()}
+        sess.run({x_s: xs, t_s: ts})
+        got = {name: sess.get_tensor_data(v) for name, v in variables.named_tensors.items()}
+        counter = sess.get_tensor_data(accums.mean_accum_counter)
+    mean_grads = {k: np.mean([_grads_np(w, x, t)[k] for x, t in zip(xs, ts)], axis=0) for k in w}
+    for name in w:
+        np.testing.assert_allclose(got[name], w[name] - LR * mean_grads[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert counter == 0
