@@ -416,7 +416,6 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         # partials' elements a shape at a time.
         pk_ = plan.parts[3]
         cell_p = np.arange(p_sizes.size, dtype=np.int64) % pk_
-        p_total = int(p_sizes.sum())
         shape_key = (cells["gs"] * (M + 1) + cells["ms"]) * (N + 1) + cells["ns"]
         groups = []
         for key in np.unique(shape_key):
