@@ -252,6 +252,15 @@ def _clamp(row):
     return _cycles("Clamp", (t, t), [row.n, row.n], [[0.0, 1.0]])
 
 
+def _histogram(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    limits = int(row.params["limits"])
+    return _cycles("Histogram", (t, t, ipu.UINT32), [row.n, limits, limits + 1],
+                   ip=[[int(row.params.get("absolute", 0))]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -280,6 +289,7 @@ ADAPTERS = {
     "popops::Select": lambda r: _select(r, False),
     "popops::BroadcastSelect": lambda r: _select(r, True),
     "popops::Clamp": _clamp,
+    "popops::Histogram2D": _histogram,
     "ipu::Exchange": _exchange,
 }
 

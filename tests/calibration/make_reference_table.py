@@ -67,7 +67,6 @@ NOT_TRANSCRIBED = [
     ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
     ("popops::Iota", "int", 64, "", "popopsCycleEstimators.cpp Iota (our Arange)"),
     ("popops::EncodeOneHotCustomValues", "float", 64, "", "popopsCycleEstimators.cpp EncodeOneHotCustomValues"),
-    ("popops::Histogram2D", "float", 64, "", "popopsCycleEstimators.cpp Histogram2D"),
     ("popnn::ReduceMaxClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our ArgMinMax)"),
     ("popnn::ReduceMaxNClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our TopK)"),
     ("poprand::UniformSupervisor", "float", 64, "", "poprandCycleEstimators.cpp (our RandomUniform)"),
@@ -156,6 +155,12 @@ def rows():
     for t in ("float", "half", "int"):
         for n in (1, 2, 3, 4, 5, 7, 64, 100):
             add("popops::Clamp", t, n, "", pe.clamp(n, t), f"{pe.CE} Clamp / clampCycles")
+
+    for t in ("float", "half"):
+        for n in (1, 2, 3, 4, 7, 64, 101):
+            for limits, ab in ((1, False), (4, False), (4, True), (15, True)):
+                add("popops::Histogram2D", t, n, f"limits={limits};absolute={int(ab)}",
+                    pe.histogram_2d(n, limits, t, ab), f"{pe.CE} Histogram2D (one region, unpacked pointers)")
 
     add("ipu::Exchange", "-", 8697 * 4, "tolerance=0.05", 8743, TUTORIAL6)
 

@@ -415,3 +415,34 @@ def clamp(n: int, t: str) -> int:
     else:
         vw, cpv = 1, 7
     return 5 + 6 + cpv * (n + vw - 1) // vw
+
+
+# --------------------------------------------------------------------------------------------
+# Histogram2D (CE, one data region, unpacked pointers: getUnpackCost = 0)
+
+
+def histogram_2d(n: int, limits: int, t: str, absolute: bool) -> int:
+    a = 1 if absolute else 0
+    count = limits + 1  # histogramCount: one more bin than limits
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    cycles = 7
+    if t == "half":
+        cycles += 5
+        loop = 16
+        if n & 1:
+            loop += 3 + a
+        if n & 2:
+            loop += 3 + a
+        loop += (3 + a) * (n // vw)
+        cycles += (loop + 6) * (count - 1)
+    else:
+        cycles += 3
+        loop = 10
+        if n & 1:
+            loop += 2 + a
+        loop += (3 + a) * (n // vw)
+        cycles += (loop + 5) * (count - 1)
+    regions = 1
+    cycles += 3 + 3 * (regions - 1)
+    cycles += 10 + (count - 1) * 2
+    return cycles

@@ -38,7 +38,7 @@ def test_every_codelet_is_in_the_table():
         "MultiSlice": "popops::MultiSlice", "MatMulBlock": "poplin::ConvPartial1x1Out,float,",
         "MatMulReducePartials": "poplin::ReduceAdd,float->half", "MultiUpdate": "MultiUpdate", "Reduce": "popops::Reduce",
         "Select": "popops::Select", "Clamp": "popops::Clamp", "Arange": "popops::Iota",
-        "EncodeOneHot": "EncodeOneHotCustomValues", "Histogram": "Histogram2D", "HistogramCombine": "HistogramCombine",
+        "EncodeOneHot": "EncodeOneHotCustomValues", "Histogram": "popops::Histogram2D,float,", "HistogramCombine": "HistogramCombine",
         "ArgMinMax": "ReduceMaxClassSparse", "ArgMinMaxPartial": "ReduceMaxClassSparse",
         "ArgMinMaxCombine": "ArgMinMaxCombine", "TopK": "ReduceMaxNClassSparse", "Median": "ipu::Median",
         "CumSum": "ipu::CumSum", "RandomUniform": "UniformSupervisor", "RandomNormal": "NormalSupervisor",
