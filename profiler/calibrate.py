@@ -261,6 +261,15 @@ def _histogram(row):
                    ip=[[int(row.params.get("absolute", 0))]])
 
 
+def _random(row, dropout):
+    import ipu
+
+    t = _etype(row.dtype)
+    if dropout:
+        return _cycles("Dropout", (ipu.UINT32, t, t), [2, row.n, row.n], [[0.5, 2.0]])
+    return _cycles("RandomNormal", (ipu.UINT32, t), [2, row.n], [[0.0, 1.0]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -290,6 +299,8 @@ ADAPTERS = {
     "popops::BroadcastSelect": lambda r: _select(r, True),
     "popops::Clamp": _clamp,
     "popops::Histogram2D": _histogram,
+    "poprand::NormalSupervisor": lambda r: _random(r, False),
+    "poprand::DropoutSupervisor": lambda r: _random(r, True),
     "ipu::Exchange": _exchange,
 }
 

@@ -446,3 +446,25 @@ def histogram_2d(n: int, limits: int, t: str, absolute: bool) -> int:
     cycles += 3 + 3 * (regions - 1)
     cycles += 10 + (count - 1) * 2
     return cycles
+
+
+# --------------------------------------------------------------------------------------------
+# poprand (lib/poprand/poprandCycleEstimators.cpp): NormalSupervisor, DropoutSupervisor
+
+PR = "graphcore/poplibs lib/poprand/poprandCycleEstimators.cpp"
+
+
+def normal_supervisor(n: int, t: str) -> int:
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    c = 4 + 4 * (n + vw - 1) // vw
+    if t == "float":
+        c += 22 * NUM_WORKERS + (3 if n % vw else 0)
+    else:
+        c += 24 * NUM_WORKERS + (12 if n % vw else 0)
+    return c
+
+
+def dropout_supervisor(n: int, t: str) -> int:
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    c = 6 + 24 * NUM_WORKERS + 2 * (n + vw - 1) // vw
+    return c + ((1 if t == "float" else 9) if n % vw else 0)
