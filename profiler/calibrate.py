@@ -270,6 +270,14 @@ def _random(row, dropout):
     return _cycles("RandomNormal", (ipu.UINT32, t), [2, row.n], [[0.0, 1.0]])
 
 
+def _iota(row):
+    import ipu
+
+    if _etype(row.dtype) != ipu.INT32:
+        raise KeyError("Arange writes int32")
+    return _cycles("Arange", (ipu.INT32,), [row.n], ip=[[0]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -299,6 +307,7 @@ ADAPTERS = {
     "popops::BroadcastSelect": lambda r: _select(r, True),
     "popops::Clamp": _clamp,
     "popops::Histogram2D": _histogram,
+    "popops::Iota": _iota,
     "poprand::NormalSupervisor": lambda r: _random(r, False),
     "poprand::DropoutSupervisor": lambda r: _random(r, True),
     "ipu::Exchange": _exchange,

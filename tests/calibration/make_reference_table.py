@@ -53,6 +53,9 @@ NO_ESTIMATOR = [
      "not scored on purpose: poplibs' UniformSupervisor estimate divides the data path's bits by 2 / 4 "
      "(vectors of 32 / 16 elements, a units slip); our RandomUniform uses 2 / 4 elements per 64-bit vector, "
      "as NormalSupervisor does (codelets/rng.py uniform_cycles)"),
+    ("popops::EncodeOneHotCustomValues", "float", 64, "",
+     "partly derived: poplibs' estimate is 100 cycles per index; our vertex also fills the output with the off "
+     "value first (one 64-bit store per cycle, a derivation; codelets/indexing.py encode_one_hot_cycles)"),
     ("ipu::RoiAlign", "float", 64, "",
      "no poplibs estimator: poplibs has no RoiAlign vertex; the model is a derivation (codelets/roi_align.py)"),
     ("ipu::RoiAlignGrad", "float", 64, "",
@@ -69,8 +72,6 @@ NOT_TRANSCRIBED = [
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
     ("popops::MultiUpdate", "float", 64, "", "getMultiUpdateOpCycleEstimate (PerformanceEstimation.cpp)"),
     ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
-    ("popops::Iota", "int", 64, "", "popopsCycleEstimators.cpp Iota (our Arange)"),
-    ("popops::EncodeOneHotCustomValues", "float", 64, "", "popopsCycleEstimators.cpp EncodeOneHotCustomValues"),
     ("popnn::ReduceMaxClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our ArgMinMax)"),
     ("popnn::ReduceMaxNClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our TopK)"),
 ]
@@ -167,6 +168,9 @@ def rows():
         for n in (1, 2, 3, 4, 5, 7, 64, 1000):
             add("poprand::NormalSupervisor", t, n, "", pe.normal_supervisor(n, t), f"{pe.PR} NormalSupervisor")
             add("poprand::DropoutSupervisor", t, n, "", pe.dropout_supervisor(n, t), f"{pe.PR} DropoutSupervisor")
+
+    for n in (1, 2, 3, 8, 63, 1000):
+        add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
 
     add("ipu::Exchange", "-", 8697 * 4, "tolerance=0.05", 8743, TUTORIAL6)
 

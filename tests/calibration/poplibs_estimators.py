@@ -468,3 +468,9 @@ def dropout_supervisor(n: int, t: str) -> int:
     vw = DATA_PATH_BITS // (32 if t == "float" else 16)
     c = 6 + 24 * NUM_WORKERS + 2 * (n + vw - 1) // vw
     return c + ((1 if t == "float" else 9) if n % vw else 0)
+
+
+def iota(n: int, t: str) -> int:
+    """CE Iota, one region: 10 + 4 + 3 per vector (getVectorWidth of the output type)."""
+    vw = vector_width(t)
+    return 10 + 4 + 3 * ((n + vw - 1) // vw)
