@@ -212,6 +212,20 @@ def _multi_slice(row):
     return _cycles("MultiSlice", (t, ipu.INT32, t), [region * m, m, region * m], ip=[[region, m, 0]])
 
 
+def _multi_update(row, op):
+    import ipu
+    from codelets.indexing import UpdateOpCode
+
+    t = _etype(row.dtype)
+    region = int(row.params["regionSize"])
+    m = int(row.params["numOffsets"])
+    if region * m != row.n:
+        raise KeyError(f"n ({row.n}) must be regionSize x numOffsets ({region} x {m})")
+    code = UpdateOpCode.ASSIGN if op is None else getattr(UpdateOpCode, op)
+    return _cycles("MultiUpdate", (t, ipu.INT32, t), [region * m, m, region * m],
+                   ip=[[region, m, 0, int(code), 0, 0, 0]])
+
+
 def _fill(row):
     t = _etype(row.dtype)
     return _cycles("Fill", (t,), [row.n], [[0.0]])
@@ -301,6 +315,8 @@ ADAPTERS = {
     "popops::DynamicUpdateSlice1D": _dynamic_slice,
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
+    "popops::MultiUpdate": lambda r: _multi_update(r, None),
+    "popops::MultiUpdateOp": lambda r: _multi_update(r, r.params.get("op", "ADD")),
     "poplin::ConvPartial1x1Out": _matmul_block,
     "poplin::ReduceAdd": _reduce_add,
     "popops::Select": lambda r: _select(r, False),

@@ -70,7 +70,6 @@ NOT_TRANSCRIBED = [
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
-    ("popops::MultiUpdate", "float", 64, "", "getMultiUpdateOpCycleEstimate (PerformanceEstimation.cpp)"),
     ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
     ("popnn::ReduceMaxClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our ArgMinMax)"),
     ("popnn::ReduceMaxNClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our TopK)"),
@@ -169,6 +168,16 @@ def rows():
             add("poprand::NormalSupervisor", t, n, "", pe.normal_supervisor(n, t), f"{pe.PR} NormalSupervisor")
             add("poprand::DropoutSupervisor", t, n, "", pe.dropout_supervisor(n, t), f"{pe.PR} DropoutSupervisor")
 
+    for t in ("float", "half", "unsigned char"):
+        for region, m in ((1, 1), (3, 4), (8, 10), (64, 2), (100, 7)):
+            add("popops::MultiUpdate", t, region * m, f"regionSize={region};numOffsets={m}",
+                pe.multi_slice(region, m, t, is_update=True),
+                f"{pe.PE} getMultiSliceCycleEstimate (isUpdate), per worker")
+    for t in ("float", "half"):
+        for region, m in ((1, 1), (2, 3), (3, 4), (8, 10), (64, 2), (101, 7)):
+            add("popops::MultiUpdateOp", t, region * m, f"regionSize={region};numOffsets={m};op=ADD",
+                pe.multi_update_op(region, m, t),
+                f"{pe.PE} getMultiUpdateOpCycleEstimate (unscaled), per worker")
     for n in (1, 2, 3, 8, 63, 1000):
         add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
 

@@ -474,3 +474,30 @@ def iota(n: int, t: str) -> int:
     """CE Iota, one region: 10 + 4 + 3 per vector (getVectorWidth of the output type)."""
     vw = vector_width(t)
     return 10 + 4 + 3 * ((n + vw - 1) // vw)
+
+
+def multi_update_op(elems_per_slice: int, num_offsets: int, t: str) -> int:
+    """PE getMultiUpdateOpCycleEstimate, unscaled, every offset in range, unsorted, one worker's
+    share (the estimate multiplies by the workers for the MultiVertex). Mk2 atomic writes are
+    32-bit."""
+    cycles = 3
+    bpe = TYPE_SIZE[t]
+    four = bpe == 4
+    cycles += 29 if four else 30
+    if num_offsets == 0:
+        return cycles
+    per_in = 11 if four else 12
+    atomic = 4
+    bytes_per_atom = atomic * bpe // _gcd(atomic, bpe)  # lcm
+    elems_per_atom = bytes_per_atom // bpe
+    if elems_per_slice % elems_per_atom:  # sub-word writes
+        per_in += elems_per_slice * 20
+    else:
+        per_in += (elems_per_slice // elems_per_atom - 1) * 3
+    return cycles + per_in * num_offsets
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
