@@ -441,7 +441,10 @@ class RemoteStoreOp(Op):
     pass
 
 
-class MatMulOp(Op):
+class _AvailableMemory:
+    """Ops with an available-memory proportion (matmul, gather, scatter, topk, ...): recorded in
+    the op's attributes."""
+
     def setAvailableMemoryProportion(self, value) -> None:  # noqa: N802
         """Recorded in the op's attributes (the matmul planner plans for tile memory as a whole)."""
         self._op.attrs["available_memory_proportion"] = None if value is None else float(value)
@@ -450,10 +453,23 @@ class MatMulOp(Op):
         return self._op.attrs.get("available_memory_proportion")
 
 
+class MatMulOp(_AvailableMemory, Op):
+    pass
+
+
+class AvailableMemoryOp(_AvailableMemory, Op):
+    pass
+
+
 _CLASSES = {"call": CallOp, "repeat": LoopOp, "conditional": IfOp, "ipu_copy": IpuCopyOp, "init": InitOp,
             "host_load": HostLoadOp, "host_store": HostStoreOp, "remote_load": RemoteLoadOp,
             "remote_store": RemoteStoreOp, "matmul": MatMulOp}
 
 
 def op_class_for(op_type: str) -> type:
-    return _CLASSES.get(op_type, Op)
+    cls = _CLASSES.get(op_type)
+    if cls is not None:
+        return cls
+    from popxl.op_table import OP_TYPES
+    entry = OP_TYPES.get(op_type)
+    return AvailableMemoryOp if entry is not None and "available_memory_proportion" in entry.attrs else Op

@@ -654,9 +654,6 @@ class Op:
         i = self._ours_in(index)
         self._op.modified = tuple(m for m in self._op.modified if m != i)
 
-    def setAvailableMemoryProportion(self, value) -> None:  # noqa: N802
-        raise AttributeError(f"{self.opType()} has no available memory proportion")
-
     def __repr__(self) -> str:
         return f"_ir.{type(self).__name__}({self._op.id}, {self.opType()}, {self._op.name!r})"
 
