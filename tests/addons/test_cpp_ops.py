@@ -258,3 +258,19 @@ def test_replicated_all_reduce_tp_gradient_swaps_identity(addons):
     total = data.sum(0)
     np.testing.assert_allclose(got[ys], np.broadcast_to(2 * total, (2, 2)))
     np.testing.assert_allclose(got[ds], data + total)  # identity gradient + all-reduced gradient
+
+
+def test_op_to_identity_pattern(addons):
+    """The pre-alias patterns (which the op's docs say to run on every graph holding it) turn an
+    all-reduce of identical inputs into an identity, as PopART's OpToIdentity does (the lowering
+    would treat it as one anyway)."""
+    from popxl_addons.ops.replicated_all_reduce_TP import replicated_all_reduce_identical_inputs
+    from popxl_addons.patterns import apply_pre_alias_patterns
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        fwd = ir.create_graph(lambda t: replicated_all_reduce_identical_inputs(t) * 2.0,
+                              popxl.TensorSpec((2,), popxl.float32))
+        grad = addons.autodiff(addons.GraphWithNamedArgs(fwd))
+    apply_pre_alias_patterns(ir)
+    assert [op.type for op in fwd.ops] == ["identity", "mul"]
+    assert "replicated_all_reduce_tp" in {op.type for op in grad.graph.ops}  # the gradient reduces
