@@ -860,17 +860,20 @@ class Graph:
         if index < 0 or not g._outputs:
             raise IndexError(f"graph {g.id!r} has no output {index}")
         index = min(int(index), len(g._outputs) - 1)
-        for op in callers_of(g):
+        sites = []
+        for op in callers_of(g):  # check every call site before changing any
             if op.type == "repeat":
                 raise RuntimeError(f"removeOutput: graph {g.id!r} is repeated by op {op.name!r}, whose outputs "
                                    "are carried; remove the loop output instead")
             if op.type != "call" or index >= len(op.outputs):
                 continue
             t = op.outputs[index]
-            if t._consumers:
+            if t.consumers:
                 raise RuntimeError(f"removeOutput: output {index} of graph {g.id!r} is used at call site "
-                                   f"{op.name!r} by {[c.name for c in t._consumers]}")
-            t._set_producer(None)
+                                   f"{op.name!r} by {[c.name for c in t.consumers]}")
+            sites.append(op)
+        for op in sites:
+            op.outputs[index]._set_producer(None)
             op.outputs = op.outputs[:index] + op.outputs[index + 1:]
         g._remove_output(index)
 
