@@ -20,7 +20,6 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-import types
 
 __all__ = ["BINDINGS", "install", "BindingFinder"]
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from .views import Graph, GraphId, Op, Tensor, TensorInfo, graph_view, op_view, tensor_view, unwrap_tensor
+from .graph import Graph
+from .values import GraphId
+from .views import Op, Tensor, graph_view, tensor_view
 
 __all__ = ["CallOp", "LoopOp", "IfOp", "IpuCopyOp", "InitOp", "HostLoadOp", "HostStoreOp", "RemoteLoadOp",
            "RemoteStoreOp", "MatMulOp", "op_class_for"]
@@ -120,7 +122,7 @@ class LoopOp(_Subgraph, Op):
         raise ValueError(f"{t} is not an input of {self.debugName()}")
 
     def addModified(self, index: int, regions) -> None:  # noqa: N802
-        from .views import any_modified
+        from .values import any_modified
         vi = int(index)
         if vi in self._wrapper._pending:
             if any_modified(regions):
@@ -351,7 +353,7 @@ class WrapperCallOp(CallOp):
         self._w._connect_user_input(int(index), proxy)
 
     def addModified(self, index: int, regions) -> None:  # noqa: N802
-        from .views import any_modified
+        from .values import any_modified
         if not any_modified(regions):
             return
         op = self._w._loop._op

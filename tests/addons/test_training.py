@@ -1,7 +1,6 @@
 """popxl-addons unchanged: a Module of addons.layers.Linear trained through addons.autodiff and an
 optimizer graph, gradient accumulation (autodiff_with_accumulation) and recomputation; every
 number checked against NumPy doing the same maths."""
-from functools import partial
 
 import numpy as np
 import pytest
