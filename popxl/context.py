@@ -330,6 +330,18 @@ def io_tiles():
 
 
 @contextmanager
+def _tile_set(tile_set: str):
+    """Create ops on the "io" or "compute" tiles (io_tile_copy runs on its destination's)."""
+    ctx = get_current_context()
+    prev = ctx._io_tile_set
+    ctx._io_tile_set = tile_set == "io"
+    try:
+        yield
+    finally:
+        ctx._io_tile_set = prev
+
+
+@contextmanager
 def name_scope(name: str):
     """Prefix the names of tensors and ops created in this context with ``name/``."""
     ctx = get_current_context()

@@ -183,7 +183,7 @@ class Graph:
         """This graph as PopART's `_ir.Graph`: a view that reads and edits it (popxl/_pb)."""
         view = self.__dict__.get("_pb_view")
         if view is None:
-            from popxl._pb.views import Graph as PbGraph
+            from popxl._pb.graph import Graph as PbGraph
             view = self._pb_view = PbGraph(self)
         return view
 

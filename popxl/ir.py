@@ -70,7 +70,7 @@ class Ir:
             raise ValueError(f"replication must be a positive integer or 'popdist', not {replication!r}.")
         else:
             self.replication_factor = replication
-        from popxl._pb.views import Ir as PbIr
+        from popxl._pb.graph import Ir as PbIr
         # PopART's internal Ir as a view of this one (popxl/_pb): scripts set session options through
         # ir._pb_ir.getSessionOptions(); popxl-addons reads and edits graphs through it
         self._pb_ir = PbIr(self)
