@@ -212,6 +212,10 @@ class Ir:
     def id(self) -> int:
         return self._id
 
+    def _mark_prepared(self) -> None:
+        """Called by the Session that compiled this Ir: from here on the Ir belongs to it."""
+        self._is_prepared = True
+
     def _check_not_prepared(self, what: str) -> None:
         """A Session owns the Ir it compiled (PopXL's rule): refuse changes it would never run."""
         if getattr(self, "_is_prepared", False):
