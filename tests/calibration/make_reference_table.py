@@ -56,6 +56,9 @@ NO_ESTIMATOR = [
     ("popops::EncodeOneHotCustomValues", "float", 64, "",
      "partly derived: poplibs' estimate is 100 cycles per index; our vertex also fills the output with the off "
      "value first (one 64-bit store per cycle, a derivation; codelets/indexing.py encode_one_hot_cycles)"),
+    ("popops::Reduce", "float->float", 64, "spec=ALL_REGIONS_CONTINUOUS;op=ADD;outputs=8",
+     "not scored on purpose: poplibs' getCycleEstimateReduceAllRegionsContinuous is passed numOutputsM1, one "
+     "output short; our model counts every output (codelets/reduce.py reduce_cycles)"),
     ("ipu::RoiAlign", "float", 64, "",
      "no poplibs estimator: poplibs has no RoiAlign vertex; the model is a derivation (codelets/roi_align.py)"),
     ("ipu::RoiAlignGrad", "float", 64, "",
@@ -70,7 +73,6 @@ NOT_TRANSCRIBED = [
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
-    ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
     ("popnn::ReduceMaxClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our ArgMinMax)"),
     ("popnn::ReduceMaxNClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our TopK)"),
 ]
@@ -178,6 +180,16 @@ def rows():
             add("popops::MultiUpdateOp", t, region * m, f"regionSize={region};numOffsets={m};op=ADD",
                 pe.multi_update_op(region, m, t),
                 f"{pe.PE} getMultiUpdateOpCycleEstimate (unscaled), per worker")
+    for ti, to in (("float", "float"), ("half", "half"), ("half", "float"), ("float", "half"), ("int", "int")):
+        for op in ("ADD", "MAX", "SQUARE_ADD", "LOG_ADD"):
+            if ti == "int" and op not in ("ADD", "MAX"):
+                continue
+            for k in (1, 2, 3, 8, 17, 1000):
+                add("popops::Reduce", f"{ti}->{to}", k, f"spec=SINGLE_INPUT;op={op};outputs=1",
+                    pe.reduce_single_input(k, op, ti, to), f"{pe.RED} getCyclesEstimateForSingleInput")
+            for n_out, k in ((2, 3), (4, 8), (12, 5), (100, 2)):
+                add("popops::Reduce", f"{ti}->{to}", n_out * k, f"spec=STRIDED_REDUCE;op={op};outputs={n_out}",
+                    pe.reduce_strided(n_out, k, op, ti, to), f"{pe.RED} getCyclesEstimateForStridedReduce")
     for n in (1, 2, 3, 8, 63, 1000):
         add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
 

@@ -501,3 +501,58 @@ def _gcd(a: int, b: int) -> int:
     while b:
         a, b = b, a % b
     return a
+
+
+# --------------------------------------------------------------------------------------------
+# Reduce (lib/popops/reduction/CycleEstimationFunctions.cpp @ b2996457, getCycleEstimateForReduceVertex
+# with the SCALAR_OUTPUT_SINGLE_INPUT and STRIDED_REDUCE specialisations, not an update)
+
+RED = ("graphcore/poplibs lib/popops/reduction/CycleEstimationFunctions.cpp@"
+       "b2996457da99ac9bffb47d04c3243e98d476aa09")
+
+
+def _reduce_widths(op: str, t_in: str, strided: bool):
+    """(dataPathWidth, vectorWidth, the op vector width passed on, cyclesPerOp), as
+    getCycleEstimateForReduceVertex works them out."""
+    size = TYPE_SIZE[t_in]
+    acc = 8 if t_in == "half" else (4 if t_in == "float" else 1)
+    dpw = DATA_PATH_BITS // (size * 8)
+    vw = vector_width(t_in)
+    if op != "LOG_ADD":
+        return dpw, vw, acc, 1
+    if strided:  # log-add has an assembler strided vertex
+        return dpw, vw, (4 if t_in == "half" else 2), (13 if t_in == "half" else 23)
+    return dpw, vw, 1, 20  # C++ scalar log-add
+
+
+def reduce_single_input(k: int, op: str, t_in: str, t_out: str) -> int:
+    """getCyclesEstimateForSingleInput."""
+    dpw, vw, acc, cpo = _reduce_widths(op, t_in, False)
+    uses_acc = op in ("ADD", "SQUARE_ADD")
+    op_vw = acc if uses_acc else vw
+    per_cycle = min(op_vw, dpw)
+    loads = op_vw // per_cycle
+    cpl = max(loads, cpo)
+    per_loop = per_cycle * loads
+    cycles = 1 + 2 + 6 + cpl * k // per_loop + 5 + k % per_loop + 3
+    if t_out != "float":
+        cycles += 5
+    return cycles
+
+
+def reduce_strided(n_out: int, k: int, op: str, t_in: str, t_out: str) -> int:
+    """getCyclesEstimateForStridedReduce with one outer stride and a stride of n_out (the
+    partials [k, n_out] row-major)."""
+    dpw, vw, acc, cpo = _reduce_widths(op, t_in, True)
+    uses_acc = op in ("ADD", "SQUARE_ADD")
+    op_vw = acc if uses_acc else vw
+    cycles = 2 + 2 + 6 + 5
+    if t_in == "half":
+        table = {"half": {"ADD": 7, "MAX": 7, "MIN": 7, "LOG_ADD": 7},
+                 "float": {"ADD": 6, "MAX": 7, "MIN": 7, "LOG_ADD": 7}}
+        post = 1 + table.get(t_out, {}).get(op, 0)
+    else:
+        post = (3 if op == "ADD" else 2) + (2 if t_out in ("half", "float") else 0)
+    outer = 3 + post + 1 * (3 + cpo * (k - 1))
+    per_loop = _gcd(min(op_vw, dpw), n_out)
+    return cycles + outer * ((n_out + per_loop - 1) // per_loop)

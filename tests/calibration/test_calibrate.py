@@ -36,7 +36,7 @@ def test_every_codelet_is_in_the_table():
         "ScaledAdd": "ScaledAddSupervisor", "BinaryOp": "BinaryOp1D", "UnaryOp": "UnaryOp1D", "Cast": "Cast1D",
         "DynamicSlice": "DynamicSlice1D", "DynamicUpdate": "DynamicSlice1D", "Fill": "popops::Fill",
         "MultiSlice": "popops::MultiSlice", "MatMulBlock": "poplin::ConvPartial1x1Out,float,",
-        "MatMulReducePartials": "poplin::ReduceAdd,float->half", "MultiUpdate": "popops::MultiUpdateOp,float,", "Reduce": "popops::Reduce",
+        "MatMulReducePartials": "poplin::ReduceAdd,float->half", "MultiUpdate": "popops::MultiUpdateOp,float,", "Reduce": "popops::Reduce,float->float,",
         "Select": "popops::Select", "Clamp": "popops::Clamp", "Arange": "popops::Iota,int,",
         "EncodeOneHot": "EncodeOneHotCustomValues", "Histogram": "popops::Histogram2D,float,", "HistogramCombine": "HistogramCombine",
         "ArgMinMax": "ReduceMaxClassSparse", "ArgMinMaxPartial": "ReduceMaxClassSparse",
