@@ -92,7 +92,6 @@ class CustomOp:
     def record(self, inputs: Sequence[Tensor], attrs: Dict[str, Any], name: Optional[str] = None,
                out_ids: Optional[Sequence[str]] = None, notify: bool = True):
         """Record the op in the current graph and return the popxl Op."""
-        from popxl.context import get_current_context
         from popxl.ops._op_builder import create_op
         inputs = list(inputs)
         names = self.input_names or tuple(f"input {i}" for i in range(len(inputs)))

@@ -258,3 +258,50 @@ def test_replicated_all_reduce_tp_gradient_swaps_identity(addons):
     total = data.sum(0)
     np.testing.assert_allclose(got[ys], np.broadcast_to(2 * total, (2, 2)))
     np.testing.assert_allclose(got[ds], data + total)  # identity gradient + all-reduced gradient
+
+
+def test_op_to_identity_pattern(addons):
+    """The pre-alias patterns (which the op's docs say to run on every graph holding it) turn an
+    all-reduce of identical inputs into an identity, as PopART's OpToIdentity does (the lowering
+    would treat it as one anyway)."""
+    from popxl_addons.ops.replicated_all_reduce_TP import replicated_all_reduce_identical_inputs
+    from popxl_addons.patterns import apply_pre_alias_patterns
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        fwd = ir.create_graph(lambda t: replicated_all_reduce_identical_inputs(t) * 2.0,
+                              popxl.TensorSpec((2,), popxl.float32))
+        grad = addons.autodiff(addons.GraphWithNamedArgs(fwd))
+    apply_pre_alias_patterns(ir)
+    assert [op.type for op in fwd.ops] == ["identity", "mul"]
+    assert "replicated_all_reduce_tp" in {op.type for op in grad.graph.ops}  # the gradient reduces
+
+
+def test_a_real_cppimport_is_used_but_compiles_nothing(addons, tmp_path):
+    """With cppimport installed, its import hook loads (never shadowed) and the binding modules
+    are still served in Python: a cppimport whose finder fails on any C++ module proves it."""
+    import os
+    import subprocess
+    pkg = tmp_path / "cppimport"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("REAL = True\n")
+    (pkg / "import_hook.py").write_text(
+        "import os, sys\n"
+        "class Hook:\n"
+        "    def find_spec(self, fullname, path=None, target=None):\n"
+        "        for d in path or ():\n"
+        "            src = os.path.join(d, fullname.rsplit('.', 1)[-1] + '.cpp')\n"
+        "            if os.path.exists(src) and 'cppimport' in open(src).readline():  # opt-in, as cppimport\n"
+        "                raise RuntimeError('cppimport would compile ' + fullname)\n"
+        "sys.meta_path.insert(0, Hook())\n")
+    script = ("import sys, cppimport; assert cppimport.REAL\n"
+              "import popxl\n"
+              "from popxl_addons.ops.replicated_strided_collectives import replicated_all_gather_strided\n"
+              "import popxl_addons.ops.rotary_pos_embed.rotary_pos_embed\n"
+              "assert sys.modules['cppimport.import_hook'].__file__.startswith(sys.argv[1])\n"
+              "print('served')\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    addons_dir = os.path.dirname(os.path.dirname(os.path.abspath(addons.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), addons_dir, root]))
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "served" in out.stdout, out.stderr[-2000:]

@@ -1,7 +1,6 @@
 """popxl-addons unchanged: a Module of addons.layers.Linear trained through addons.autodiff and an
 optimizer graph, gradient accumulation (autodiff_with_accumulation) and recomputation; every
 number checked against NumPy doing the same maths."""
-from functools import partial
 
 import numpy as np
 import pytest
@@ -145,3 +144,58 @@ def test_gradient_accumulation_running_mean(addons):
     for name in w:
         np.testing.assert_allclose(got[name], w[name] - LR * mean_grads[name], rtol=1e-5, atol=1e-6, err_msg=name)
     assert counter == 0
+
+
+def test_embedding_layer_norm_and_adam_match_the_reference_interpreter(addons):
+    """addons.layers Embedding + LayerNorm + Linear, addons.ops.cross_entropy_with_grad and the
+    AdamOptimizerStep module (float16 first moments), two training steps: the simulated run and
+    popxl's NumPy reference interpreter agree on the losses and the trained weights."""
+    from popxl_addons.layers import Embedding, LayerNorm, Linear
+    from popxl_addons.optimizers.adam import AdamOptimizerStep
+
+    class Lm(addons.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.ln, self.head = Embedding(popxl.float32, 16, 8), LayerNorm(), Linear(16)
+
+        def build(self, idx):
+            return self.head(self.ln(self.emb(idx)))
+
+    n = 6
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence(True):
+        i_s = popxl.h2d_stream((n,), popxl.int32, "idx")
+        l_s = popxl.h2d_stream((n,), popxl.int32, "labels")
+        loss_s = popxl.d2h_stream((), popxl.float32, "loss")
+        facts, fwd = Lm().create_graph(popxl.TensorSpec((n,), popxl.int32))
+        bwd = addons.autodiff(fwd, grads_required=fwd.args.tensors)
+        variables = facts.init()
+        info = fwd.bind(variables).call_with_info(ops.host_load(i_s))
+        loss, dlogits = addons.ops.cross_entropy_with_grad(info.outputs[0], ops.host_load(l_s))
+        ops.host_store(loss_s, loss)
+        grads = bwd.call(dlogits, args=bwd.grad_graph_info.inputs_dict(info))
+        name_of = {t: name for name, t in fwd.args.named_tensors.items()}
+        for t, g in zip(fwd.args.tensors, grads):  # the gradients come in grads_required order
+            var = variables.named_tensors[name_of[t]]
+            opt_facts, opt = AdamOptimizerStep().create_graph(var, g, lr=0.01)
+            opt.bind(opt_facts.init()).call(var, g)
+    rng = np.random.default_rng(2)
+    feeds = [{i_s: rng.integers(0, 16, n).astype(np.int32), l_s: rng.integers(0, 16, n).astype(np.int32)}
+             for _ in range(2)]
+    ref = popxl.reference.Interpreter(ir)
+    with popxl.Session(ir, "ipu_model") as sess:
+        for f in feeds:
+            got, want = sess.run(f)[loss_s], ref.run(f)[loss_s]
+            np.testing.assert_allclose(got, want, rtol=1e-4)
+        for name, v in variables.named_tensors.items():
+            np.testing.assert_allclose(sess.get_tensor_data(v), ref.get_tensor_data(v), rtol=1e-3, atol=1e-5,
+                                       err_msg=name)
+    # the first loss is the cross entropy of the initial weights, computed here with NumPy
+    w = {k: np.asarray(v._data, np.float64) for k, v in variables.named_tensors.items()}
+    h = w["emb.weight"][feeds[0][i_s]]
+    h = (h - h.mean(1, keepdims=True)) / np.sqrt(h.var(1, keepdims=True) + 1e-5) * w["ln.weight"] + w["ln.bias"]
+    logits = h @ w["head.weight"] + w["head.bias"]
+    logp = logits - logits.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    first = popxl.reference.Interpreter(ir).run(feeds[0])[loss_s]
+    np.testing.assert_allclose(first, -logp[np.arange(n), feeds[0][l_s]].mean(), rtol=1e-5)

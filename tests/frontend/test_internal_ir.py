@@ -206,3 +206,25 @@ def test_session_write_weights_through_the_pb_session():
         np.testing.assert_allclose(sess.run()[s], [2, 3, 4])
         with pytest.raises(KeyError, match="not a variable"):
             sess._pb_session.writeWeights(popart.PyWeightsIO({"nope": np.zeros(3)}))
+
+
+def test_a_removed_graph_output_leaves_its_call_sites():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.array([1.0, 2.0], np.float32), name="x")
+        g = ir.create_graph(lambda a: (a + 1.0, a * 10.0), x)
+        y, unused = ops.call(g, x)
+        s = popxl.d2h_stream((2,), popxl.float32, "y")
+        ops.host_store(s, y)
+    g._pb_graph.removeOutput(1)
+    call = y.producer
+    assert len(g.outputs) == 1 and call.outputs == (y,) and unused.producer is None
+    with ir.main_graph:
+        z, = ops.call(g, x)  # new call sites see the graph as it is now
+    assert len(z.producer.outputs) == 1
+    np.testing.assert_allclose(_run(ir)[s], [2.0, 3.0])
+    with ir.main_graph:
+        y2, w = ops.call(ir.create_graph(lambda a: (a + 1.0, a * 10.0), x), x)
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32, "w"), w)
+    with pytest.raises(RuntimeError, match="is used at call site"):
+        w.producer.attrs["graph"]._pb_graph.removeOutput(1)
