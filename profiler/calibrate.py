@@ -246,6 +246,21 @@ def _reduce(row):
     return _cycles("Reduce", (f, t), [row.n, n_out], ip=[[code, k, layout]])
 
 
+def _argmax(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    return _cycles("ArgMinMax", (t, ipu.INT32), [row.n, 1], ip=[[row.n, 0]])
+
+
+def _topk(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    k = int(row.params["k"])
+    return _cycles("TopK", (t, t, ipu.INT32), [row.n, k, k], ip=[[row.n, k, 1, int(row.params.get("sorted", 0))]])
+
+
 def _fill(row):
     t = _etype(row.dtype)
     return _cycles("Fill", (t,), [row.n], [[0.0]])
@@ -335,6 +350,8 @@ ADAPTERS = {
     "popops::DynamicUpdateSlice1D": _dynamic_slice,
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
+    "popnn::ReduceMaxClassSparse": _argmax,
+    "popnn::ReduceMaxNClassSparse": _topk,
     "popops::Reduce": _reduce,
     "popops::MultiUpdate": lambda r: _multi_update(r, None),
     "popops::MultiUpdateOp": lambda r: _multi_update(r, r.params.get("op", "ADD")),

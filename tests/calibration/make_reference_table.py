@@ -73,8 +73,6 @@ NOT_TRANSCRIBED = [
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
     ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
-    ("popnn::ReduceMaxClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our ArgMinMax)"),
-    ("popnn::ReduceMaxNClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our TopK)"),
 ]
 
 
@@ -190,6 +188,14 @@ def rows():
             for n_out, k in ((2, 3), (4, 8), (12, 5), (100, 2)):
                 add("popops::Reduce", f"{ti}->{to}", n_out * k, f"spec=STRIDED_REDUCE;op={op};outputs={n_out}",
                     pe.reduce_strided(n_out, k, op, ti, to), f"{pe.RED} getCyclesEstimateForStridedReduce")
+    for t in ("float", "half", "int"):
+        for n in (1, 2, 10, 1000):
+            add("popnn::ReduceMaxClassSparse", t, n, "", pe.reduce_max_class_sparse(n, t),
+                f"{pe.NN} ReduceMaxClassSparse (one row)")
+    for n, k in ((10, 1), (10, 3), (100, 5), (1000, 8)):
+        for srt in (False, True):
+            add("popnn::ReduceMaxNClassSparse", "float", n, f"k={k};sorted={int(srt)}",
+                pe.reduce_max_n_class_sparse(n, k, srt), f"{pe.NN} ReduceMaxNClassSparse (one row)")
     for n in (1, 2, 3, 8, 63, 1000):
         add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
 

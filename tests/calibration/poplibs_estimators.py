@@ -556,3 +556,34 @@ def reduce_strided(n_out: int, k: int, op: str, t_in: str, t_out: str) -> int:
     outer = 3 + post + 1 * (3 + cpo * (k - 1))
     per_loop = _gcd(min(op_vw, dpw), n_out)
     return cycles + outer * ((n_out + per_loop - 1) // per_loop)
+
+
+# --------------------------------------------------------------------------------------------
+# popnn (lib/popnn/popnnCycleEstimators.cpp): ReduceMaxClassSparse, ReduceMaxNClassSparse
+
+NN = "graphcore/poplibs lib/popnn/popnnCycleEstimators.cpp"
+
+
+def reduce_max_class_sparse(n: int, t: str) -> int:
+    cycles = 5
+    if t in ("half", "float"):
+        cycles += 2 + 3 + 3 + 1 + (n - 1) * 3 + 3 + 6 + 4
+    else:
+        cycles += 18 + n * 6
+    return cycles
+
+
+def reduce_max_n_class_sparse(n: int, k: int, sorted_: bool) -> int:
+    import math
+
+    cycles = 10 + 2
+    cycles += 23
+    for i in range(1, k):
+        cycles = int(cycles + 13 + math.log(i) * 20)
+    cycles = int(cycles + (n - k) * (13 + math.log(k) * 20))
+    cycles += 8 * k
+    if sorted_:
+        for i in range(k, 0, -1):
+            cycles += 10
+            cycles = int(cycles + 20 * math.log(i))
+    return cycles
