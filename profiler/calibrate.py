@@ -261,6 +261,14 @@ def _topk(row):
     return _cycles("TopK", (t, t, ipu.INT32), [row.n, k, k], ip=[[row.n, k, 1, int(row.params.get("sorted", 0))]])
 
 
+def _transpose(row):
+    t = _etype(row.dtype)
+    rows, cols, mats = (int(row.params[x]) for x in ("rows", "cols", "matrices"))
+    if rows * cols * mats != row.n:
+        raise KeyError(f"n ({row.n}) must be rows x cols x matrices")
+    return _cycles("Transpose2d", (t, t), [row.n, row.n], ip=[[rows, cols]])
+
+
 def _fill(row):
     t = _etype(row.dtype)
     return _cycles("Fill", (t,), [row.n], [[0.0]])
@@ -350,6 +358,7 @@ ADAPTERS = {
     "popops::DynamicUpdateSlice1D": _dynamic_slice,
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
+    "popops::Transpose2d": _transpose,
     "popnn::ReduceMaxClassSparse": _argmax,
     "popnn::ReduceMaxNClassSparse": _topk,
     "popops::Reduce": _reduce,

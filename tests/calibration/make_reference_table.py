@@ -72,7 +72,6 @@ NO_ESTIMATOR = [
 NOT_TRANSCRIBED = [
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
-    ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
 ]
 
 
@@ -196,6 +195,11 @@ def rows():
         for srt in (False, True):
             add("popnn::ReduceMaxNClassSparse", "float", n, f"k={k};sorted={int(srt)}",
                 pe.reduce_max_n_class_sparse(n, k, srt), f"{pe.NN} ReduceMaxNClassSparse (one row)")
+    for t in ("float", "half", "int"):
+        for rows, cols, mats in ((2, 2, 1), (4, 4, 1), (4, 8, 3), (8, 4, 2), (3, 5, 1), (16, 16, 1), (600, 2, 1),
+                                 (64, 12, 2)):
+            add("popops::Transpose2d", t, rows * cols * mats, f"rows={rows};cols={cols};matrices={mats}",
+                pe.transpose_2d(rows, cols, mats, t), f"{pe.CE} Transpose2d")
     for n in (1, 2, 3, 8, 63, 1000):
         add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
 

@@ -587,3 +587,19 @@ def reduce_max_n_class_sparse(n: int, k: int, sorted_: bool) -> int:
             cycles += 10
             cycles = int(cycles + 20 * math.log(i))
     return cycles
+
+
+def transpose_2d(rows: int, cols: int, matrices: int, t: str) -> int:
+    """CE Transpose2d (the version with the numSrcRows < 512 output-stride condition)."""
+    rpt = 0x0FFF + 1
+    if TYPE_SIZE[t] == 4:
+        if rows % 2 == 0 and cols % 2 == 0 and cols // 2 < rpt and rows * (cols - 2) // 2 < 512 and rows < 512:
+            return 27 + matrices * (11 + (rows // 2) * (6 + 3 * (cols // 2 - 1)))
+        return 13 + matrices * (8 + cols * (5 + (rows * 4) // 2))
+    if rows % 4 == 0 and cols % 4 == 0 and cols >= 8 and cols // 4 < rpt and 1 + 3 * (cols // 4) < 512:
+        return 37 + matrices * (12 + (rows // 4) * (15 + 4 * (cols // 4 - 2)))
+    if rows % 4 == 0 and cols == 4 and rows // 4 < rpt and 1 + 3 * (rows // 4) < 512:
+        if rows == 4:
+            return 32 + 15 * matrices
+        return 28 + matrices * (17 + (20 + 4 * (rows // 4 - 2)))
+    return 15 + matrices * (8 + cols * (5 + (rows * 5) // 2))

@@ -43,7 +43,7 @@ def test_every_codelet_is_in_the_table():
         "ArgMinMaxCombine": "ArgMinMaxCombine", "TopK": "popnn::ReduceMaxNClassSparse,float,", "Median": "ipu::Median",
         "CumSum": "ipu::CumSum", "RandomUniform": "UniformSupervisor", "RandomNormal": "poprand::NormalSupervisor,float,",
         "Dropout": "poprand::DropoutSupervisor,float,", "ModifySeed": "ipu::ModifySeed", "Copy": "ipu::Copy",
-        "Transpose2d": "popops::Transpose2d", "RoiAlign": "ipu::RoiAlign", "RoiAlignGrad": "ipu::RoiAlignGrad",
+        "Transpose2d": "popops::Transpose2d,float,", "RoiAlign": "ipu::RoiAlign", "RoiAlignGrad": "ipu::RoiAlignGrad",
         "CastThenPow2Scale": "ipu::CastThenPow2Scale", "Pow2ScaleThenCast": "ipu::Pow2ScaleThenCast",
         "MatMulBlockPow2Scaled": "quart,64,m=8;k=32;n=8",
     }
