@@ -49,9 +49,13 @@ class IndexRuns:
     __slots__ = ("starts", "lengths", "size")
 
     def __init__(self, starts: np.ndarray, lengths: np.ndarray):
-        self.starts = np.ascontiguousarray(starts, np.int64)
-        self.lengths = np.ascontiguousarray(lengths, np.int64)
-        self.size = int(self.lengths.sum())
+        starts = np.asarray(starts, np.int64)
+        lengths = np.asarray(lengths, np.int64)
+        self.size = int(lengths.sum())
+        # int32 when the indices fit (half the host memory); int64 otherwise
+        dt = np.int32 if self.size < 2 ** 31 and int(starts.max(initial=0)) < 2 ** 31 else np.int64
+        self.starts = np.ascontiguousarray(starts, dt)
+        self.lengths = np.ascontiguousarray(lengths, dt)
 
     @staticmethod
     def of(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,8 +72,9 @@ class IndexRuns:
         if self.size == 0:
             return np.zeros(0, np.int64)
         # each run's start, minus the position where the run begins, plus the position
-        offset = self.starts - (np.cumsum(self.lengths) - self.lengths)
-        return np.repeat(offset, self.lengths) + np.arange(self.size, dtype=np.int64)
+        lengths = self.lengths.astype(np.int64)
+        offset = self.starts.astype(np.int64) - (np.cumsum(lengths) - lengths)
+        return np.repeat(offset, lengths) + np.arange(self.size, dtype=np.int64)
 
 
 def _compact(index):
@@ -137,7 +142,7 @@ class Tensor:
             n = self.variable.numel
             return np.zeros(1 if n else 0, np.int64), np.full(1 if n else 0, n, np.int64)
         if isinstance(self._index, IndexRuns):
-            return self._index.starts, self._index.lengths
+            return self._index.starts.astype(np.int64), self._index.lengths.astype(np.int64)
         return IndexRuns.of(self._index)
 
     def contiguous_range(self) -> tuple[int, int] | None:
