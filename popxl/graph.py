@@ -38,6 +38,7 @@ class Graph:
 
     # -- what the op builder, graph_input / graph_output and the transforms change --------------------
     def _add_op(self, op: "Op") -> None:
+        self._ir._check_not_prepared(f"its graphs (new op {op.name!r} in {self._label})")
         self._ops.append(op)
 
     def _set_op_order(self, ops: List["Op"]) -> None:

@@ -212,6 +212,20 @@ def _multi_slice(row):
     return _cycles("MultiSlice", (t, ipu.INT32, t), [region * m, m, region * m], ip=[[region, m, 0]])
 
 
+def _multi_update(row, op):
+    import ipu
+    from codelets.indexing import UpdateOpCode
+
+    t = _etype(row.dtype)
+    region = int(row.params["regionSize"])
+    m = int(row.params["numOffsets"])
+    if region * m != row.n:
+        raise KeyError(f"n ({row.n}) must be regionSize x numOffsets ({region} x {m})")
+    code = UpdateOpCode.ASSIGN if op is None else getattr(UpdateOpCode, op)
+    return _cycles("MultiUpdate", (t, ipu.INT32, t), [region * m, m, region * m],
+                   ip=[[region, m, 0, int(code), 0, 0, 0]])
+
+
 def _fill(row):
     t = _etype(row.dtype)
     return _cycles("Fill", (t,), [row.n], [[0.0]])
@@ -252,6 +266,32 @@ def _clamp(row):
     return _cycles("Clamp", (t, t), [row.n, row.n], [[0.0, 1.0]])
 
 
+def _histogram(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    limits = int(row.params["limits"])
+    return _cycles("Histogram", (t, t, ipu.UINT32), [row.n, limits, limits + 1],
+                   ip=[[int(row.params.get("absolute", 0))]])
+
+
+def _random(row, dropout):
+    import ipu
+
+    t = _etype(row.dtype)
+    if dropout:
+        return _cycles("Dropout", (ipu.UINT32, t, t), [2, row.n, row.n], [[0.5, 2.0]])
+    return _cycles("RandomNormal", (ipu.UINT32, t), [2, row.n], [[0.0, 1.0]])
+
+
+def _iota(row):
+    import ipu
+
+    if _etype(row.dtype) != ipu.INT32:
+        raise KeyError("Arange writes int32")
+    return _cycles("Arange", (ipu.INT32,), [row.n], ip=[[0]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -275,11 +315,17 @@ ADAPTERS = {
     "popops::DynamicUpdateSlice1D": _dynamic_slice,
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
+    "popops::MultiUpdate": lambda r: _multi_update(r, None),
+    "popops::MultiUpdateOp": lambda r: _multi_update(r, r.params.get("op", "ADD")),
     "poplin::ConvPartial1x1Out": _matmul_block,
     "poplin::ReduceAdd": _reduce_add,
     "popops::Select": lambda r: _select(r, False),
     "popops::BroadcastSelect": lambda r: _select(r, True),
     "popops::Clamp": _clamp,
+    "popops::Histogram2D": _histogram,
+    "popops::Iota": _iota,
+    "poprand::NormalSupervisor": lambda r: _random(r, False),
+    "poprand::DropoutSupervisor": lambda r: _random(r, True),
     "ipu::Exchange": _exchange,
 }
 

@@ -415,3 +415,89 @@ def clamp(n: int, t: str) -> int:
     else:
         vw, cpv = 1, 7
     return 5 + 6 + cpv * (n + vw - 1) // vw
+
+
+# --------------------------------------------------------------------------------------------
+# Histogram2D (CE, one data region, unpacked pointers: getUnpackCost = 0)
+
+
+def histogram_2d(n: int, limits: int, t: str, absolute: bool) -> int:
+    a = 1 if absolute else 0
+    count = limits + 1  # histogramCount: one more bin than limits
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    cycles = 7
+    if t == "half":
+        cycles += 5
+        loop = 16
+        if n & 1:
+            loop += 3 + a
+        if n & 2:
+            loop += 3 + a
+        loop += (3 + a) * (n // vw)
+        cycles += (loop + 6) * (count - 1)
+    else:
+        cycles += 3
+        loop = 10
+        if n & 1:
+            loop += 2 + a
+        loop += (3 + a) * (n // vw)
+        cycles += (loop + 5) * (count - 1)
+    regions = 1
+    cycles += 3 + 3 * (regions - 1)
+    cycles += 10 + (count - 1) * 2
+    return cycles
+
+
+# --------------------------------------------------------------------------------------------
+# poprand (lib/poprand/poprandCycleEstimators.cpp): NormalSupervisor, DropoutSupervisor
+
+PR = "graphcore/poplibs lib/poprand/poprandCycleEstimators.cpp"
+
+
+def normal_supervisor(n: int, t: str) -> int:
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    c = 4 + 4 * (n + vw - 1) // vw
+    if t == "float":
+        c += 22 * NUM_WORKERS + (3 if n % vw else 0)
+    else:
+        c += 24 * NUM_WORKERS + (12 if n % vw else 0)
+    return c
+
+
+def dropout_supervisor(n: int, t: str) -> int:
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    c = 6 + 24 * NUM_WORKERS + 2 * (n + vw - 1) // vw
+    return c + ((1 if t == "float" else 9) if n % vw else 0)
+
+
+def iota(n: int, t: str) -> int:
+    """CE Iota, one region: 10 + 4 + 3 per vector (getVectorWidth of the output type)."""
+    vw = vector_width(t)
+    return 10 + 4 + 3 * ((n + vw - 1) // vw)
+
+
+def multi_update_op(elems_per_slice: int, num_offsets: int, t: str) -> int:
+    """PE getMultiUpdateOpCycleEstimate, unscaled, every offset in range, unsorted, one worker's
+    share (the estimate multiplies by the workers for the MultiVertex). Mk2 atomic writes are
+    32-bit."""
+    cycles = 3
+    bpe = TYPE_SIZE[t]
+    four = bpe == 4
+    cycles += 29 if four else 30
+    if num_offsets == 0:
+        return cycles
+    per_in = 11 if four else 12
+    atomic = 4
+    bytes_per_atom = atomic * bpe // _gcd(atomic, bpe)  # lcm
+    elems_per_atom = bytes_per_atom // bpe
+    if elems_per_slice % elems_per_atom:  # sub-word writes
+        per_in += elems_per_slice * 20
+    else:
+        per_in += (elems_per_slice // elems_per_atom - 1) * 3
+    return cycles + per_in * num_offsets
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a

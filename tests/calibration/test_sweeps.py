@@ -137,3 +137,22 @@ def test_select_sweep(t):
     assert (model == ref).all(), f"BroadcastSelect {t}"
     if t != "bool":
         _check(clamp_cycles(N, et), lambda n: pe.clamp(n, t), f"Clamp {t}")
+
+
+@pytest.mark.parametrize("t", ["float", "half", "unsigned char"])
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_multi_update_sweep(t, m):
+    """MultiUpdate: a plain write (getMultiSliceCycleEstimate with isUpdate) and an add
+    (getMultiUpdateOpCycleEstimate) for every region size, whole atoms or sub-word writes."""
+    from codelets.indexing import UpdateOpCode, multi_update_cycles
+
+    et = T[t]
+    zeros = np.zeros(N.size, np.int64)
+    ks = np.full(N.size, m)
+    plain = multi_update_cycles(ks, N, ks, np.full(N.size, int(UpdateOpCode.ASSIGN)), zeros, zeros, zeros, et)
+    _check(plain, lambda n: pe.multi_slice(n, m, t, is_update=True), f"MultiUpdate {t} x {m}")
+    if t != "unsigned char":
+        n1 = np.maximum(N, 1)
+        add = multi_update_cycles(ks, n1, ks, np.full(N.size, int(UpdateOpCode.ADD)), zeros, zeros, zeros, et)
+        ref = np.array([pe.multi_update_op(int(n), m, t) for n in n1])
+        assert (add == ref).all(), f"MultiUpdateOp {t} x {m}"
