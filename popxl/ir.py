@@ -212,6 +212,10 @@ class Ir:
     def id(self) -> int:
         return self._id
 
+    def _mark_prepared(self) -> None:
+        """A Session compiled this Ir and owns it from now on."""
+        self._is_prepared = True
+
     def _check_not_prepared(self, what: str) -> None:
         """A Session owns the Ir it compiled (PopXL's rule): refuse changes it would never run."""
         if getattr(self, "_is_prepared", False):
