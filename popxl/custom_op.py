@@ -174,6 +174,15 @@ def _expansion(op_def: CustomOp, specs, attrs, name: str):
         fn.__qualname__ = f"{op_def.op_type}__expansion"
         with get_current_context()._quiet():
             g = ir.create_graph(fn, *specs)
+        declared = set(op_def.modified(**attrs))
+        for inner in g.ops:
+            for i in inner.modified:
+                t = inner.inputs[i]
+                if t in g.inputs and g.inputs.index(t) not in declared:
+                    raise ValueError(
+                        f"custom op {op_def.op_type!r}: its expansion changes input {g.inputs.index(t)} in place "
+                        f"({inner.type} '{inner.name}'), which the op does not declare; return "
+                        f"that input's index from {type(op_def).__name__}.modified(), or use the out-of-place op")
         cache[key] = g
     return g
 

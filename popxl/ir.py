@@ -49,7 +49,6 @@ class Ir:
 
     def __init__(self, replication: Union[int, Literal["popdist"]] = 1):
         self._id = next(_IR_IDS)
-        self._is_prepared = False  # a Session compiled it: it can no longer change (_check_not_prepared)
         self._tensor_ids: Set[str] = set()
         self._tensor_suffix_counter = itertools.count(1)
         self._op_ids = itertools.count()
@@ -213,13 +212,13 @@ class Ir:
     def id(self) -> int:
         return self._id
 
-    def _set_prepared(self) -> None:
-        """Called by the Session that compiled this Ir: from now on the session owns it."""
+    def _mark_prepared(self) -> None:
+        """Called by the Session that compiled this Ir: from here on the Ir belongs to it."""
         self._is_prepared = True
 
     def _check_not_prepared(self, what: str) -> None:
         """A Session owns the Ir it compiled (PopXL's rule): refuse changes it would never run."""
-        if self._is_prepared:
+        if getattr(self, "_is_prepared", False):
             raise RuntimeError(
                 f"The Ir {self.id} is already compiled by a popxl.Session, so {what} cannot change: the "
                 "session would go on running the program it compiled. Build the whole program before "

@@ -226,6 +226,49 @@ def _multi_update(row, op):
                    ip=[[region, m, 0, int(code), 0, 0, 0]])
 
 
+_REDUCE = {"ADD": "sum", "MAX": "max", "MIN": "min", "MUL": "prod", "SQUARE_ADD": "sum_squares",
+           "LOG_ADD": "log_sum_exp"}
+
+
+def _reduce(row):
+    from codelets.reduce import PARTIALS, REDUCE_OPS, ROWS
+
+    if "->" not in row.dtype:
+        raise KeyError("a reduction's dtype is IN->OUT, e.g. half->float")
+    f, t = (_etype(x.strip()) for x in row.dtype.split("->", 1))
+    spec = row.params.get("spec", "SINGLE_INPUT")
+    n_out = int(row.params.get("outputs", 1))
+    if row.n % max(n_out, 1):
+        raise KeyError(f"n ({row.n}) must be outputs x partials per output")
+    k = row.n // max(n_out, 1)
+    layout = {"SINGLE_INPUT": ROWS, "ALL_REGIONS_CONTINUOUS": ROWS, "STRIDED_REDUCE": PARTIALS}[spec]
+    code = int(REDUCE_OPS[_REDUCE[row.params["op"]]])
+    return _cycles("Reduce", (f, t), [row.n, n_out], ip=[[code, k, layout]])
+
+
+def _argmax(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    return _cycles("ArgMinMax", (t, ipu.INT32), [row.n, 1], ip=[[row.n, 0]])
+
+
+def _topk(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    k = int(row.params["k"])
+    return _cycles("TopK", (t, t, ipu.INT32), [row.n, k, k], ip=[[row.n, k, 1, int(row.params.get("sorted", 0))]])
+
+
+def _transpose(row):
+    t = _etype(row.dtype)
+    rows, cols, mats = (int(row.params[x]) for x in ("rows", "cols", "matrices"))
+    if rows * cols * mats != row.n:
+        raise KeyError(f"n ({row.n}) must be rows x cols x matrices")
+    return _cycles("Transpose2d", (t, t), [row.n, row.n], ip=[[rows, cols]])
+
+
 def _fill(row):
     t = _etype(row.dtype)
     return _cycles("Fill", (t,), [row.n], [[0.0]])
@@ -315,6 +358,10 @@ ADAPTERS = {
     "popops::DynamicUpdateSlice1D": _dynamic_slice,
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
+    "popops::Transpose2d": _transpose,
+    "popnn::ReduceMaxClassSparse": _argmax,
+    "popnn::ReduceMaxNClassSparse": _topk,
+    "popops::Reduce": _reduce,
     "popops::MultiUpdate": lambda r: _multi_update(r, None),
     "popops::MultiUpdateOp": lambda r: _multi_update(r, r.params.get("op", "ADD")),
     "poplin::ConvPartial1x1Out": _matmul_block,

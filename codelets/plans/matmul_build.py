@@ -96,6 +96,9 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
     brk = np.flatnonzero(tiles[1:] != tiles[:-1]) + 1
     starts = np.concatenate(([0], brk))
     stops = np.concatenate((brk, [tiles.size]))
+    if t.is_identity and t.variable.unmapped() == t.numel:  # as runs: no per-element tile table
+        t.variable.set_tile_runs(tiles[starts], stops - starts)
+        return
     mapping: dict = {}
     for s, e, tl in zip(starts.tolist(), stops.tolist(), tiles[starts].tolist()):
         mapping.setdefault(tl, []).append((s, e))
@@ -109,30 +112,28 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
     """The most always-live bytes (variables, constants) any tile already holds (but `exclude`).
 
-    Each variable's bytes per tile are counted once and remembered with the tile table they came
-    from (a model with many matmuls would otherwise recount every variable at every matmul)."""
+    Each variable's bytes per tile are counted once and remembered with the tiles of its pieces
+    (a model with many matmuls would otherwise recount every variable at every matmul)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
     cache = graph.__dict__.setdefault("_reserved_by_variable", {})
     for v in graph.variables:
         if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
-        tiles = v.tile_of
+        key = v.pieces()[2]  # the tiles of its pieces: changes when the mapping does
         hit = cache.get(v.id)
-        if hit is None or hit[0] is not tiles or hit[1] != hash(tiles[:64].tobytes()):
-            t = tiles[tiles >= 0]
-            counted = np.bincount(t, minlength=T) * v.dtype.itemsize if t.size else np.zeros(T, np.int64)
-            hit = cache[v.id] = (tiles, hash(tiles[:64].tobytes()), counted)
-        per_tile += hit[2]
+        if hit is None or not np.array_equal(hit[0], key):
+            hit = cache[v.id] = (key, v.tiles_per_element_count(T) * v.dtype.itemsize)
+        per_tile += hit[1]
     return int(per_tile.max(initial=0))
 
 
 def _mapped_bytes(t: ipu.Tensor):
     """Bytes of the view's variable on its busiest tile, or None when it is not mapped yet."""
     v = t.variable
-    if v.numel == 0 or (v.tile_of < 0).any():
+    if v.numel == 0 or v.unmapped():
         return None
-    return int(np.bincount(v.tile_of, minlength=1).max()) * v.dtype.itemsize
+    return int(v.tiles_per_element_count(1).max()) * v.dtype.itemsize
 
 
 def _blocks_variable(graph, name, dtype, tiles, sizes):
@@ -329,12 +330,12 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     C = _canon_c(out.index(), prob)
     c_flat = np.ascontiguousarray(C).reshape(-1)
     out_var = out.variable
-    owners = out_var.tile_of[c_flat]
+    owners = out_var.tiles_at(c_flat)
     if (owners < 0).any():
         if not (owners < 0).all():
             raise MappingError(f"build_matmul: out {out.name!r} is only partly mapped; map all of it or none")
         map_output(graph, out, plan)
-        owners = out_var.tile_of[c_flat]
+        owners = out_var.tiles_at(c_flat)
     if plan.sub is not None:
         return _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale, check_range)
 

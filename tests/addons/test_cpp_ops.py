@@ -305,3 +305,21 @@ def test_a_real_cppimport_is_used_but_compiles_nothing(addons, tmp_path):
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and "served" in out.stdout, out.stderr[-2000:]
+
+
+def test_layer_norm_distributed_layer_module(addons):
+    """addons.layers.LayerNormDistributed (weights grouped by the transposed grouping) on a hidden
+    axis split over 2 replicas, against NumPy layer norm of the whole axis."""
+    from popxl_addons.layers.layer_norm_distributed import LayerNormDistributed
+    R, N, H = 2, 3, 4
+    xs = np.random.default_rng(8).normal(size=(R, N, H)).astype(np.float32)
+    ir = popxl.Ir(replication=R)
+    with ir.main_graph:
+        s = popxl.h2d_stream((N, H), popxl.float32, "x")
+        facts, g = LayerNormDistributed(ir.replica_grouping()).create_graph(popxl.TensorSpec((N, H), popxl.float32))
+        y, = g.bind(facts.init()).call(ops.host_load(s))
+        o = popxl.d2h_stream((N, H), popxl.float32, "y")
+        ops.host_store(o, y)
+    got = _session_run(ir, {s: xs})[o]
+    want, _, _ = _ln_np(list(xs), [np.ones(H)] * R, [np.zeros(H)] * R, 1e-5)
+    np.testing.assert_allclose(np.concatenate(list(got), 1), want, rtol=1e-5, atol=1e-5)

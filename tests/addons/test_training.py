@@ -199,3 +199,40 @@ def test_embedding_layer_norm_and_adam_match_the_reference_interpreter(addons):
     logp -= np.log(np.exp(logp).sum(1, keepdims=True))
     first = popxl.reference.Interpreter(ir).run(feeds[0])[loss_s]
     np.testing.assert_allclose(first, -logp[np.arange(n), feeds[0][l_s]].mean(), rtol=1e-5)
+
+
+def test_conv2d_layer_forward_and_gradients(addons):
+    """addons.layers.Conv2D (ops.conv with padding, bias) and its gradients through addons.autodiff,
+    against NumPy."""
+    from popxl_addons.layers.conv import Conv2D
+
+    n, c, h, w, oc = 2, 3, 5, 5, 4
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(n, c, h, w)).astype(np.float32)
+    gy = rng.normal(size=(n, oc, h, w)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        facts, g = Conv2D(oc, 3, paddings=(1, 1, 1, 1)).create_graph(popxl.TensorSpec(x.shape, popxl.float32))
+        dg = addons.autodiff(g)
+        v = facts.init()
+        info = g.bind(v).call_with_info(popxl.variable(x))
+        grads = dict(zip(dg.grad_graph_info.outputs,  # forward input -> its gradient
+                         dg.call(popxl.variable(gy), args=dg.grad_graph_info.inputs_dict(info))))
+        outs = {}
+        for name, t in (("y", info.outputs[0]), ("dx", grads[g.graph.inputs[0]]), ("dw", grads[g.args.weight])):
+            outs[name] = popxl.d2h_stream(t.shape, t.dtype, name)
+            ops.host_store(outs[name], t)
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run()
+        wt = sess.get_tensor_data(v.weight).astype(np.float64)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.stack([xp[:, :, i:i + h, j:j + w] for i in range(3) for j in range(3)], axis=2)  # n c 9 h w
+    y = np.einsum("nckhw,ock->nohw", cols, wt.reshape(oc, c, 9))
+    np.testing.assert_allclose(got[outs["y"]], y, rtol=1e-4, atol=1e-5)
+    dw = np.einsum("nckhw,nohw->ock", cols, gy.astype(np.float64)).reshape(wt.shape)
+    np.testing.assert_allclose(got[outs["dw"]], dw, rtol=1e-4, atol=1e-4)
+    dcols = np.einsum("nohw,ock->nckhw", gy.astype(np.float64), wt.reshape(oc, c, 9))
+    dxp = np.zeros_like(xp)
+    for k, (i, j) in enumerate((i, j) for i in range(3) for j in range(3)):
+        dxp[:, :, i:i + h, j:j + w] += dcols[:, :, k]
+    np.testing.assert_allclose(got[outs["dx"]], dxp[:, :, 1:-1, 1:-1], rtol=1e-4, atol=1e-5)

@@ -56,6 +56,9 @@ NO_ESTIMATOR = [
     ("popops::EncodeOneHotCustomValues", "float", 64, "",
      "partly derived: poplibs' estimate is 100 cycles per index; our vertex also fills the output with the off "
      "value first (one 64-bit store per cycle, a derivation; codelets/indexing.py encode_one_hot_cycles)"),
+    ("popops::Reduce", "float->float", 64, "spec=ALL_REGIONS_CONTINUOUS;op=ADD;outputs=8",
+     "not scored on purpose: poplibs' getCycleEstimateReduceAllRegionsContinuous is passed numOutputsM1, one "
+     "output short; our model counts every output (codelets/reduce.py reduce_cycles)"),
     ("ipu::RoiAlign", "float", 64, "",
      "no poplibs estimator: poplibs has no RoiAlign vertex; the model is a derivation (codelets/roi_align.py)"),
     ("ipu::RoiAlignGrad", "float", 64, "",
@@ -69,10 +72,6 @@ NO_ESTIMATOR = [
 NOT_TRANSCRIBED = [
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
-    ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
-    ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
-    ("popnn::ReduceMaxClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our ArgMinMax)"),
-    ("popnn::ReduceMaxNClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our TopK)"),
 ]
 
 
@@ -178,6 +177,29 @@ def rows():
             add("popops::MultiUpdateOp", t, region * m, f"regionSize={region};numOffsets={m};op=ADD",
                 pe.multi_update_op(region, m, t),
                 f"{pe.PE} getMultiUpdateOpCycleEstimate (unscaled), per worker")
+    for ti, to in (("float", "float"), ("half", "half"), ("half", "float"), ("float", "half"), ("int", "int")):
+        for op in ("ADD", "MAX", "SQUARE_ADD", "LOG_ADD"):
+            if ti == "int" and op not in ("ADD", "MAX"):
+                continue
+            for k in (1, 2, 3, 8, 17, 1000):
+                add("popops::Reduce", f"{ti}->{to}", k, f"spec=SINGLE_INPUT;op={op};outputs=1",
+                    pe.reduce_single_input(k, op, ti, to), f"{pe.RED} getCyclesEstimateForSingleInput")
+            for n_out, k in ((2, 3), (4, 8), (12, 5), (100, 2)):
+                add("popops::Reduce", f"{ti}->{to}", n_out * k, f"spec=STRIDED_REDUCE;op={op};outputs={n_out}",
+                    pe.reduce_strided(n_out, k, op, ti, to), f"{pe.RED} getCyclesEstimateForStridedReduce")
+    for t in ("float", "half", "int"):
+        for n in (1, 2, 10, 1000):
+            add("popnn::ReduceMaxClassSparse", t, n, "", pe.reduce_max_class_sparse(n, t),
+                f"{pe.NN} ReduceMaxClassSparse (one row)")
+    for n, k in ((10, 1), (10, 3), (100, 5), (1000, 8)):
+        for srt in (False, True):
+            add("popnn::ReduceMaxNClassSparse", "float", n, f"k={k};sorted={int(srt)}",
+                pe.reduce_max_n_class_sparse(n, k, srt), f"{pe.NN} ReduceMaxNClassSparse (one row)")
+    for t in ("float", "half", "int"):
+        for rows, cols, mats in ((2, 2, 1), (4, 4, 1), (4, 8, 3), (8, 4, 2), (3, 5, 1), (16, 16, 1), (600, 2, 1),
+                                 (64, 12, 2)):
+            add("popops::Transpose2d", t, rows * cols * mats, f"rows={rows};cols={cols};matrices={mats}",
+                pe.transpose_2d(rows, cols, mats, t), f"{pe.CE} Transpose2d")
     for n in (1, 2, 3, 8, 63, 1000):
         add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
 

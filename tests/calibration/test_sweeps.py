@@ -156,3 +156,23 @@ def test_multi_update_sweep(t, m):
         add = multi_update_cycles(ks, n1, ks, np.full(N.size, int(UpdateOpCode.ADD)), zeros, zeros, zeros, et)
         ref = np.array([pe.multi_update_op(int(n), m, t) for n in n1])
         assert (add == ref).all(), f"MultiUpdateOp {t} x {m}"
+
+
+@pytest.mark.parametrize("ti,to", [("float", "float"), ("half", "half"), ("half", "float"), ("float", "half"),
+                                   ("int", "int")])
+@pytest.mark.parametrize("op", ["ADD", "MAX", "SQUARE_ADD", "LOG_ADD"])
+def test_reduce_sweep(ti, to, op):
+    """Reduce: one output over every k (SCALAR_OUTPUT_SINGLE_INPUT), and k partials of 2..40
+    outputs (STRIDED_REDUCE)."""
+    from codelets.reduce import PARTIALS, ROWS, reduce_cycles
+
+    if ti == "int" and op not in ("ADD", "MAX"):
+        pytest.skip("int reduces with add / max / min / mul")
+    name = {"ADD": "sum", "MAX": "max", "SQUARE_ADD": "sum_squares", "LOG_ADD": "log_sum_exp"}[op]
+    ks = N[N > 0]
+    single = reduce_cycles(np.ones(ks.size, np.int64), ks, name, np.full(ks.size, ROWS), T[ti], T[to])
+    assert (single == np.array([pe.reduce_single_input(int(k), op, ti, to) for k in ks])).all()
+    outs = np.arange(2, 41)
+    for k in (1, 2, 7, 64):
+        strided = reduce_cycles(outs, np.full(outs.size, k), name, np.full(outs.size, PARTIALS), T[ti], T[to])
+        assert (strided == np.array([pe.reduce_strided(int(n), k, op, ti, to) for n in outs])).all(), k

@@ -140,6 +140,33 @@ def test_an_op_by_expansion(monkeypatch):
             reg.pop("softsign_for_test", None)
 
 
+def test_an_expansion_that_changes_an_undeclared_input_is_refused():
+    @register_custom_op
+    class Sneaky(CustomOp):
+        op_type = "sneaky_for_test"
+        gradient = "none"
+
+        def infer(self, inputs):
+            return [inputs[0]]
+
+        def expand(self, t):
+            return ops.relu_(t)
+
+    try:
+        ir = popxl.Ir()
+        with ir.main_graph, pytest.raises(ValueError, match="changes input 0 in place"):
+            Sneaky.create(popxl.variable(np.ones(2, np.float32)))
+    finally:
+        from popxl.custom_op import _CUSTOM
+        from popxl.lowering.registry import LOWERING_RULES
+        from popxl.op_table import OP_TYPES
+        from popxl.reference import REFERENCE_RULES
+        from popxl.transforms.grad_rules import NON_DIFFERENTIABLE
+        for reg in (OP_TYPES, LOWERING_RULES, REFERENCE_RULES, _CUSTOM):
+            reg.pop("sneaky_for_test", None)
+        NON_DIFFERENTIABLE.discard("sneaky_for_test")
+
+
 def test_registration_refuses_clashes_and_incomplete_ops():
     class Add(CustomOp):
         op_type = "add"

@@ -222,9 +222,11 @@ def test_a_removed_graph_output_leaves_its_call_sites():
     with ir.main_graph:
         z, = ops.call(g, x)  # new call sites see the graph as it is now
     assert len(z.producer.outputs) == 1
+    np.testing.assert_allclose(_run(ir)[s], [2.0, 3.0])
+    ir = popxl.Ir()  # the Session owns the Ir it compiled (PopXL's rule): a new one for the next check
     with ir.main_graph:
+        x = popxl.variable(np.array([1.0, 2.0], np.float32), name="x")
         y2, w = ops.call(ir.create_graph(lambda a: (a + 1.0, a * 10.0), x), x)
         ops.host_store(popxl.d2h_stream((2,), popxl.float32, "w"), w)
     with pytest.raises(RuntimeError, match="is used at call site"):
         w.producer.attrs["graph"]._pb_graph.removeOutput(1)
-    np.testing.assert_allclose(_run(ir)[s], [2.0, 3.0])  # last: a Session owns the Ir it compiled
