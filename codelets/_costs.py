@@ -40,19 +40,24 @@ def vector_width(t) -> int:
     return max(1, 8 // t.itemsize)
 
 
-def perf_loop_cycles(n, perf, vw: int, overhead: int):
+def perf_loop_cycles(n, perf, vw: int, overhead: int, basic_loop: bool = False):
     """Inner-loop cycles for n elements of a popops op table entry perf = (cyclesPerLoop,
     naturalVectorWidth, loopUnrollFactor) (the OpPerformanceInfo struct of poplibs):
 
-    - natural: ceil(n / vectorWidth) loops of (cyclesPerLoop + overhead) cycles;
+    - natural: ceil(n / vectorWidth) loops of (cyclesPerLoop + overhead) cycles (binary ops,
+      iceil); unary ops go through basicOpLoopCycles, which multiplies before it divides:
+      (cyclesPerLoop + overhead) x (n + vectorWidth - 1) / vectorWidth in integers (basic_loop);
     - unroll >= 1: ceil(n / unroll) loops of cyclesPerLoop cycles, no overhead added;
     - neither (unroll == 0): one element per loop, cyclesPerLoop + overhead.
 
-    Source: binaryOpInnerLoopCycles / unaryOpInnerLoopCycles in popopsCycleEstimators.cpp.
+    Source: binaryOpInnerLoopCycles / unaryOpInnerLoopCycles / basicOpLoopCycles in
+    popopsCycleEstimators.cpp and PerformanceEstimation.cpp.
     """
     cpl, natural, unroll = perf
     n = np.asarray(n, np.int64)
     if natural:
+        if basic_loop:
+            return (cpl + overhead) * (n + vw - 1) // vw
         return ceil_div(n, vw) * (cpl + overhead)
     if unroll > 0:
         return ceil_div(n, unroll) * cpl

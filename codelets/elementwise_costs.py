@@ -171,7 +171,7 @@ def unary_cycles(n, op: str, t, workers: int = 6):
     perf = _UNARY_PERF[(op, _perf_key(t))]
     per_worker = ceil_div(n, workers)
     base = 33 if op == "exp" else 17
-    inner = perf_loop_cycles(per_worker, perf, vector_width(t), 4)
+    inner = perf_loop_cycles(per_worker, perf, vector_width(t), 4, basic_loop=True)
     return SUPERVISOR_OVERHEAD + 9 + workers * (base + inner)
 
 

@@ -198,58 +198,56 @@ def amp_geometry(is_half: bool, target, float8: bool = False) -> dict:
     }
 
 
-def _amp_worker_cycles(e, zeroing: bool, float_acts: bool, float_partials: bool, core: int):
-    """Worker (thread) cycles of one AMP pass over e output positions.
-
-    Source: poplin PerformanceEstimation.hpp, getConvPartial1x1SupervisorInnerLoopCycleEstimate
-    (one worklist entry per worker): a fixed cost for 0, 1 or 2 positions; for 3 or more a fixed
-    cost plus `core` cycles per position beyond the third; zeroing the partials on the first
-    input-channel group adds 2 + (4 float / 2 half partials) cycles per position; half activations
-    with float partials retain worker state and save 10 cycles.
-    """
+def _amp_worker_cycles_1x1(e, zeroing: bool, float_acts: bool, float_partials: bool, units: int, core: int):
+    """Worker (thread) cycles of one AMP pass over e >= 1 output positions, poplin's current
+    getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat (lib/poplin/PerformanceEstimation.hpp,
+    the version with numConvUnits): float activations 47 / 46 / 46 + 8 (e - 3) for 1 / 2 / >= 3
+    positions, + 2 + 8 per position when zeroing (8 zeroing cycles per position with 16 conv units,
+    4 with float partials, else 2); half activations on the common half / float-partials path
+    31 / 40 / 37 + 4 (e - 3) when zeroing (+1 more when not); less the worker-state retention
+    saving (7 for half activations with float partials or 16 units)."""
     e = np.asarray(e, np.int64)
-    z = 4 if float_partials else 2
     zc = 1 if zeroing else 0
+    zero_per = 8 if (float_acts and units == 16) else (4 if float_partials else 2)
+    common = (not float_acts and units == 16) or float_partials
     if float_acts:
-        c0 = np.full_like(e, 24)
-        c1 = 47 + (2 + z) * zc
-        c2 = 46 + (2 + 2 * z) * zc
-        cn = 46 + (2 + z * e) * zc + (e - 3) * core
-        saving = 0
-    elif float_partials:
-        extra = 2 if zeroing else 4
-        c0 = np.full_like(e, 20 + extra)
-        c1 = 31 + extra
-        c2 = 40 + extra
-        cn = (38 if zeroing else 40) + (e - 3) * core
-        saving = 10
+        c1 = 47 + (2 + zero_per) * zc
+        c2 = 46 + (2 + zero_per * 2) * zc
+        cn = 46 + (2 + zero_per * e) * zc + (e - 3) * core
+    elif common:
+        extra = 1 if zeroing else 2
+        c1 = 31 + extra + 0 * e
+        c2 = 40 + extra + 0 * e
+        cn = (37 if zeroing else 38) + (e - 3) * core
     else:
-        c0 = np.full_like(e, 24)
-        c1 = 39 + (2 + z) * zc
-        c2 = 40 + (2 + 2 * z) * zc
-        cn = 41 + (2 + z * e) * zc + (e - 3) * core
-        saving = 0
-    c = np.where(e == 0, c0, np.where(e == 1, c1, np.where(e == 2, c2, cn)))
-    return c - saving
+        c1 = 39 + (2 + zero_per) * zc
+        c2 = 40 + (2 + zero_per * 2) * zc
+        cn = 41 + (2 + zero_per * e) * zc + (e - 3) * core
+    saving = 7 if (not float_acts and (float_partials or units == 16)) else 0
+    return np.where(e == 1, c1, np.where(e == 2, c2, cn)) - saving
 
 
 def matmul_block_cycles(m, k, n, float_acts: bool, float_partials: bool, target, float8: bool = False):
     """Tile cycles of one MatMulBlock (AMP) supervisor vertex computing an m x k by k x n product.
 
-    Source: poplin PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate with
-    numConvGroups = 1, numInGroups = ceil(k / in_chans), numOutGroups = ceil(n / out_chans), one
-    output pass per group (out_chans = conv units), and the m positions split over the 6 workers
-    (ceil / floor of m / 6 each):
+    Source: poplin lib/poplin/PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate
+    (the version with numConvUnits and a QUARTER path) with numConvGroups = 1, numInGroups =
+    ceil(k / in_chans), numOutGroups = ceil(n / out_chans), one output pass per group (out_chans =
+    conv units), and the m positions split over the 6 workers (ceil / floor of m / 6; a worker with
+    no positions has an empty worklist and costs nothing):
 
-      inner(zeroing) = max(6 x slowest worker, 6 x fastest worker + 14)
+      inner(zeroing) = max(6 x slowest worker, 6 x fastest worker + 14)   (_amp_worker_cycles_1x1)
       cycles = 50 + 6 x (r1 + r2 x (in_groups - 1))                     supervisor, state retention
-             + 12
-             + (in_groups - 1) x (16 + out_groups x (19 + 6 + loads + inner(no zeroing)))
-             + 11 + out_groups x (19 + 7 + loads + inner(zeroing))       first group zeroes partials
+             + 12 + c
+             + (in_groups - 1) x (16 - c + out_groups x (19 + 6 + loads + inner(no zeroing)))
+             + 11 + out_groups x (19 - c + 7 + loads + inner(zeroing))   first group zeroes partials
 
-    with loads = 32 weight-load cycles per pass and (r1, r2) = (10, 2) for half activations into
-    float partials, else (0, 0). k = 0 zeroes the output (poplin's zero supervisor vertex:
-    6 x (vectors per worker + 14 - 9) for float, + 15 - 10 for half).
+    with loads = 32 weight-load cycles per pass (getConvPartialAmpSupervisorWeightLoadCycleEstimate),
+    c = 1 on the common half / float-partials code path (float partials, or half activations with
+    16 conv units), and (r1, r2) = (7, 3) for half activations with float partials or 16 units,
+    else (0, 0). k = 0 zeroes the output (poplin's zero supervisor vertex: 6 x (vectors per worker
+    + 14 - 9) for float, + 15 - 10 for half). float8 keeps the model codelets/matmul_float8.py
+    describes (the half vertex with 32 input channels per group).
     """
     m = np.asarray(m, np.int64)
     k = np.asarray(k, np.int64)
@@ -260,25 +258,52 @@ def matmul_block_cycles(m, k, n, float_acts: bool, float_partials: bool, target,
     out_groups = -(-n // g["out_chans"])
     hi = -(-m // w)
     lo = m // w
-
-    def inner(zeroing):
-        a = _amp_worker_cycles(hi, zeroing, float_acts, float_partials, g["core_cycles"])
-        b = _amp_worker_cycles(lo, zeroing, float_acts, float_partials, g["core_cycles"])
-        slow = np.maximum(a, b)
-        fast = np.minimum(a, b)
-        return np.maximum(w * slow, w * fast + 14)
-
-    r1, r2 = (10, 2) if (not float_acts and float_partials) else (0, 0)
     loads = g["weight_loads"]
     ig1 = np.maximum(in_groups - 1, 0)
-    cycles = (50 + w * (r1 + r2 * ig1) + 12
-              + ig1 * (16 + out_groups * (19 + 6 + loads + inner(False)))
-              + 11 + out_groups * (19 + 7 + loads + inner(True)))
+    if float8:
+        cycles = _float8_block_cycles(hi, lo, in_groups, out_groups, ig1, loads, g, w)
+    else:
+        units = g["units"]
+
+        def inner(zeroing):
+            a = _amp_worker_cycles_1x1(np.maximum(hi, 1), zeroing, float_acts, float_partials, units,
+                                       g["core_cycles"])
+            b = np.where(lo > 0, _amp_worker_cycles_1x1(np.maximum(lo, 1), zeroing, float_acts, float_partials,
+                                                        units, g["core_cycles"]), 0)
+            # fewer positions can cost more (the 1 / 2 position paths); an idle worker costs nothing
+            slow = np.maximum(a, b)
+            fast = np.where((lo > 0) | (hi == 0), np.minimum(a, b), 0)
+            return np.maximum(w * slow, w * fast + 14)
+
+        c = 1 if ((not float_acts and units == 16) or float_partials) else 0
+        r1, r2 = (7, 3) if (not float_acts and (float_partials or units == 16)) else (0, 0)
+        cycles = (50 + w * (r1 + r2 * ig1) + 12 + c
+                  + ig1 * (15 - c + 1 + out_groups * (19 + 6 + loads + inner(False)))
+                  + 10 + 1 + out_groups * (19 - c + 7 + loads + inner(True)))
     # k == 0: nothing to multiply; the output block is zeroed by a zero vertex
     vec = 2 if float_partials else 4
     per_worker = -(-(m * n) // w)
     zero = w * (-(-per_worker // vec) + (14 - 9 if float_partials else 15 - 10))
     return np.where(in_groups == 0, zero, cycles).astype(np.int64)
+
+
+def _float8_block_cycles(hi, lo, in_groups, out_groups, ig1, loads, g, w):
+    """The float8 AMP block as codelets/matmul_float8.py models it: poplin's older half 1x1 vertex
+    estimate (half activations, half partials) with 32 input channels per group."""
+    def worker(e, zeroing):
+        zc = 1 if zeroing else 0
+        c0 = np.full_like(e, 24)
+        c1 = 39 + (2 + 2) * zc
+        c2 = 40 + (2 + 2 * 2) * zc
+        cn = 41 + (2 + 2 * e) * zc + (e - 3) * g["core_cycles"]
+        return np.where(e == 0, c0, np.where(e == 1, c1, np.where(e == 2, c2, cn)))
+
+    def inner(zeroing):
+        a, b = worker(hi, zeroing), worker(lo, zeroing)
+        return np.maximum(w * np.maximum(a, b), w * np.minimum(a, b) + 14)
+
+    return (50 + 12 + ig1 * (16 + out_groups * (19 + 6 + loads + inner(False)))
+            + 11 + out_groups * (19 + 7 + loads + inner(True)))
 
 
 def reduce_partials_cycles(out_size, num_partials, out_float: bool, workers: int = 6,

@@ -21,7 +21,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
-from ._costs import ceil_div, vector_width
+from ._costs import vector_width
 from ._kernels import from_f32, to_f32
 
 
@@ -120,13 +120,16 @@ def clamp_cycles(n, t) -> np.ndarray:
     """Thread cycles of one Clamp vertex over n elements of type t.
 
     Source: poplibs popopsCycleEstimators.cpp Clamp / BroadcastClamp (one region): 5 + 6 +
-    ceil(n / vectorWidth) x cyclesPerVector, with float 2 per vector of 2, half 2 per vector of 4,
-    int 7 per element ("ld, ld, ld, cmp, movz, cmp, st").
+    basicOpLoopCycles(n, vectorWidth, cyclesPerVector) = cyclesPerVector x (n + vectorWidth - 1) /
+    vectorWidth (integer arithmetic, multiplied first), with float 2 per vector of 2, half 2 per
+    vector of 4, int 7 per element ("ld, ld, ld, cmp, movz, cmp, st").
     """
     n = np.asarray(n, np.int64)
     if t == ipu.INT32:
         return 5 + 6 + 7 * n
-    return 5 + 6 + ceil_div(n, vector_width(t)) * 2
+    # basicOpLoopCycles multiplies before it divides: 2 x (n + vw - 1) / vw in integers
+    vw = vector_width(t)
+    return 5 + 6 + 2 * (n + vw - 1) // vw
 
 
 _SEL_TYPES = (ipu.FLOAT32, ipu.FLOAT16, ipu.INT32, ipu.BOOL)

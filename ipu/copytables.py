@@ -7,8 +7,6 @@ the short runs exchanges are made of).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numba import njit, types
 from numba.core import cgutils
@@ -17,15 +15,21 @@ from numba.extending import intrinsic
 __all__ = ["CopyTable", "copy_runs", "copy_runs_staged", "merge_runs", "runs"]
 
 
-@dataclass(eq=False)
 class CopyTable:
     """The payload of an exchange step: byte runs within one replica's memory. `staged`: source
-    and destination overlap (a copy within one variable), so the sources are read first."""
+    and destination overlap (a copy within one variable), so the sources are read first.
 
-    src_off: np.ndarray
-    dst_off: np.ndarray
-    nbytes: np.ndarray
-    staged: bool = False
+    The runs are kept as int32 when every offset fits (12 bytes per run instead of 24: copy tables
+    are the largest host structure of a big model after its simulated memory)."""
+
+    __slots__ = ("src_off", "dst_off", "nbytes", "staged")
+
+    def __init__(self, src_off, dst_off, nbytes, staged: bool = False):
+        arrays = [np.asarray(x, np.int64) for x in (src_off, dst_off, nbytes)]
+        top = max((int(x.max(initial=0)) for x in arrays), default=0)
+        dt = np.int32 if top < 2 ** 31 else np.int64
+        self.src_off, self.dst_off, self.nbytes = (np.ascontiguousarray(x, dt) for x in arrays)
+        self.staged = bool(staged)
 
 
 def runs(sa, da, st, dt, isz):

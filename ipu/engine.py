@@ -203,25 +203,38 @@ class Engine:
         self._streams[name] = buf
         self._stream_pos[name] = 0
 
+    def stream_buffer(self, s):
+        """(the connected buffer flattened, elements per replica, whether each replica has its
+        own part, whether the buffer is C-contiguous) of stream `s`, or None when it is not
+        connected. Element k of replica r is flat[(r * per_replica + k) * numel:][:numel], with
+        r = 0 when the replicas share the buffer."""
+        buf = self._streams.get(s.name)
+        if buf is None:
+            return None
+        flat = buf.reshape(-1)
+        total = flat.size // s.numel
+        own = (self.replicas > 1 and buf.ndim > len(s.shape) and buf.shape[0] == self.replicas
+               and total % self.replicas == 0)
+        return flat, total // (self.replicas if own else 1), own, bool(buf.flags.c_contiguous)
+
     def stream_element(self, s, r: int) -> np.ndarray:
         """The host element the next transfer of stream `s` moves for replica r (a view of the
         connected buffer)."""
-        buf = self._streams.get(s.name)
-        if buf is None:
+        layout = self.stream_buffer(s)
+        if layout is None:
             raise StreamError(f"stream {s.name!r} is not connected: call connect_stream({s.name!r}, array) before run()")
-        flat = buf.reshape(-1)
-        per = s.numel
-        total = flat.size // per
-        reps_in_buf = self.replicas if (self.replicas > 1 and buf.ndim > len(s.shape) and buf.shape[0] == self.replicas
-                                        and total % self.replicas == 0) else 1
-        per_replica = total // reps_in_buf
+        flat, per_replica, own, _ = layout
         k = self._stream_pos[s.name] % per_replica
-        base = ((r if reps_in_buf > 1 else 0) * per_replica + k) * per
-        return flat[base:base + per]
+        base = ((r if own else 0) * per_replica + k) * s.numel
+        return flat[base:base + s.numel]
 
-    def advance_stream(self, s) -> None:
-        """Count one transfer of stream `s` (the next moves the following element)."""
-        self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + 1
+    def stream_position(self, s) -> int:
+        """Transfers of stream `s` so far in this run."""
+        return self._stream_pos.get(s.name, 0)
+
+    def advance_stream(self, s, transfers: int = 1) -> None:
+        """Count transfers of stream `s` (the next moves the following element)."""
+        self._stream_pos[s.name] = self._stream_pos.get(s.name, 0) + int(transfers)
 
     # -- running --------------------------------------------------------------------------------
     def run(self, program: int = 0) -> int:
@@ -236,11 +249,13 @@ class Engine:
             root = self._plan.root(program)
         else:
             root = self.exe.programs[program]
-        self.cycles = self._run(root, list(range(self.replicas)), self.cycles)
+        self.cycles = self.walk(root, list(range(self.replicas)), self.cycles)
         self.runs += 1
         return self.cycles - start
 
-    def _run(self, node, reps, clock):
+    def walk(self, node, reps, clock):
+        """Run a node tree (ipu.compile's, or a plan's with compiled segments) on replicas `reps`
+        from cycle `clock`, step by step in Python; returns the cycle it ends at."""
         kind = node[0]
         if kind == "step":
             return self._run_step(self.exe.steps[node[1]], reps, clock)
@@ -248,15 +263,15 @@ class Engine:
             return self._plan.run_segment(self, node[1], reps, clock)
         if kind == "seq":
             for n in node[1]:
-                clock = self._run(n, reps, clock)
+                clock = self.walk(n, reps, clock)
             return clock
         if kind == "repeat":
             body = node[2]
             for _ in range(node[1]):
-                clock = self._run(body, reps, clock)
+                clock = self.walk(body, reps, clock)
             return clock
         if kind == "call":
-            return self._run(self.exe.functions[node[1]], reps, clock)
+            return self.walk(self.exe.functions[node[1]], reps, clock)
         if kind in ("if", "switch"):
             step = self.exe.steps[node[1]]
             if self.log_steps:
@@ -275,7 +290,7 @@ class Engine:
                 by_branch.setdefault(id(b), (b, []))[1].append(r)
             end = clock
             for b, rs in by_branch.values():
-                end = max(end, self._run(b, rs, clock))
+                end = max(end, self.walk(b, rs, clock))
             return end
         raise IpuError(f"corrupt program node {kind!r}")
 

@@ -190,6 +190,12 @@ class Graph:
         grains = -(-n // grain)
         per_tile = max(-(-grains // len(tiles)), -(-max(1, min_elements_per_tile) // grain))
         chunk = per_tile * grain
+        if tensor.is_identity:  # the whole variable: its mapping is runs, kept without a per-element table
+            used = min(len(tiles), -(-n // chunk))
+            counts = np.full(used, chunk, np.int64)
+            counts[-1] = n - chunk * (used - 1)
+            tensor.variable.set_tile_runs(tiles[:used], counts)
+            return
         which = np.minimum(np.arange(n, dtype=np.int64) // chunk, len(tiles) - 1)
         tensor.variable.tile_of[flat] = tiles[which].astype(np.int32)
 

@@ -20,6 +20,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+__all__ = ["f32_to_half_bits", "float_to_half_bits", "half_bits_to_f32", "half_bits_to_float", "load", "store"]
+
 _TWO_M24 = 5.9604644775390625e-08  # 2**-24, the smallest half subnormal
 
 

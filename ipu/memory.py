@@ -45,53 +45,77 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
 
     A piece is live over its segments [seg_start, seg_end] of the program timeline (a function's
     temporaries have one per call); two pieces may share bytes when no segment of one intersects
-    a segment of the other. The placed pieces whose last segment has not ended yet stay on an
-    active list kept sorted by address; a new piece goes into the lowest gap between the active
-    pieces it conflicts with. Returns the tile-local address of each piece and the high-water mark
-    of each tile.
+    a segment of the other. Always-live pieces (a segment starting before the program) are stacked
+    from address 0. The placed temporaries whose last segment has not ended yet stay on an active
+    list kept sorted by address (in contiguous arrays: this loop is the planner's hot spot); a new
+    piece goes into the lowest gap between the active pieces it conflicts with. Returns the
+    tile-local address of each piece and the high-water mark of each tile.
     """
     n = order.shape[0]
     addr = np.zeros(n, np.int64)
     peak = np.zeros(num_tiles, np.int64)
-    act = np.empty(n, np.int64)  # active pieces, sorted by address
+    a_addr = np.empty(n, np.int64)  # the active pieces, sorted by address
+    a_size = np.empty(n, np.int64)
+    a_end = np.empty(n, np.int64)  # end of the last segment
+    a_piece = np.empty(n, np.int64)
     i = 0
     while i < n:
         t = tile[order[i]]
-        na = 0
+        floor = 0
         j = i
+        while j < n and tile[order[j]] == t and seg_start[seg_ptr[order[j]]] < 0:
+            p = order[j]
+            addr[p] = floor
+            floor += size[p]
+            j += 1
+        if floor > peak[t]:
+            peak[t] = floor
+        na = 0
         while j < n and tile[order[j]] == t:
             p = order[j]
             p0 = seg_ptr[p]
             p1 = seg_ptr[p + 1]
             first = seg_start[p0]
-            # drop pieces whose last segment ended before this piece starts
+            multi = p1 - p0 > 1
+            # one pass: drop actives that ended before this piece starts, find the lowest gap
+            # among the conflicting ones, and the insertion point (by address)
+            cur = floor
+            found = False
             k = 0
             for q in range(na):
-                if seg_end[seg_ptr[act[q] + 1] - 1] >= first:
-                    act[k] = act[q]
-                    k += 1
-            na = k
-            # lowest gap among the conflicting actives that fits
-            cur = 0
-            for q in range(na):
-                o = act[q]
-                if p1 - p0 > 1 or seg_ptr[o + 1] - seg_ptr[o] > 1:
+                if a_end[q] < first:
+                    continue
+                a_addr[k] = a_addr[q]
+                a_size[k] = a_size[q]
+                a_end[k] = a_end[q]
+                a_piece[k] = a_piece[q]
+                k += 1
+                if found:
+                    continue
+                if multi or seg_ptr[a_piece[k - 1] + 1] - seg_ptr[a_piece[k - 1]] > 1:
+                    o = a_piece[k - 1]
                     if not _overlap(seg_start, seg_end, p0, p1, seg_ptr[o], seg_ptr[o + 1]):
                         continue
-                if addr[o] - cur >= size[p]:
-                    break
-                if addr[o] + size[o] > cur:
-                    cur = addr[o] + size[o]
+                if a_addr[k - 1] - cur >= size[p]:
+                    found = True
+                elif a_addr[k - 1] + a_size[k - 1] > cur:
+                    cur = a_addr[k - 1] + a_size[k - 1]
+            na = k
             addr[p] = cur
-            # insert by address
             pos = na
             for q in range(na):
-                if addr[act[q]] > cur:
+                if a_addr[q] > cur:
                     pos = q
                     break
             for q in range(na, pos, -1):
-                act[q] = act[q - 1]
-            act[pos] = p
+                a_addr[q] = a_addr[q - 1]
+                a_size[q] = a_size[q - 1]
+                a_end[q] = a_end[q - 1]
+                a_piece[q] = a_piece[q - 1]
+            a_addr[pos] = cur
+            a_size[pos] = size[p]
+            a_end[pos] = seg_end[p1 - 1]
+            a_piece[pos] = p
             na += 1
             if cur + size[p] > peak[t]:
                 peak[t] = cur + size[p]

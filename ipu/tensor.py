@@ -49,9 +49,13 @@ class IndexRuns:
     __slots__ = ("starts", "lengths", "size")
 
     def __init__(self, starts: np.ndarray, lengths: np.ndarray):
-        self.starts = np.ascontiguousarray(starts, np.int64)
-        self.lengths = np.ascontiguousarray(lengths, np.int64)
-        self.size = int(self.lengths.sum())
+        starts = np.asarray(starts, np.int64)
+        lengths = np.asarray(lengths, np.int64)
+        self.size = int(lengths.sum())
+        # int32 when the indices fit (half the host memory); int64 otherwise
+        dt = np.int32 if self.size < 2 ** 31 and int(starts.max(initial=0)) < 2 ** 31 else np.int64
+        self.starts = np.ascontiguousarray(starts, dt)
+        self.lengths = np.ascontiguousarray(lengths, dt)
 
     @staticmethod
     def of(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,13 +72,17 @@ class IndexRuns:
         if self.size == 0:
             return np.zeros(0, np.int64)
         # each run's start, minus the position where the run begins, plus the position
-        offset = self.starts - (np.cumsum(self.lengths) - self.lengths)
-        return np.repeat(offset, self.lengths) + np.arange(self.size, dtype=np.int64)
+        lengths = self.lengths.astype(np.int64)
+        offset = self.starts.astype(np.int64) - (np.cumsum(lengths) - lengths)
+        return np.repeat(offset, lengths) + np.arange(self.size, dtype=np.int64)
 
 
 def _compact(index):
     """`index` as IndexRuns when that is much smaller, else unchanged."""
     if not isinstance(index, np.ndarray) or index.size < _COMPACT_MIN:
+        return index
+    head = index.reshape(-1)[:4096]
+    if np.count_nonzero(np.diff(head) != 1) * 8 > head.size:  # a sample says: not mostly runs
         return index
     starts, lengths = IndexRuns.of(index)
     if starts.size * 8 > index.size:
@@ -134,7 +142,7 @@ class Tensor:
             n = self.variable.numel
             return np.zeros(1 if n else 0, np.int64), np.full(1 if n else 0, n, np.int64)
         if isinstance(self._index, IndexRuns):
-            return self._index.starts, self._index.lengths
+            return self._index.starts.astype(np.int64), self._index.lengths.astype(np.int64)
         return IndexRuns.of(self._index)
 
     def contiguous_range(self) -> tuple[int, int] | None:
@@ -245,6 +253,44 @@ class Variable(Tensor):
         stops = np.cumsum(counts)
         self._tile_of = None
         self._pieces = (stops - counts, stops, tiles.astype(np.int32))
+
+    def map_like(self, other: "Variable") -> None:
+        """Give this variable the mapping of `other` (same number of elements), sharing its pieces
+        when `other` keeps them so."""
+        if other._numel != self._numel:
+            raise ValueError(f"map_like: {self._name!r} has {self._numel} elements, {other._name!r} {other._numel}")
+        if other._tile_of is None and other._pieces is not None:
+            self._tile_of, self._pieces = None, other._pieces
+        elif other.unmapped() == 0:
+            self._tile_of, self._pieces = None, other.pieces()
+        else:
+            self.tile_of = other.tile_of.copy()
+
+    def tiles_at(self, flat) -> np.ndarray:
+        """The tiles of the given flat elements (int32), read from the pieces when the variable
+        keeps them (no per-element table is made)."""
+        flat = np.asarray(flat, np.int64)
+        if self._tile_of is None and self._pieces is not None:
+            starts, _, tiles = self._pieces
+            return tiles[np.searchsorted(starts, flat, side="right") - 1].astype(np.int32)
+        return self.tile_of[flat]
+
+    def same_mapping(self, other: "Variable") -> bool:
+        """True if both variables have the same number of elements on the same tiles in order."""
+        if other._numel != self._numel:
+            return False
+        if self._pieces is not None and self._pieces is other._pieces:
+            return True
+        a, b = self.pieces(), other.pieces()
+        return all(np.array_equal(x, y) for x, y in zip(a, b))
+
+    def tiles_per_element_count(self, num_tiles: int) -> np.ndarray:
+        """Elements on each tile (from the pieces when the variable keeps them)."""
+        if self._tile_of is None and self._pieces is not None:
+            starts, stops, tiles = self._pieces
+            return np.bincount(tiles.astype(np.int64), weights=stops - starts, minlength=num_tiles).astype(np.int64)
+        t = self.tile_of
+        return np.bincount(t[t >= 0], minlength=num_tiles)
 
     def compact(self) -> None:
         """Keep the mapping as pieces only (after compiling, when nothing maps it any more)."""

@@ -19,6 +19,7 @@ import ipu
 import popxl
 
 from . import _program
+from ._auto_shard import auto_virtual_graphs
 from ._model import ModelIO, load_model, prepare_model
 from .dataflow import (AnchorReturnTypeId, DataFlow, InputShapeInfo, PyStepIO, PyStepIOCallback, PyWeightsIO,
                        anchor_leading_dims, input_leading_dims)
@@ -73,7 +74,7 @@ class _Session:
             raise popart_exception(f"accumulationFactor must be >= 1, not {self._af}")
         self._placement = o.virtualGraphMode == VirtualGraphMode.Manual
         if o.virtualGraphMode == VirtualGraphMode.Auto:
-            self._placement = _auto_virtual_graphs(self._model, self._io, deviceInfo.numIpus // self._rf)
+            self._placement = auto_virtual_graphs(self._model, self._io, deviceInfo.numIpus // self._rf)
         elif o.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Manual):
             raise popart_exception(f"virtualGraphMode {o.virtualGraphMode} is not supported; use Off, Manual "
                                    f"(builder.virtualGraph on every op) or Auto")
@@ -410,88 +411,6 @@ class _Session:
             pass
 
 
-class _IrSession:
-    """InferenceSession.fromIr: a popxl.Session behind PopART's session methods."""
-
-    def __init__(self, ir, deviceInfo: DeviceInfo, name: str):  # noqa: N803
-        if not isinstance(ir, popxl.Ir):
-            raise popart_exception(f"fromIr takes a popxl.Ir (or its _pb_ir), not {type(ir).__name__}")
-        self._ir, self.deviceInfo, self.name = ir, deviceInfo, name
-        self._session: Optional[popxl.Session] = None
-        self._last_cycles = 0
-
-    def prepareDevice(self, loadEngine: bool = True, err=None) -> None:  # noqa: N802,N803
-        if self._session is None:
-            from popxl import _replication
-            target = self.deviceInfo.target_for(self._ir.instance_replication_factor,
-                                                _replication.ipus_per_replica(self._ir))
-            try:
-                self._session = popxl.Session(self._ir, target)
-            except ipu.OutOfMemoryError as e:
-                raise OutOfMemoryException(e) from e
-            self._session.frontend = "popart"
-            self._session.__enter__()
-
-    def _s(self, what: str) -> popxl.Session:
-        if self._session is None:
-            raise popart_exception(f"{what}: call session.prepareDevice() first")
-        return self._session
-
-    def initAnchorArrays(self) -> Dict[str, np.ndarray]:  # noqa: N802
-        return {s.tensor_id: a for s, a in self._s("initAnchorArrays").create_host_outputs().items()}
-
-    def run(self, stepio: PyStepIO, debugName: str = "") -> None:  # noqa: N803
-        s = self._s("run")
-        by_id = {st.tensor_id: st for st in s.expected_inputs()}
-        unknown = [k for k in stepio.inputs if k not in by_id]
-        if unknown:
-            raise popart_exception(f"PyStepIO has input(s) {unknown} that no host_load reads; inputs are "
-                                   f"{sorted(by_id)}")
-        outs = {st: np.zeros_like(stepio.outputs[st.tensor_id]) for st in s._lowered.d2h
-                if st.tensor_id in stepio.outputs}
-        before = s.total_cycles
-        try:
-            s.run_with_outputs({by_id[k]: v for k, v in stepio.inputs.items()}, outs)
-        except ValueError as e:
-            raise popart_exception(str(e)) from e
-        self._last_cycles = s.total_cycles - before
-        for st, arr in outs.items():
-            stepio.outputs[st.tensor_id][...] = arr
-
-    def weightsFromHost(self) -> None:  # noqa: N802
-        self._s("weightsFromHost").weights_from_host()
-
-    def weightsToHost(self) -> None:  # noqa: N802
-        self._s("weightsToHost").weights_to_host()
-
-    def getCycleCount(self, id: str = "") -> int:  # noqa: N802,A002
-        return int(self._last_cycles)
-
-    def getIr(self):  # noqa: N802
-        return self._ir
-
-
-def _auto_virtual_graphs(model: onnx.ModelProto, io: ModelIO, ipus: int) -> bool:
-    """VirtualGraphMode.Auto: split the ops, in their (topological) order, into `ipus` contiguous
-    shards of about equal cost (one unit per op plus one per 1024 weight elements it reads), as
-    PopART's auto-sharding splits the forward graph. Sets each node's virtual graph (and pipeline
-    stage) on the session's copy of the model; returns whether the model is placed."""
-    if ipus <= 1:
-        return False
-    nodes = list(model.graph.node)
-    cost = [1.0 + sum(io.initializers[t].size for t in n.input if io.is_weight(t)) / 1024 for n in nodes]
-    total, run = sum(cost), 0.0
-    for n, c in zip(nodes, cost):
-        ipu = min(ipus - 1, int(run * ipus / total))
-        run += c
-        for a in list(n.attribute):
-            if a.name in ("__ipu_number", "__pipeline_stage"):
-                n.attribute.remove(a)
-        n.attribute.extend([onnx.helper.make_attribute("__ipu_number", ipu),
-                            onnx.helper.make_attribute("__pipeline_stage", ipu)])
-    return True
-
-
 class _CallbackOutputs(PyStepIO):
     """The PyStepIO a PyStepIOCallback stands for: anchors go to the output callbacks one batch at
     a time, in order."""
@@ -520,7 +439,8 @@ class InferenceSession(_Session):
     def fromIr(cls, ir, deviceInfo, name="fromIr"):  # noqa: N802,N803
         """A session running a popxl Ir (or its `_pb_ir`), as popart.ir programs were run: inputs
         keyed by the host-to-device streams' tensor ids, anchors by the device-to-host ones."""
-        return _IrSession(getattr(ir, "_ir", ir), deviceInfo, name)
+        from ._ir_session import IrSession
+        return IrSession(getattr(ir, "_ir", ir), deviceInfo, name)
 
 
 class TrainingSession(_Session):

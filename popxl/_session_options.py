@@ -1,8 +1,8 @@
 """`ir._pb_ir.getSessionOptions()`: the PopART session options object that PopXL scripts reach
 through the Ir's internal handle to set engine options, IO tiles, partials types, caching...
 
-The simulator has no PopART underneath, so `Ir._pb_ir` is a small stand-in with that one method
-(and `logIr`). The options object keeps every attribute a script sets, starting from PopART's
+`Ir._pb_ir` is a view of the Ir with PopART's `_internal.ir` interface (popxl/_pb); it holds one
+of these objects. The options object keeps every attribute a script sets, starting from PopART's
 defaults for the common ones. What the simulator acts on: nothing yet changes the simulated
 program (IO tiles, partials types and engine options are recorded, not simulated); reading them
 back works, so scripts that set and check options run unchanged.
@@ -43,26 +43,3 @@ class SessionOptions:
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if v not in ({}, "", False, 0))
         return f"SessionOptions({items})"
-
-
-class PbIr:
-    """The stand-in for PopART's internal Ir behind `popxl.Ir._pb_ir`."""
-
-    def __init__(self, ir):
-        self._ir = ir
-        self._options = SessionOptions()
-
-    def getSessionOptions(self) -> SessionOptions:  # noqa: N802 - PopART's name
-        return self._options
-
-    def logIr(self) -> None:  # noqa: N802 - PopART's name
-        for g in self._ir.graphs:
-            print(f"graph {g.name or 'main'}: {len(g.ops)} ops")
-            for op in g.ops:
-                print(f"  {op}")
-
-    def __getattr__(self, name):
-        raise AttributeError(
-            f"Ir._pb_ir.{name}: the simulator stands in for PopART's internal Ir only with "
-            f"getSessionOptions() and logIr(); use the public popxl API instead"
-        )

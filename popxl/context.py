@@ -5,6 +5,7 @@ are context managers that change how the ops created inside them are recorded.
 """
 
 import inspect
+import numbers
 import os
 from collections import defaultdict, namedtuple
 from contextlib import contextmanager
@@ -197,9 +198,59 @@ class Context:
             raise ValueError(f"Unknown op created hook {handle}")
         del self._op_created_hooks[handle]
 
-    def _op_created(self, op: "Op"):
+    def _op_created(self, op):
+        """Tell the op-created hooks about a new op (a popxl Op or its `_ir.Op` view); hooks get
+        the `_ir.Op` view, as in PopXL."""
+        if not self._op_created_hooks:
+            return
+        from popxl._pb import op_view
+        view = op_view(getattr(op, "_op", op))
         for fn in list(self._op_created_hooks.values()):
-            fn(op)
+            fn(view)
+
+    @contextmanager
+    def _quiet(self):
+        """Record ops without telling the op-created hooks and without in_sequence ordering (a
+        custom op's expansion graph is built while the user's graph is being built)."""
+        hooks, seq = self._op_created_hooks, self._in_sequence
+        self._op_created_hooks, self._in_sequence = {}, None
+        try:
+            yield
+        finally:
+            self._op_created_hooks, self._in_sequence = hooks, seq
+
+    @contextmanager
+    def _op_settings_applied(self, graph, settings):
+        """Create ops in `graph` with the placement and execution context of `settings` (an
+        OpSettings from `_get_op_settings`, or None for the current ones)."""
+        prev = (self._ipu_id, self._io_tile_set, self._execution_context)
+        pushed = not self._graphs or self._graphs[-1] is not graph
+        if pushed:
+            self.push_graph(graph)
+        if settings is not None:
+            self._ipu_id = settings.vgraphId
+            self._io_tile_set = settings.tileSet == "io"
+            self._execution_context = settings.executionContext
+        try:
+            yield
+        finally:
+            self._ipu_id, self._io_tile_set, self._execution_context = prev
+            if pushed:
+                self.pop_graph()
+
+    def _get_op_settings(self, name: str):
+        """The settings of an op about to be created here (PopART's `Op::Settings`): graph, name
+        with the name scope, IPU, tile set, execution context. Custom ops' createOpInGraph use it."""
+        from popxl._pb import OpSettings
+        scope = "/".join(self._name_scope)
+        return OpSettings(self.graph, f"{scope}/{name}" if scope else name, scope, self._ipu_id,
+                          "io" if self._io_tile_set else "compute", self._execution_context, self._debug_names)
+
+    def _add_in_sequence_topocons(self, op) -> None:
+        """Order an op created without `in_sequence` (or edited since) like the ops around it."""
+        op = getattr(op, "_op", op)
+        after = self._sequence_op(op)
+        op.after = tuple(op.after) + tuple(a for a in after if a not in op.after)
 
 
 _CURRENT_CONTEXT = Context()
@@ -231,6 +282,9 @@ def get_ir() -> "Ir":
 @contextmanager
 def ipu(ipu: int):
     """Place the ops created in this context on IPU ``ipu``."""
+    if isinstance(ipu, bool) or not isinstance(ipu, numbers.Integral) or ipu < 0:
+        raise ValueError(f"popxl.ipu takes the index of an IPU of the replica (an int >= 0), got {ipu!r}.")
+    ipu = int(ipu)
     ctx = get_current_context()
     prev = ctx._ipu_id
     ctx._ipu_id = ipu
@@ -269,6 +323,18 @@ def io_tiles():
     ctx = get_current_context()
     prev = ctx._io_tile_set
     ctx._io_tile_set = True
+    try:
+        yield
+    finally:
+        ctx._io_tile_set = prev
+
+
+@contextmanager
+def _tile_set(tile_set: str):
+    """Create ops on the "io" or "compute" tiles (io_tile_copy runs on its destination's)."""
+    ctx = get_current_context()
+    prev = ctx._io_tile_set
+    ctx._io_tile_set = tile_set == "io"
     try:
         yield
     finally:

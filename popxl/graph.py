@@ -38,6 +38,7 @@ class Graph:
 
     # -- what the op builder, graph_input / graph_output and the transforms change --------------------
     def _add_op(self, op: "Op") -> None:
+        self._ir._check_not_prepared(f"its graphs (new op {op.name!r} in {self._label})")
         self._ops.append(op)
 
     def _set_op_order(self, ops: List["Op"]) -> None:
@@ -50,6 +51,27 @@ class Graph:
 
     def _add_output(self, t: Tensor) -> None:
         self._outputs.append(t)
+
+    # edits through PopART's _ir.Graph view (popxl/_pb)
+    def _set_output(self, i: int, t: Tensor) -> None:
+        self._outputs[i] = t
+
+    def _remove_output(self, i: int) -> None:
+        del self._outputs[i]
+
+    def _remove_input(self, i: int) -> Tensor:
+        t = self._inputs.pop(i)
+        self._by_ref_inputs.discard(t)
+        return t
+
+    def _remove_op(self, op: "Op") -> None:
+        self._ops = [o for o in self._ops if o is not op]
+
+    def _remove_tensor(self, t: Tensor) -> None:
+        self._tensors.pop(t.id, None)
+        self._inputs = [x for x in self._inputs if x is not t]
+        self._outputs = [x for x in self._outputs if x is not t]
+        self._by_ref_inputs.discard(t)
 
     # -- naming -----------------------------------------------------------------------------------
     @property
@@ -155,13 +177,36 @@ class Graph:
         get_current_context().pop_graph()
         return False
 
+    # -- PopART's internal graph ----------------------------------------------------------------
+    @property
+    def _pb_graph(self):
+        """This graph as PopART's `_ir.Graph`: a view that reads and edits it (popxl/_pb)."""
+        view = self.__dict__.get("_pb_view")
+        if view is None:
+            from popxl._pb.graph import Graph as PbGraph
+            view = self._pb_view = PbGraph(self)
+        return view
+
+    def _set_pb_view(self, view) -> None:
+        """Make `view` this graph's _ir.Graph (a LoopOp's wrapper graph view owns its graph)."""
+        self._pb_view = view
+
+    @classmethod
+    def _from_pb(cls, pb_graph) -> "Graph":
+        """The popxl Graph of an `_ir.Graph` view."""
+        g = getattr(pb_graph, "_g", None)
+        if not isinstance(g, Graph):
+            raise TypeError(f"Graph._from_pb takes an _ir.Graph, not {type(pb_graph).__name__}")
+        return g
+
     # -- hooks ------------------------------------------------------------------------------------
     def register_op_created_hook(self, fn: Callable[["Op"], Any]) -> int:
-        """Call ``fn(op)`` after each op created in this graph. Returns a handle for removal."""
+        """Call ``fn(op)`` after each op created in this graph, with the op as PopART's ``_ir.Op``
+        (as PopXL does; ``op._op`` is the popxl Op). Returns a handle for removal."""
 
         @wraps(fn)
-        def hook(op: "Op"):
-            if op.graph is self:
+        def hook(op):
+            if op._op.graph is self:
                 fn(op)
 
         return get_current_context().register_op_created_hook(hook)

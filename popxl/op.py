@@ -39,7 +39,7 @@ class Op:
 
     __slots__ = ("id", "type", "graph", "inputs", "outputs", "attrs", "name", "scope", "ipu", "tile_set",
                  "inplace", "modified", "aliases", "called_graphs", "after", "execution_context",
-                 "debug_context")
+                 "debug_context", "_pb_view")
 
     def __init__(self, id: int, type: str, graph: "Graph", inputs: Tuple["Tensor", ...],
                  outputs: Tuple["Tensor", ...], attrs: Dict[str, Any], name: str, scope: str,
@@ -78,8 +78,17 @@ class Op:
                 return i
         raise ValueError(f"{t} is not an output of {self}.")
 
+    @property
+    def _pb_op(self):
+        """This op as PopART's `_ir.Op` (a view that reads and edits it; popxl/_pb)."""
+        view = getattr(self, "_pb_view", None)
+        if view is None:
+            from popxl._pb.ops import op_class_for
+            view = self._pb_view = op_class_for(self.type)(self)
+        return view
+
     def __repr__(self) -> str:
-        ins = ", ".join(t.id for t in self.inputs)
+        ins = ", ".join(t.id if t is not None else "-" for t in self.inputs)
         outs = ", ".join(t.id for t in self.outputs)
         return f"Op[{self.id} {self.type} '{self.name}' ({ins}) -> ({outs})]"
 

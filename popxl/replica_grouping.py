@@ -194,6 +194,21 @@ class ReplicaGrouping:
             raise ValueError(f"Invalid retrieval_mode: {retrieval_mode}")
         return VariableSettings(self, retrieval_mode or "one_per_group")
 
+    @property
+    def _pb_replica_grouping(self) -> "ReplicaGrouping":
+        """PopART's `_ir.ReplicaGrouping` handle: this grouping itself (it has the stride, group
+        size and assignment the collectives read)."""
+        return self
+
+    def getStride(self) -> int:  # noqa: N802 - PopART's name
+        return self.stride
+
+    def getGroupSize(self) -> int:  # noqa: N802
+        return self.group_size
+
+    def getNumReplicas(self) -> int:  # noqa: N802
+        return self.num_replicas
+
     def transpose(self) -> "ReplicaGrouping":
         """The grouping whose group i holds the i-th member of every group of this one.
 

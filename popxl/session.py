@@ -26,6 +26,10 @@ from .streams import DeviceToHostStream, HostToDeviceStream
 from .tensor import Constant, Variable
 from .utils import to_numpy
 
+# PopXL's type aliases of a run's host buffers (popxl.session.h2dStreamBufferMaps / d2h...)
+h2dStreamBufferMaps = Mapping[HostToDeviceStream, np.ndarray]  # noqa: N816
+d2hStreamBufferMaps = Mapping[DeviceToHostStream, np.ndarray]  # noqa: N816
+
 _DEVICE_TARGETS = {
     # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
     "ipu_model": None,
@@ -125,6 +129,7 @@ class Session:
         # the executable holds what running needs; the lowering's graph and program tree (index
         # arrays of every view, vertex field tables) would otherwise stay for the session's life
         self._lowered.graph = self._lowered.main = None
+        ir._mark_prepared()  # the session owns the Ir from here on (Ir._check_not_prepared)
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
@@ -173,6 +178,16 @@ class Session:
     @property
     def ir(self):
         return self._ir
+
+    def _set_host_weight(self, v, arr: np.ndarray) -> None:
+        """The host copy of variable `v` (PopART's writeWeights; the device gets it at weightsFromHost)."""
+        self._host_weights[v] = arr
+
+    @property
+    def _pb_session(self):
+        """PopART's session behind this one (writeWeights / weightsFromHost; popxl/_pb/session.py)."""
+        from popxl._pb.session import PbSession
+        return PbSession(self)
 
     @property
     def is_attached(self) -> bool:

@@ -108,6 +108,24 @@ class Tensor:
         graph._add_tensor(self)
         return self
 
+    # -- PopART's internal tensor ---------------------------------------------------------------
+    @property
+    def _pb_tensor(self):
+        """This tensor as PopART's `_ir.Tensor`: a view of it (popxl/_pb)."""
+        view = self.__dict__.get("_pb_view")
+        if view is None:
+            from popxl._pb.views import Tensor as PbTensor
+            view = self._pb_view = PbTensor(self)
+        return view
+
+    @classmethod
+    def _from_pb_tensor(cls, pb_tensor) -> "Tensor":
+        """The popxl Tensor of an `_ir.Tensor` view."""
+        t = getattr(pb_tensor, "_t", None)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Tensor._from_pb_tensor takes an _ir.Tensor, not {type(pb_tensor).__name__}")
+        return t
+
     # -- identity -------------------------------------------------------------------------------
     @property
     def id(self) -> str:
@@ -148,6 +166,14 @@ class Tensor:
 
     def _remove_consumer(self, op: "Op") -> None:
         self._consumers.remove(op)
+
+    def _set_producer(self, op: Optional["Op"]) -> None:
+        """The op that computes this tensor (None: disconnected, as PopART's disconnectOutTensor)."""
+        self._producer = op
+
+    def _set_tile_set(self, tile_set: Optional[str]) -> None:
+        """The tile set the tensor lives on ("compute" / "io")."""
+        self._tile_set = tile_set
 
     def _set_ipu(self, ipu: Optional[int]) -> None:
         """The IPU the tensor lives on (ops that move data between IPUs set their outputs')."""

@@ -10,12 +10,11 @@ sums the k-split (casting to float16 for a half output).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 import ipu
 from ipu import MappingError
 from ipu import costs as ipu_costs
-from ipu.tensor import TEMPORARY
+from ipu.tensor import TEMPORARY, IndexRuns
 
 from ..matmul import reduce_partials_cycles
 
@@ -97,6 +96,9 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
     brk = np.flatnonzero(tiles[1:] != tiles[:-1]) + 1
     starts = np.concatenate(([0], brk))
     stops = np.concatenate((brk, [tiles.size]))
+    if t.is_identity and t.variable.unmapped() == t.numel:  # as runs: no per-element tile table
+        t.variable.set_tile_runs(tiles[starts], stops - starts)
+        return
     mapping: dict = {}
     for s, e, tl in zip(starts.tolist(), stops.tolist(), tiles[starts].tolist()):
         mapping.setdefault(tl, []).append((s, e))
@@ -108,24 +110,30 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 
 
 def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`)."""
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`).
+
+    Each variable's bytes per tile are counted once and remembered with the tiles of its pieces
+    (a model with many matmuls would otherwise recount every variable at every matmul)."""
     T = graph.target.num_tiles
     per_tile = np.zeros(T, np.int64)
+    cache = graph.__dict__.setdefault("_reserved_by_variable", {})
     for v in graph.variables:
         if v.category == TEMPORARY or v.numel == 0 or v is exclude:
             continue
-        t = v.tile_of[v.tile_of >= 0]
-        if t.size:
-            per_tile += np.bincount(t, minlength=T) * v.dtype.itemsize
+        key = v.pieces()[2]  # the tiles of its pieces: changes when the mapping does
+        hit = cache.get(v.id)
+        if hit is None or not np.array_equal(hit[0], key):
+            hit = cache[v.id] = (key, v.tiles_per_element_count(T) * v.dtype.itemsize)
+        per_tile += hit[1]
     return int(per_tile.max(initial=0))
 
 
 def _mapped_bytes(t: ipu.Tensor):
     """Bytes of the view's variable on its busiest tile, or None when it is not mapped yet."""
     v = t.variable
-    if v.numel == 0 or (v.tile_of < 0).any():
+    if v.numel == 0 or v.unmapped():
         return None
-    return int(np.bincount(v.tile_of, minlength=1).max()) * v.dtype.itemsize
+    return int(v.tiles_per_element_count(1).max()) * v.dtype.itemsize
 
 
 def _blocks_variable(graph, name, dtype, tiles, sizes):
@@ -140,25 +148,54 @@ def _blocks_variable(graph, name, dtype, tiles, sizes):
 
 
 def _gather(src3, cells, axes):
-    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell."""
+    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell: an IndexRuns
+    (one run per block row) when the source's rows are consecutive elements, so host memory grows
+    with the rows a plan moves rather than its elements; else an index array.
+
+    Cells come in a few block shapes (the edge cells of each dimension are smaller): per shape, the
+    blocks are one index pattern shifted by each block's origin, gathered in one indexing step."""
     (r0k, rsk), (c0k, csk) = axes
-    g0, gs, r0, rs, c0, cs = (np.ascontiguousarray(cells[k], np.int64) for k in ("g0", "gs", r0k, rsk, c0k, csk))
-    out = np.empty(int((gs * rs * cs).sum()), src3.dtype)
-    if out.size:
-        # one compiled pass (a Python loop per cell cost ~5 ms per 1,000-cell matmul)
-        _gather_kernel(src3, g0, gs, r0, rs, c0, cs, out)
+    G, R, C = src3.shape
+    sizes = cells["gs"] * cells[rsk] * cells[csk]
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    flat_src = np.ascontiguousarray(src3).reshape(-1)
+    shape_key = (cells["gs"] * (R + 1) + cells[rsk]) * (C + 1) + cells[csk]
+    keys = np.unique(shape_key[sizes > 0])
+    rows_contiguous = C > 1 and bool(np.all(src3[..., 1:] - src3[..., :-1] == 1))
+    if rows_contiguous:
+        nrows = np.where(sizes > 0, cells["gs"] * cells[rsk], 0)
+        roff = np.cumsum(nrows) - nrows
+        starts = np.empty(int(nrows.sum()), np.int64)
+        lengths = np.empty(starts.size, np.int64)
+        for key in keys:
+            sel = np.flatnonzero(shape_key == key)
+            gs, rs, cs = int(cells["gs"][sel[0]]), int(cells[rsk][sel[0]]), int(cells[csk][sel[0]])
+            row_pattern = ((np.arange(gs)[:, None] * R + np.arange(rs)[None, :]) * C).reshape(-1)
+            origin = (cells["g0"][sel] * R + cells[r0k][sel]) * C + cells[c0k][sel]
+            where = (roff[sel][:, None] + np.arange(gs * rs)[None, :]).reshape(-1)
+            starts[where] = flat_src[(origin[:, None] + row_pattern[None, :]).reshape(-1)]
+            lengths[where] = cs
+        return IndexRuns(starts, lengths)
+    off = np.cumsum(sizes) - sizes
+    out = np.empty(total, flat_src.dtype)
+    for key in keys:
+        sel = np.flatnonzero(shape_key == key)
+        gs, rs, cs = int(cells["gs"][sel[0]]), int(cells[rsk][sel[0]]), int(cells[csk][sel[0]])
+        blk = gs * rs * cs
+        pattern = ((np.arange(gs)[:, None, None] * R + np.arange(rs)[None, :, None]) * C
+                   + np.arange(cs)[None, None, :]).reshape(-1)
+        origin = (cells["g0"][sel] * R + cells[r0k][sel]) * C + cells[c0k][sel]
+        out[(off[sel][:, None] + np.arange(blk)[None, :]).reshape(-1)] = \
+            flat_src[(origin[:, None] + pattern[None, :]).reshape(-1)]
     return out
 
 
-@njit(cache=True)
-def _gather_kernel(src3, g0, gs, r0, rs, c0, cs, out):
-    k = 0
-    for i in range(g0.shape[0]):
-        for g in range(g0[i], g0[i] + gs[i]):
-            for r in range(r0[i], r0[i] + rs[i]):
-                for c in range(c0[i], c0[i] + cs[i]):
-                    out[k] = src3[g, r, c]
-                    k += 1
+def _view(variable, index):
+    """A flat view of `variable` through an index array or IndexRuns."""
+    n = index.size if isinstance(index, IndexRuns) else int(np.asarray(index).size)
+    return ipu.Tensor(variable, index, (n,))
 
 
 def _is_transposed(src3) -> bool:
@@ -184,8 +221,7 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     all six workers share a block) turn it into [g, r, c] there (cycles from the poplibs
     estimator, codelets/transpose.py)."""
     if not _is_transposed(src3):
-        flat = _gather(src3, cells, axes)
-        seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), blocks, name=name))
+        seq.add(ipu.Copy(_view(src.variable, _gather(src3, cells, axes)), blocks, name=name))
         return
     (r0k, rsk), (c0k, csk) = axes
     # every cell's block is staged as up to 6 bands of its rows (one per worker), each band [c, r]
@@ -193,33 +229,40 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     # Bands are at least _MIN_BAND rows wide: narrower ones would cut the exchange runs short.
     workers = graph.target.worker_contexts
     src_t = src3.transpose(0, 2, 1)
-    parts, v_tile, v_off, v_rows, v_cols = [], [], [], [], []
-    for tile, base, g0, gs, r0, rs, c0, cs in zip(
-            cells["tile"].tolist(), off.tolist(), cells["g0"].tolist(), cells["gs"].tolist(),
-            cells[r0k].tolist(), cells[rsk].tolist(), cells[c0k].tolist(), cells[csk].tolist()):
-        if gs * rs * cs == 0:
-            continue
-        bands = max(1, min(rs // _MIN_BAND, -(-workers // gs)))
-        edges = [rs * i // bands for i in range(bands + 1)]
-        pos = base
-        for g in range(g0, g0 + gs):
-            for b0, b1 in zip(edges[:-1], edges[1:]):
-                parts.append(src_t[g, c0:c0 + cs, r0 + b0:r0 + b1].reshape(-1))
-                v_tile.append(tile)
-                v_off.append(pos)
-                v_rows.append(cs)
-                v_cols.append(b1 - b0)
-                pos += cs * (b1 - b0)
+    # one vertex per (cell, matrix of the cell, band), in staging order
+    sizes = np.asarray(sizes)
+    gs, rs, cs = cells["gs"], cells[rsk], cells[csk]
+    live = np.flatnonzero(gs * rs * cs > 0)
+    bands = np.maximum(1, np.minimum(rs[live] // _MIN_BAND, -(-workers // np.maximum(gs[live], 1))))
+    per_cell = gs[live] * bands
+    cell = np.repeat(live, per_cell)
+    k = np.arange(cell.size) - np.repeat(np.cumsum(per_cell) - per_cell, per_cell)
+    nb = np.repeat(bands, per_cell)
+    g_local, band = k // nb, k % nb
+    b0 = rs[cell] * band // nb
+    b1 = rs[cell] * (band + 1) // nb
+    v_rows, v_cols = cs[cell], b1 - b0
+    v_off = off[cell] + g_local * rs[cell] * cs[cell] + b0 * cs[cell]
+    v_tile = cells["tile"][cell]
+    g_abs, c_abs, r_abs = cells["g0"][cell] + g_local, cells[c0k][cell], cells[r0k][cell] + b0
+    # the source indices of every band ([rows, cols] in source order), one fancy index per band shape
+    flat = np.empty(int(sizes.sum()), np.int64)
+    shape_key = v_rows * (int(v_cols.max(initial=0)) + 1) + v_cols
+    for key in np.unique(shape_key):
+        sel = np.flatnonzero(shape_key == key)
+        R, C = int(v_rows[sel[0]]), int(v_cols[sel[0]])
+        blk = src_t[g_abs[sel][:, None, None], c_abs[sel][:, None, None] + np.arange(R)[None, :, None],
+                    r_abs[sel][:, None, None] + np.arange(C)[None, None, :]]
+        flat[(v_off[sel][:, None] + np.arange(R * C)[None, :]).reshape(-1)] = blk.reshape(-1)
+    parts = v_tile.size
     stage, _ = _blocks_variable(graph, f"{name}/stage", blocks.dtype, cells["tile"], sizes)
-    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=name))
     if not parts:
         return
     cs_ = graph.add_compute_set(f"{name}/transpose")
-    rows, cols = np.asarray(v_rows, np.int64), np.asarray(v_cols, np.int64)
-    field = (np.asarray(v_off, np.int64), rows * cols)
-    graph.add_vertices(cs_, "Transpose2d", np.asarray(v_tile, np.int64),
-                       {"src": (stage, *field), "dst": (blocks, *field)}, ip={"rows": rows, "cols": cols})
+    field = (v_off, v_rows * v_cols)
+    graph.add_vertices(cs_, "Transpose2d", v_tile, {"src": (stage, *field), "dst": (blocks, *field)},
+                       ip={"rows": v_rows, "cols": v_cols})
     seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
 
 
@@ -287,12 +330,12 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     C = _canon_c(out.index(), prob)
     c_flat = np.ascontiguousarray(C).reshape(-1)
     out_var = out.variable
-    owners = out_var.tile_of[c_flat]
+    owners = out_var.tiles_at(c_flat)
     if (owners < 0).any():
         if not (owners < 0).all():
             raise MappingError(f"build_matmul: out {out.name!r} is only partly mapped; map all of it or none")
         map_output(graph, out, plan)
-        owners = out_var.tile_of[c_flat]
+        owners = out_var.tiles_at(c_flat)
     if plan.sub is not None:
         return _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale, check_range)
 
@@ -365,18 +408,17 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     nt = target.num_tiles
 
     if K > 0:
-        # for every element of `partials`, in memory order: its output element (its rank in the
-        # sorted order above) and its k chunk. The partials Copy then reads `partials` in order and
-        # scatters into the reduction's inputs, which keeps the host's copy streaming through
-        # memory (the simulated exchange is the same set of runs either way).
-        pg_, pm_, pn_, pk_ = plan.parts
-        cg_, cm_, cn_, _ = plan.chunks
-        rank = np.empty(total, np.int64)
-        rank[q] = np.arange(total, dtype=np.int64)
-        elem_rank = np.empty(int(p_sizes.sum()), np.int64)
-        # cells come in a few shapes (the edge cells of each dimension are smaller): per shape, the
-        # output positions of a block are one pattern shifted by the block's origin
+        # every element of `partials`, in memory order, is one output element (its canonical flat
+        # index) of one k chunk. The partials Copy reads `partials` in order and scatters into the
+        # reduction's inputs, which keeps the host's copy streaming through memory (the simulated
+        # exchange is the same set of runs either way). Cells come in a few shapes (the edge cells
+        # of each dimension are smaller): per shape, the output positions of a block are one
+        # pattern shifted by the block's origin, so a value per output element is spread over the
+        # partials' elements a shape at a time.
+        pk_ = plan.parts[3]
+        cell_p = np.arange(p_sizes.size, dtype=np.int64) % pk_
         shape_key = (cells["gs"] * (M + 1) + cells["ms"]) * (N + 1) + cells["ns"]
+        groups = []
         for key in np.unique(shape_key):
             sel = np.flatnonzero(shape_key == key)
             gs_, ms_, ns_ = (int(cells[x][sel[0]]) for x in ("gs", "ms", "ns"))
@@ -386,14 +428,52 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
             pattern = ((np.arange(gs_)[:, None, None] * M + np.arange(ms_)[None, :, None]) * N
                        + np.arange(ns_)[None, None, :]).reshape(-1)
             origin = (cells["g0"][sel] * M + cells["m0"][sel]) * N + cells["n0"][sel]
-            where = p_off[sel][:, None] + np.arange(blk)[None, :]
-            elem_rank[where] = rank[origin[:, None] + pattern[None, :]]
-        elem_p = np.repeat(np.arange(p_sizes.size, dtype=np.int64) % pk_, p_sizes)
+            groups.append((sel, blk, origin, pattern))
+
+        def per_partial(value, per_chunk=None):
+            """value[o] (+ k chunk x per_chunk[o]) for the output element o of every partial, in
+            the partials' memory order, as IndexRuns: a run per block row, cut where the row's
+            values stop being consecutive (a row crossing two reduction groups)."""
+            # the rows of every block, in the partials' memory order: canonical first output,
+            # length, k chunk
+            nrows = np.where(p_sizes > 0, p_sizes // np.maximum(cells["ns"], 1), 0)
+            roff = np.cumsum(nrows) - nrows
+            row_o = np.empty(int(nrows.sum()), np.int64)
+            row_n = np.empty(row_o.size, np.int64)
+            row_p = np.empty(row_o.size, np.int64)
+            for sel, blk, origin, pattern in groups:
+                ns_ = int(cells["ns"][sel[0]])
+                where = (roff[sel][:, None] + np.arange(blk // ns_)[None, :]).reshape(-1)
+                row_o[where] = (origin[:, None] + pattern[None, ::ns_]).reshape(-1)
+                row_n[where] = ns_
+                row_p[where] = np.repeat(cell_p[sel], blk // ns_)
+            # where consecutive outputs stop mapping to consecutive values
+            cont = np.zeros(value.size, bool)
+            cont[1:] = value[1:] == value[:-1] + 1
+            if per_chunk is not None:
+                cont[1:] &= per_chunk[1:] == per_chunk[:-1]
+            cut_at = np.flatnonzero(~cont)  # sorted
+            cuts_upto = np.cumsum(~cont)  # cuts at indices <= o
+            first_cut = cuts_upto[row_o]  # index into cut_at of the first cut after row_o
+            inner = cuts_upto[row_o + row_n - 1] - first_cut  # cuts strictly inside each row
+            runs_per_row = 1 + inner
+            run_row = np.repeat(np.arange(row_o.size), runs_per_row)
+            k = np.arange(run_row.size) - np.repeat(np.cumsum(runs_per_row) - runs_per_row, runs_per_row)
+            o = row_o[run_row]
+            start = np.where(k == 0, o, cut_at[np.minimum(first_cut[run_row] + k - 1, max(cut_at.size - 1, 0))]
+                             if cut_at.size else o)
+            last = k == inner[run_row]
+            end = np.where(last, o + row_n[run_row],
+                           cut_at[np.minimum(first_cut[run_row] + k, max(cut_at.size - 1, 0))] if cut_at.size else 0)
+            v = value[start]
+            if per_chunk is not None:
+                v = v + row_p[run_row] * per_chunk[start]
+            return IndexRuns(v, end - start)
 
     if K > 0 and P == 1 and out_float:
         # nothing to add up: the partials are the result
-        dst = flat[elem_rank]
-        seq.add(ipu.Copy(partials, ipu.Tensor(out_var, dst, dst.shape), name=f"{name}/exchange partials"))
+        dst = per_partial(c_flat)
+        seq.add(ipu.Copy(partials, _view(out_var, dst), name=f"{name}/exchange partials"))
         return seq
 
     # reduce each run of out in place, or each tile's elements into a contiguous result then copy
@@ -415,9 +495,13 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
 
     if P > 0:
         red_in, red_off = _blocks_variable(graph, f"{name}/reduce_in", ipu.FLOAT32, grp_tile, P * grp_len)
-        grp_e = grp_of[elem_rank]
-        dst = red_off[grp_e] + elem_p * grp_len[grp_e] + pos_in[elem_rank]
-        seq.add(ipu.Copy(partials, ipu.Tensor(red_in, dst, dst.shape), name=f"{name}/exchange partials"))
+        # by canonical output element: its group's start in reduce_in plus its place in the group,
+        # and the group's length (one partial per k chunk, each a group's length apart)
+        rank = np.empty(total, np.int64)
+        rank[q] = np.arange(total, dtype=np.int64)
+        base = (red_off[grp_of] + pos_in)[rank]
+        dst = per_partial(base, grp_len[grp_of][rank])
+        seq.add(ipu.Copy(partials, _view(red_in, dst), name=f"{name}/exchange partials"))
         red_fields = (red_in, red_off, P * grp_len)
     else:
         # k = 0: nothing to add, the reduction writes zeros; one float per tile to connect to

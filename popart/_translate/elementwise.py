@@ -79,6 +79,37 @@ def erf_rule(node):
     return erf(node.input(0))
 
 
+@onnx_op("Gelu", attrs=("approximate",))
+def onnx_gelu(node):
+    """ONNX Gelu (opset 20): exact (erf) by default, tanh with approximate='tanh'."""
+    x = node.input(0)
+    return ops.gelu(x) if (node.attr("approximate", "none") or "none") == "tanh" else ops.geluerf(x)
+
+
+@onnx_op("HardSwish")
+def hard_swish(node):
+    x = node.input(0)  # x * clip(x / 6 + 1 / 2, 0, 1)
+    return ops.mul(x, ops.clip(ops.add(ops.mul(x, _scalar(1 / 6, x)), _scalar(0.5, x)), 0.0, 1.0))
+
+
+@onnx_op("Mish")
+def mish(node):
+    x = node.input(0)  # x * tanh(softplus(x))
+    sp = ops.add(ops.relu(x), ops.log(ops.add(_scalar(1.0, x), ops.exp(ops.negate(ops.abs(x))))))
+    return ops.mul(x, ops.tanh(sp))
+
+
+@onnx_op("IsInf", attrs=("detect_negative", "detect_positive"))
+def is_inf(node):
+    x = node.input(0)
+    pos, neg = int(node.attr("detect_positive", 1)), int(node.attr("detect_negative", 1))
+    inf = ops.isinf(x)
+    if pos and neg:
+        return inf
+    side = ops.greater(x, _scalar(0.0, x)) if pos else ops.greater(_scalar(0.0, x), x)
+    return ops.logical_and(inf, side) if (pos or neg) else ops.logical_and(inf, ops.logical_not(inf))
+
+
 @onnx_op("Reciprocal")
 def reciprocal(node):
     x = node.input(0)

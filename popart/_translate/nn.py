@@ -375,7 +375,9 @@ def identity_loss(node):
 @onnx_op("LSTM", attrs=("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
                         "input_forget", "layout"))
 def lstm(node):
-    """ONNX LSTM (gates i, o, f, c), unrolled over the sequence with popxl matmuls and element-wise ops."""
+    """ONNX LSTM (gates i, o, f, c): a popxl `repeat` over the sequence (a loop on the device, as
+    PopART's LSTM is), each iteration slicing its time step with dynamic_slice and writing its
+    output with dynamic_update; autodiff goes through the loop."""
     x, w, r = node.input(0), node.input(1), node.input(2)
     if node.has_input(4):
         raise node.error("sequence_lens is not supported (all sequences run their full length)")
@@ -391,33 +393,41 @@ def lstm(node):
     dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
     seq, batch, _ = x.shape
     hidden = int(node.attr("hidden_size") or r.shape[-1])
+    dt = x.dtype
     ys, hs, cs = [], [], []
     for d, kind in enumerate(dirs):
         wd = ops.transpose(ops.squeeze(ops.slice(w, start=[d], stop=[d + 1], axis=[0]), [0]))  # (in, 4H)
         rd = ops.transpose(ops.squeeze(ops.slice(r, start=[d], stop=[d + 1], axis=[0]), [0]))  # (H, 4H)
-        bias = None
         if node.has_input(3):
             bd = ops.squeeze(ops.slice(node.input(3), start=[d], stop=[d + 1], axis=[0]), [0])
             bias = ops.add(ops.slice(bd, start=[0], stop=[4 * hidden], axis=[0]),
                            ops.slice(bd, start=[4 * hidden], stop=[8 * hidden], axis=[0]))
+        else:
+            bias = popxl.constant(np.zeros(4 * hidden, dt.as_numpy()), name="lstm_zero_bias")
 
         def initial(i):
             if node.has_input(i):
                 return ops.squeeze(ops.slice(node.input(i), start=[d], stop=[d + 1], axis=[0]), [0])
-            return popxl.constant(np.zeros((batch, hidden), x.dtype.as_numpy()), name="lstm_zero_state")
-        h, c = initial(5), initial(6)
-        steps = range(seq) if kind == "forward" else range(seq - 1, -1, -1)
-        outs = [None] * seq
-        for t in steps:
-            xt = ops.squeeze(ops.slice(x, start=[t], stop=[t + 1], axis=[0]), [0])
-            g = ops.add(ops.matmul(xt, wd), ops.matmul(h, rd))
-            if bias is not None:
-                g = ops.add(g, bias)
+            return popxl.constant(np.zeros((batch, hidden), dt.as_numpy()), name="lstm_zero_state")
+
+        def step(t, h, c, y, xs, wx, wh, b, reverse=kind == "reverse"):
+            idx = ops.sub(popxl.constant(np.array([seq - 1], np.int32)), t) if reverse else t
+            xt = ops.reshape(ops.dynamic_slice(xs, idx, [0], [1], True), (batch, xs.shape[2]))
+            g = ops.add(ops.add(ops.matmul(xt, wx), ops.matmul(h, wh)), b)
             gi, go, gf, gc = ops.split(g, 4, axis=1)
             c = ops.add(ops.mul(sigmoid(gf), c), ops.mul(sigmoid(gi), ops.tanh(gc)))
             h = ops.mul(sigmoid(go), ops.tanh(c))
-            outs[t] = ops.reshape(h, (1, 1, batch, hidden))
-        ys.append(ops.concat(outs, 0) if seq > 1 else outs[0])
+            y = ops.dynamic_update(y, idx, ops.reshape(h, (1, batch, hidden)), [0], [1], True)
+            return ops.add(t, popxl.constant(np.array([1], np.int32))), h, c, y
+
+        spec = popxl.TensorSpec
+        graph = popxl.gcg().ir.create_graph(step, spec((1,), popxl.int32), spec((batch, hidden), dt),
+                                            spec((batch, hidden), dt), spec((seq, batch, hidden), dt), x, wd, rd,
+                                            bias)
+        t0 = popxl.constant(np.zeros(1, np.int32), name="lstm_t0")
+        y0 = popxl.constant(np.zeros((seq, batch, hidden), dt.as_numpy()), name="lstm_y0")
+        _, h, c, y = ops.repeat(graph, seq, t0, initial(5), initial(6), y0, x, wd, rd, bias)
+        ys.append(ops.reshape(y, (seq, 1, batch, hidden)))
         hs.append(ops.reshape(h, (1, batch, hidden)))
         cs.append(ops.reshape(c, (1, batch, hidden)))
     y = ops.concat(ys, 1) if len(ys) > 1 else ys[0]

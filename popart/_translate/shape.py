@@ -282,6 +282,63 @@ def cast(node):
     return ops.cast(x, dt) if dt != x.dtype else ops.identity(x)
 
 
+@onnx_op("CastLike", attrs=("saturate",))
+def cast_like(node):
+    x, like = node.value(0), node.value(1)
+    if isinstance(x, np.ndarray):
+        return x.astype(like.dtype if isinstance(like, np.ndarray) else like.dtype.as_numpy())
+    dt = popxl.dtype.as_dtype(to_device_type(like))
+    return ops.cast(x, dt) if dt != x.dtype else ops.identity(x)
+
+
+def to_device_type(t):
+    if isinstance(t, np.ndarray):
+        return np.dtype({np.dtype(np.int64): np.int32, np.dtype(np.float64): np.float32}.get(t.dtype, t.dtype))
+    return t.dtype.as_numpy()
+
+
+@onnx_op("OneHot", attrs=("axis",))
+def one_hot(node):
+    idx = node.input(0)
+    depth = int(np.asarray(node.const(1, "depth")).reshape(-1)[0])
+    values = node.input(2)
+    axis = int(node.attr("axis", -1))
+    if not idx.dtype.is_int:
+        idx = ops.cast(idx, popxl.int32)
+    return ops.onehot(idx, depth, values, axis % (idx.rank + 1))
+
+
+@onnx_op("Trilu", attrs=("upper",))
+def trilu(node):
+    x = node.input(0)
+    k = int(np.asarray(node.const(1, "k")).reshape(-1)[0]) if node.has_input(1) else 0
+    n, m = x.shape[-2:]
+    keep = np.triu(np.ones((n, m), bool), k) if int(node.attr("upper", 1)) else np.tril(np.ones((n, m), bool), k)
+    zero = popxl.constant(np.zeros((), x.dtype.as_numpy()), name="zero")
+    return ops.where(popxl.constant(keep, name="trilu_mask"), x, zero)
+
+
+@onnx_op("DepthToSpace", attrs=("blocksize", "mode"))
+def depth_to_space(node):
+    x = node.input(0)
+    bs, mode = int(node.attr("blocksize")), node.attr("mode", "DCR") or "DCR"
+    n, c, h, w = x.shape
+    if mode == "DCR":
+        t = ops.transpose(ops.reshape(x, (n, bs, bs, c // bs ** 2, h, w)), (0, 3, 4, 1, 5, 2))
+    else:
+        t = ops.transpose(ops.reshape(x, (n, c // bs ** 2, bs, bs, h, w)), (0, 1, 4, 2, 5, 3))
+    return ops.reshape(t, (n, c // bs ** 2, h * bs, w * bs))
+
+
+@onnx_op("SpaceToDepth", attrs=("blocksize",))
+def space_to_depth(node):
+    x = node.input(0)
+    bs = int(node.attr("blocksize"))
+    n, c, h, w = x.shape
+    t = ops.transpose(ops.reshape(x, (n, c, h // bs, bs, w // bs, bs)), (0, 3, 5, 1, 2, 4))
+    return ops.reshape(t, (n, c * bs * bs, h // bs, w // bs))
+
+
 @onnx_op("Init", domain=GRAPHCORE, attrs=("shape", "data_type", "tensor_type", "batch_axis"))
 def init(node):
     shp = _ints(node.attr("shape"))

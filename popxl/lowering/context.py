@@ -179,7 +179,7 @@ class Lowering:
     def new_var(self, shape, et, name: str, like: ipu.Tensor | None = None, category=ipu.TEMPORARY) -> ipu.Variable:
         v = self.g.add_variable(name, shape, et, category, debug=self.name())
         if like is not None and like.is_identity and like.variable.numel == v.numel:
-            v.tile_of[:] = like.variable.tile_of
+            v.map_like(like.variable)
         else:
             self.tiles.map(self.g, v)
         return v
@@ -219,10 +219,10 @@ class Lowering:
         data: `view` itself when it already is, else a temporary filled by a Copy."""
         if view.numel != ref.numel:
             view = view.broadcast(ref.shape)
-        if view.is_identity and np.array_equal(view.variable.tile_of, ref.tile_of):
+        if view.is_identity and view.variable.same_mapping(ref):
             return view.variable
         v = self.g.add_variable(f"{self.name(suffix)}", ref.shape, view.dtype, ipu.TEMPORARY, debug=self.name())
-        v.tile_of[:] = ref.tile_of
+        v.map_like(ref)
         self.copy(view, v, suffix)
         return v
 

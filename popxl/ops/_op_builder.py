@@ -56,7 +56,8 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
               input_names: Optional[Sequence[str]] = None, name: Optional[str] = None,
               inplace: bool = False, modified: Iterable[int] = (), aliases: Optional[Dict[int, int]] = None,
               called_graphs: Iterable[Graph] = (), check_placement: bool = True,
-              out_meta_shapes: Optional[Sequence[Iterable[int]]] = None) -> Op:
+              out_meta_shapes: Optional[Sequence[Iterable[int]]] = None, out_ids: Optional[Sequence[str]] = None,
+              notify: bool = True) -> Op:
     """Record an op in the current graph and return it.
 
     Args:
@@ -69,6 +70,10 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
         name: the op's name without scope (default ``op_type``).
         inplace, modified, aliases, called_graphs: see :class:`popxl.op.Op`.
         check_placement: check that the inputs are on one IPU and one tile set.
+        out_ids: exact ids of the output tensors (PopART's createConnectedOp; a taken id is made
+            unique), instead of ids made from ``out_names``.
+        notify: tell the op-created hooks (custom ops' createOpInGraph leave it to their caller,
+            which calls ``ctx._op_created(op)`` as PopXL's wrappers do).
     """
     check_op(op_type, attrs or ())
     ctx = get_current_context()
@@ -97,8 +102,11 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
     for i, (shape, dt) in enumerate(outputs):
         out_name = out_names[i] if out_names else f"{op_type}_out"
         meta = out_meta_shapes[i] if out_meta_shapes else ()
-        outs.append(Tensor._create(g, g._create_tensor_id(out_name), shape, dt, meta, producer=op,
-                                   ipu=op.ipu, tile_set=op.tile_set))
+        if out_ids is not None:
+            tid = out_ids[i] if out_ids[i] not in g.ir._tensor_ids else g.ir._unique_tensor_id(out_ids[i])
+        else:
+            tid = g._create_tensor_id(out_name)
+        outs.append(Tensor._create(g, tid, shape, dt, meta, producer=op, ipu=op.ipu, tile_set=op.tile_set))
     op.outputs = tuple(outs)
     op.after = ctx._sequence_op(op)
     g._add_op(op)
@@ -107,7 +115,8 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
         if id(t) not in seen:
             seen.add(id(t))
             t._add_consumer(op)
-    ctx._op_created(op)
+    if notify:
+        ctx._op_created(op)
     return op
 
 

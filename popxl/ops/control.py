@@ -27,39 +27,46 @@ class CallSiteInfo:
     """What a call site (a call or repeat op) connects: parent tensors <-> called graph tensors."""
 
     def __init__(self, subgraph_op: Op):
+        subgraph_op = getattr(subgraph_op, "_op", subgraph_op)  # PopART's _ir.CallOp / LoopOp view too
         if not isinstance(subgraph_op, Op) or "input_map" not in subgraph_op.attrs:
             raise TypeError(f"CallSiteInfo needs a call or repeat op, got {subgraph_op!r}.")
-        self._op = subgraph_op
+        self._xop = subgraph_op
 
     @property
     def op(self) -> Op:
-        return self._op
+        """The popxl op of the call site."""
+        return self._xop
+
+    @property
+    def _op(self):
+        """The call site as PopART's `_ir.op.CallOp` / `LoopOp` (what PopXL keeps here)."""
+        return self._xop._pb_op
 
     @property
     def called_graph(self) -> Graph:
-        return self._op.attrs["graph"]
+        return self._xop.attrs["graph"]
 
     def graph_to_parent_input_index(self, idx: int) -> int:
         """The op input index that feeds graph input ``idx``."""
         try:
-            return self._op.attrs["input_map"][idx]
+            return self._xop.attrs["input_map"][idx]
         except KeyError:
             raise IndexError(f"Graph input {idx} of {self.called_graph} is not connected at this call site.") from None
 
     def parent_to_graph_input_index(self, idx: int) -> int:
         """The graph input index fed by op input ``idx``."""
-        for g_idx, op_idx in self._op.attrs["input_map"].items():
+        for g_idx, op_idx in self._xop.attrs["input_map"].items():
             if op_idx == idx:
                 return g_idx
         raise IndexError(f"The call site has no input {idx}.")
 
     def graph_to_parent_output_index(self, idx: int) -> int:
-        if not 0 <= idx < len(self._op.outputs):
+        if not 0 <= idx < len(self._xop.outputs):
             raise IndexError(f"The call site has no output {idx}.")
         return idx
 
     def parent_to_graph_output_index(self, idx: int) -> int:
-        if not 0 <= idx < len(self._op.outputs):
+        if not 0 <= idx < len(self._xop.outputs):
             raise IndexError(f"The call site has no output {idx}.")
         return idx
 
@@ -68,38 +75,38 @@ class CallSiteInfo:
         g = self.called_graph
         for i, t in enumerate(g.inputs):
             if t is graph_tensor:
-                return self._op.inputs[self.graph_to_parent_input_index(i)]
+                return self._xop.inputs[self.graph_to_parent_input_index(i)]
         for i, t in enumerate(g.outputs):
-            if t is graph_tensor and i < len(self._op.outputs):
-                return self._op.outputs[i]
+            if t is graph_tensor and i < len(self._xop.outputs):
+                return self._xop.outputs[i]
         raise ValueError(f"Tensor {graph_tensor.name} is not an input or output of the called graph(s).")
 
     def parent_to_graph(self, parent_tensor: Tensor) -> Tensor:
         """The called graph's input fed by ``parent_tensor`` (the first, if it feeds several)."""
-        for i, t in enumerate(self._op.inputs):
+        for i, t in enumerate(self._xop.inputs):
             if t is parent_tensor:
                 return self.called_graph.inputs[self.parent_to_graph_input_index(i)]
         raise ValueError(f"Tensor {parent_tensor.name} is not a parent graph input of the call site.")
 
     def parent_input(self, idx: int) -> Tensor:
-        return self._op.inputs[idx]
+        return self._xop.inputs[idx]
 
     def parent_output(self, idx: int) -> Tensor:
-        return self._op.outputs[idx]
+        return self._xop.outputs[idx]
 
     @property
     def inputs(self) -> Tuple[Tensor, ...]:
-        return self._op.inputs
+        return self._xop.inputs
 
     @property
     def outputs(self) -> Tuple[Tensor, ...]:
-        return self._op.outputs
+        return self._xop.outputs
 
     def set_parent_input_modified(self, parent_tensor: Tensor, infer_modified_regions: bool = False):
         """Declare that the call changes ``parent_tensor`` (as for a by-reference input)."""
-        idx = self._op.input_index(parent_tensor)
-        self._op.modified = tuple(sorted(set(self._op.modified) | {idx}))
-        self._op.inplace = True
+        idx = self._xop.input_index(parent_tensor)
+        self._xop.modified = tuple(sorted(set(self._xop.modified) | {idx}))
+        self._xop.inplace = True
 
 
 def _flatten_inputs(inputs) -> List:
@@ -180,8 +187,13 @@ def _call_like(op_type: str, graph: Graph, connected: List[Tuple[int, Tensor]], 
     outs = [(t.shape, t.dtype) for t in graph.outputs]
     names = [t.name for t in graph.outputs]
     attrs = dict(attrs, graph=graph, input_map=input_map, by_ref=by_ref)
-    return create_op(op_type, inputs, outs, attrs, out_names=names, modified=modified, called_graphs=(graph,),
-                     out_meta_shapes=[t.meta_shape for t in graph.outputs], check_placement=False)
+    op = create_op(op_type, inputs, outs, attrs, out_names=names, modified=modified, called_graphs=(graph,),
+                   out_meta_shapes=[t.meta_shape for t in graph.outputs], check_placement=False)
+    # as PopART's subgraph ops: an output lives on the tile set of the graph output it comes from
+    for out, g_out in zip(op.outputs, graph.outputs):
+        if g_out._tile_set is not None:
+            out._set_tile_set(g_out._tile_set)
+    return op
 
 
 def call(graph: Graph, *inputs: Union[TensorLike, Iterable[TensorLike]],
@@ -253,14 +265,14 @@ class ConditionalSiteInfo(CallSiteInfo):
     def __init__(self, subgraph_op: Op):
         if not isinstance(subgraph_op, Op) or subgraph_op.type != "conditional":
             raise TypeError(f"ConditionalSiteInfo needs a conditional op, got {subgraph_op!r}.")
-        self._op = subgraph_op
+        self._xop = subgraph_op
 
     def _map(self, then_branch: bool) -> Dict[int, int]:
-        return self._op.attrs["then_input_map" if then_branch else "else_input_map"]
+        return self._xop.attrs["then_input_map" if then_branch else "else_input_map"]
 
     @property
     def called_graph(self) -> Tuple[Graph, Graph]:
-        return self._op.attrs["then_branch"], self._op.attrs["else_branch"]
+        return self._xop.attrs["then_branch"], self._xop.attrs["else_branch"]
 
     def graph_to_parent_input_index(self, idx: int, then_branch: bool = True) -> int:
         try:
@@ -292,14 +304,14 @@ class ConditionalSiteInfo(CallSiteInfo):
         for g, then_branch in zip(self.called_graph, (True, False)):
             for i, t in enumerate(g.inputs):
                 if t is graph_tensor:
-                    return self._op.inputs[self.graph_to_parent_input_index(i, then_branch)]
+                    return self._xop.inputs[self.graph_to_parent_input_index(i, then_branch)]
             for i, t in enumerate(g.outputs):
                 if t is graph_tensor:
-                    return self._op.outputs[i]
+                    return self._xop.outputs[i]
         raise ValueError(f"Tensor {graph_tensor.name} is not an input or output of the called graph(s).")
 
     def parent_to_graph(self, parent_tensor: Tensor) -> Tensor:
-        for i, t in enumerate(self._op.inputs):
+        for i, t in enumerate(self._xop.inputs):
             if t is parent_tensor and i > 0:
                 g = self.called_graph[0 if self.is_parent_index_in_then_branch(i) else 1]
                 return g.inputs[self.parent_to_graph_input_index(i)]

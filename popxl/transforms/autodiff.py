@@ -63,6 +63,19 @@ class ExpectedConnection:
         self._connection_type = connection_type
         return self
 
+    @classmethod
+    def _from_pb(cls, fwd_graph, pb_ec) -> "ExpectedConnection":
+        """From PopART's `_ir.ExpectedConnection` (a forward tensor id and a type) of forward
+        graph `fwd_graph` (an `_ir.Graph` or popxl Graph)."""
+        g = Graph._from_pb(fwd_graph) if not isinstance(fwd_graph, Graph) else fwd_graph
+        return cls._create(g.get_tensor(pb_ec.fwdId), ExpectedConnectionType[pb_ec.type.name])
+
+    @property
+    def _pb_ec(self):
+        """This connection as PopART's `_ir.ExpectedConnection`."""
+        from popxl._pb import ExpectedConnection as PbEC, ExpectedConnectionType as PbType
+        return PbEC(self._fwd_tensor.id, PbType[self._connection_type.name])
+
     @property
     def fwd_tensor(self) -> Tensor:
         """The tensor of the forward graph."""
@@ -100,6 +113,28 @@ class GradGraphInfo:
         self._expected_outputs = tuple(expected_outputs)
         return self
 
+    @classmethod
+    def _from_pb(cls, ir, fwd_graph, bwd_info) -> "GradGraphInfo":
+        """From PopART's `_ir.BwdGraphInfo` (the backward graph's id and its expected inputs and
+        outputs as forward tensor ids) of forward graph `fwd_graph`."""
+        fwd = Graph._from_pb(fwd_graph) if not isinstance(fwd_graph, Graph) else fwd_graph
+        popxl_ir = getattr(ir, "_ir", ir)
+        gid = bwd_info.bwdGraphId.str() if hasattr(bwd_info.bwdGraphId, "str") else str(bwd_info.bwdGraphId)
+        bwd = next((g for g in popxl_ir.graphs if g.id == gid), None)
+        if bwd is None:
+            raise KeyError(f"GradGraphInfo._from_pb: no graph {gid!r} in the Ir")
+        ins = [ExpectedConnection._from_pb(fwd, ec) for ec in bwd_info.expectedInputs]
+        outs = [ExpectedConnection._from_pb(fwd, ec) for ec in bwd_info.expectedOutputs]
+        # as PopART's BwdGraphInfo: the connections describe the graph's first inputs / outputs (a
+        # transform may have added inputs after them, e.g. accumulators, or removed outputs)
+        return cls._create(bwd, fwd, ins, outs)
+
+    @property
+    def _pb_bwd_graph_info(self):
+        from popxl._pb import BwdGraphInfo
+        return BwdGraphInfo(self._graph.id, [ec._pb_ec for ec in self._expected_inputs],
+                            [ec._pb_ec for ec in self._expected_outputs])
+
     @property
     def graph(self) -> Graph:
         """The gradient graph."""
@@ -122,13 +157,15 @@ class GradGraphInfo:
 
     @property
     def inputs(self) -> Tuple[Tensor, ...]:
-        """The inputs of the gradient graph."""
-        return self._graph.inputs
+        """The forward tensors of the expected inputs, in gradient-graph input order (PopXL's
+        meaning: ``ec.fwd_tensor`` of each expected input; the gradient graph's own inputs are
+        ``info.graph.inputs``)."""
+        return tuple(ec.fwd_tensor for ec in self._expected_inputs)
 
     @property
     def outputs(self) -> Tuple[Tensor, ...]:
-        """The outputs of the gradient graph."""
-        return self._graph.outputs
+        """The forward tensors whose gradients the gradient graph outputs, in output order."""
+        return tuple(ec.fwd_tensor for ec in self._expected_outputs)
 
     def _check_call_site(self, info: CallSiteInfo, what: str) -> None:
         if not isinstance(info, CallSiteInfo):

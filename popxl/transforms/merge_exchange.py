@@ -25,7 +25,7 @@ _GROUPS = itertools.count(1)
 def _record_ops():
     graph = get_current_graph()
     created: List[Op] = []
-    handle = graph.register_op_created_hook(created.append)
+    handle = graph.register_op_created_hook(lambda view: created.append(view._op))
     try:
         yield created
     finally:

@@ -49,6 +49,16 @@ NO_ESTIMATOR = [
      "(codelets/fill.py copy_cycles)"),
     ("ipu::ModifySeed", "int", 1, "",
      "no poplibs estimator: a few integer ops on the seed (codelets/rng.py)"),
+    ("poprand::UniformSupervisor", "float", 64, "",
+     "not scored on purpose: poplibs' UniformSupervisor estimate divides the data path's bits by 2 / 4 "
+     "(vectors of 32 / 16 elements, a units slip); our RandomUniform uses 2 / 4 elements per 64-bit vector, "
+     "as NormalSupervisor does (codelets/rng.py uniform_cycles)"),
+    ("popops::EncodeOneHotCustomValues", "float", 64, "",
+     "partly derived: poplibs' estimate is 100 cycles per index; our vertex also fills the output with the off "
+     "value first (one 64-bit store per cycle, a derivation; codelets/indexing.py encode_one_hot_cycles)"),
+    ("popops::Reduce", "float->float", 64, "spec=ALL_REGIONS_CONTINUOUS;op=ADD;outputs=8",
+     "not scored on purpose: poplibs' getCycleEstimateReduceAllRegionsContinuous is passed numOutputsM1, one "
+     "output short; our model counts every output (codelets/reduce.py reduce_cycles)"),
     ("ipu::RoiAlign", "float", 64, "",
      "no poplibs estimator: poplibs has no RoiAlign vertex; the model is a derivation (codelets/roi_align.py)"),
     ("ipu::RoiAlignGrad", "float", 64, "",
@@ -60,25 +70,8 @@ NO_ESTIMATOR = [
 ]
 # codelets whose model follows a poplibs estimator that is not transcribed in poplibs_estimators.py yet
 NOT_TRANSCRIBED = [
-    ("poplin::ConvPartial1x1Out", "float", 64, "m=8;k=16;n=8",
-     "poplin getConvPartial1x1SupervisorCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
     ("poplin::ConvPartial1x1Out", "quart", 64, "m=8;k=32;n=8",
      "poplin getConvPartial1x1SupervisorCycleEstimate, float8 AMP (our MatMulBlockPow2Scaled)"),
-    ("popops::Transpose2d", "float", 64, "", "popopsCycleEstimators.cpp Transpose2d"),
-    ("ipu::MatMulReducePartials", "float", 64, "numPartials=4",
-     "poplin getReduceCycleEstimate (lib/poplin/PerformanceEstimation.hpp)"),
-    ("popops::MultiUpdate", "float", 64, "", "getMultiUpdateOpCycleEstimate (PerformanceEstimation.cpp)"),
-    ("popops::Reduce", "float", 64, "", "lib/popops/reduction/CycleEstimationFunctions.cpp"),
-    ("popops::Select", "float", 64, "", "popopsCycleEstimators.cpp Select / selectCycles"),
-    ("popops::Clamp", "float", 64, "", "popopsCycleEstimators.cpp Clamp / clampCycles"),
-    ("popops::Iota", "int", 64, "", "popopsCycleEstimators.cpp Iota (our Arange)"),
-    ("popops::EncodeOneHotCustomValues", "float", 64, "", "popopsCycleEstimators.cpp EncodeOneHotCustomValues"),
-    ("popops::Histogram2D", "float", 64, "", "popopsCycleEstimators.cpp Histogram2D"),
-    ("popnn::ReduceMaxClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our ArgMinMax)"),
-    ("popnn::ReduceMaxNClassSparse", "float", 64, "", "popnnCycleEstimators.cpp (our TopK)"),
-    ("poprand::UniformSupervisor", "float", 64, "", "poprandCycleEstimators.cpp (our RandomUniform)"),
-    ("poprand::NormalSupervisor", "float", 64, "", "poprandCycleEstimators.cpp (our RandomNormal)"),
-    ("poprand::DropoutSupervisor", "float", 64, "", "poprandCycleEstimators.cpp (our Dropout)"),
 ]
 
 
@@ -112,7 +105,8 @@ def rows():
                 add("popops::BroadcastScalar1D", t, n, f"op={op}", pe.broadcast_scalar_1d(n, op, t), src)
     src = f"{pe.CE} UnaryOp1D + unaryOpInnerLoopCycles"
     for op, types in (("TANH", ("float", "half")), ("EXPONENT", ("float", "half")), ("SQRT", ("float", "half")),
-                      ("NEGATE", ("float", "half", "int")), ("ABSOLUTE", ("float", "int"))):
+                      ("NEGATE", ("float", "half", "int")), ("ABSOLUTE", ("float", "int")),
+                      ("FLOOR", ("float", "half")), ("SIGNUM", ("float", "half")), ("LOGARITHM_ONE_PLUS", ("float",))):
         for t in types:
             for n in (SIZES if op == "TANH" else SHORT_SIZES):
                 add("popops::UnaryOp1D", t, n, f"op={op}", pe.unary_op_1d(n, op, t), src)
@@ -139,6 +133,75 @@ def rows():
         for region, m in ((1, 1), (3, 4), (8, 10), (64, 2), (100, 7)):
             add("popops::MultiSlice", t, region * m, f"regionSize={region};numOffsets={m}",
                 pe.multi_slice(region, m, t), src)
+
+    for t, fa in (("float", True), ("half", False)):
+        for m, k, n in ((1, 8, 16), (2, 16, 16), (3, 8, 16), (5, 24, 32), (6, 64, 64), (7, 100, 30), (13, 8, 16),
+                        (48, 256, 64), (64, 64, 64), (100, 300, 200), (114, 104, 64), (256, 256, 256)):
+            add("poplin::ConvPartial1x1Out", t, m * n, f"m={m};k={k};n={n}", pe.conv_partial_1x1(m, k, n, fa),
+                pe.PL_1X1)
+
+    for t, of in (("float", True), ("half", False)):
+        for n in (1, 3, 4, 5, 8, 24, 25, 64, 100, 1000):
+            for p in (1, 2, 3, 10):
+                if p == 1 and of:
+                    continue  # float partials into a float output: nothing to do
+                add("poplin::ReduceAdd", f"float->{t}", n, f"numPartials={p}", pe.reduce_add(n, p, of), pe.PL_REDUCE)
+
+    for t in ("float", "half", "int", "bool"):
+        for n in (1, 2, 3, 4, 7, 64, 100):
+            add("popops::Select", t, n, "", pe.select(n, t), f"{pe.CE} Select / selectCycles")
+            if n > 1:  # with n = 1 nothing is broadcast
+                add("popops::BroadcastSelect", t, n, "", pe.broadcast_select(n, t), f"{pe.CE} BroadcastSelect")
+    for t in ("float", "half", "int"):
+        for n in (1, 2, 3, 4, 5, 7, 64, 100):
+            add("popops::Clamp", t, n, "", pe.clamp(n, t), f"{pe.CE} Clamp / clampCycles")
+
+    for t in ("float", "half"):
+        for n in (1, 2, 3, 4, 7, 64, 101):
+            for limits, ab in ((1, False), (4, False), (4, True), (15, True)):
+                add("popops::Histogram2D", t, n, f"limits={limits};absolute={int(ab)}",
+                    pe.histogram_2d(n, limits, t, ab), f"{pe.CE} Histogram2D (one region, unpacked pointers)")
+
+    for t in ("float", "half"):
+        for n in (1, 2, 3, 4, 5, 7, 64, 1000):
+            add("poprand::NormalSupervisor", t, n, "", pe.normal_supervisor(n, t), f"{pe.PR} NormalSupervisor")
+            add("poprand::DropoutSupervisor", t, n, "", pe.dropout_supervisor(n, t), f"{pe.PR} DropoutSupervisor")
+
+    for t in ("float", "half", "unsigned char"):
+        for region, m in ((1, 1), (3, 4), (8, 10), (64, 2), (100, 7)):
+            add("popops::MultiUpdate", t, region * m, f"regionSize={region};numOffsets={m}",
+                pe.multi_slice(region, m, t, is_update=True),
+                f"{pe.PE} getMultiSliceCycleEstimate (isUpdate), per worker")
+    for t in ("float", "half"):
+        for region, m in ((1, 1), (2, 3), (3, 4), (8, 10), (64, 2), (101, 7)):
+            add("popops::MultiUpdateOp", t, region * m, f"regionSize={region};numOffsets={m};op=ADD",
+                pe.multi_update_op(region, m, t),
+                f"{pe.PE} getMultiUpdateOpCycleEstimate (unscaled), per worker")
+    for ti, to in (("float", "float"), ("half", "half"), ("half", "float"), ("float", "half"), ("int", "int")):
+        for op in ("ADD", "MAX", "SQUARE_ADD", "LOG_ADD"):
+            if ti == "int" and op not in ("ADD", "MAX"):
+                continue
+            for k in (1, 2, 3, 8, 17, 1000):
+                add("popops::Reduce", f"{ti}->{to}", k, f"spec=SINGLE_INPUT;op={op};outputs=1",
+                    pe.reduce_single_input(k, op, ti, to), f"{pe.RED} getCyclesEstimateForSingleInput")
+            for n_out, k in ((2, 3), (4, 8), (12, 5), (100, 2)):
+                add("popops::Reduce", f"{ti}->{to}", n_out * k, f"spec=STRIDED_REDUCE;op={op};outputs={n_out}",
+                    pe.reduce_strided(n_out, k, op, ti, to), f"{pe.RED} getCyclesEstimateForStridedReduce")
+    for t in ("float", "half", "int"):
+        for n in (1, 2, 10, 1000):
+            add("popnn::ReduceMaxClassSparse", t, n, "", pe.reduce_max_class_sparse(n, t),
+                f"{pe.NN} ReduceMaxClassSparse (one row)")
+    for n, k in ((10, 1), (10, 3), (100, 5), (1000, 8)):
+        for srt in (False, True):
+            add("popnn::ReduceMaxNClassSparse", "float", n, f"k={k};sorted={int(srt)}",
+                pe.reduce_max_n_class_sparse(n, k, srt), f"{pe.NN} ReduceMaxNClassSparse (one row)")
+    for t in ("float", "half", "int"):
+        for rows, cols, mats in ((2, 2, 1), (4, 4, 1), (4, 8, 3), (8, 4, 2), (3, 5, 1), (16, 16, 1), (600, 2, 1),
+                                 (64, 12, 2)):
+            add("popops::Transpose2d", t, rows * cols * mats, f"rows={rows};cols={cols};matrices={mats}",
+                pe.transpose_2d(rows, cols, mats, t), f"{pe.CE} Transpose2d")
+    for n in (1, 2, 3, 8, 63, 1000):
+        add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
 
     add("ipu::Exchange", "-", 8697 * 4, "tolerance=0.05", 8743, TUTORIAL6)
 

@@ -58,14 +58,15 @@ def test_default_connections(ir, mlp):
     assert ins[0].connection_type is FwdGrad and ins[0].fwd_tensor is fwd_out
     assert all(c.connection_type is Fwd for c in ins[1:])
     assert {c.fwd_tensor for c in ins[1:]} == {mlp.inputs[0], mlp.inputs[1], fwd_out}  # x, w, tanh output
-    assert len(info.inputs) == len(ins)
-    for t, c in zip(info.inputs, ins):
+    assert len(info.graph.inputs) == len(ins)
+    for t, c in zip(info.graph.inputs, ins):
         assert (t.shape, t.dtype) == (c.fwd_tensor.shape, c.fwd_tensor.dtype)
     # one gradient per forward input, in order
     assert [c.fwd_tensor for c in info.expected_outputs] == list(mlp.inputs)
     assert all(c.connection_type is FwdGrad for c in info.expected_outputs)
-    assert [t.shape for t in info.outputs] == [(2, 3), (3, 4), (4,)]
-    assert info.inputs == info.graph.inputs and info.outputs == info.graph.outputs
+    assert [t.shape for t in info.graph.outputs] == [(2, 3), (3, 4), (4,)]
+    # as PopXL: inputs / outputs are the forward tensors of the expected connections
+    assert info.inputs == tuple(c.fwd_tensor for c in ins) and info.outputs == tuple(mlp.inputs)
     check_schedule(ir)
 
 
@@ -137,7 +138,7 @@ def test_required_gradient_without_path_is_zero(ir):
     with ir.main_graph:
         g = ir.create_graph(fwd, spec(3), spec(3), spec(3, dtype=popxl.int32))
         info = autodiff(g)
-    gx, gy, gi = info.outputs
+    gx, gy, gi = info.graph.outputs
     assert gy.producer.type == "init" and gy.producer.attrs["init_type"] == "zero"
     assert gi.producer.type == "init" and gi.dtype == popxl.int32
     assert gx.producer.type != "init"

@@ -212,6 +212,10 @@ def test_name_scope_and_ipu(main, var):
     assert t.producer.ipu == 1 and t.ipu == 1
     with pytest.raises(ValueError, match="different IPUs"):
         y + t
+    for bad in (-1, 1.0, "1"):
+        with pytest.raises(ValueError, match=r"an int >= 0"):
+            with popxl.ipu(bad):
+                pass
     with popxl.io_tiles():
         io = ops.io_tile_copy(y)
     with pytest.raises(ValueError, match="tile sets"):
@@ -261,7 +265,9 @@ def test_op_created_hooks(ir):
     finally:
         ctx.remove_op_created_hook(h)
         ir.main_graph.remove_op_created_hook(h2)
-    assert [op.type for op in seen] == ["add", "mul"] and seen_main == [y.producer]
+    # hooks get PopART's _ir.Op views (as in PopXL); `_op` is the popxl Op behind one
+    assert [op._op.type for op in seen] == ["add", "mul"] and [op._op for op in seen_main] == [y.producer]
+    assert seen_main[0] is y.producer._pb_op and seen_main[0].opType() == "Add"
     with pytest.raises(ValueError):
         ctx.remove_op_created_hook(h)
     assert g.ops[0].graph is g

@@ -246,7 +246,7 @@ def test_planner_counts_memory_as_the_memory_plan_does(tiles, kib, a_shape, b_sh
     exe = ipu.compile(g, build_matmul(g, a, b, o, plan=plan))  # raises OutOfMemoryError on overflow
     compiled = int(exe.plan.tile_total().max())
     assert compiled <= plan.bytes_per_tile <= target.bytes_per_tile
-    assert plan.bytes_per_tile <= 1.25 * compiled
+    assert plan.bytes_per_tile <= 1.35 * compiled
     temps = int(exe.plan.categories["temporaries"].max())
     if plan.serial > 1:  # one pass's blocks at a time, not all passes' together
         assert temps < 2 * (plan.sub.bytes_per_tile - plan.sub.code_bytes)

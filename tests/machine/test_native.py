@@ -70,9 +70,10 @@ def _add_one(g, var, tile=None):
     """A compute set adding 1 to every element of `var`, one vertex per piece on its tile."""
     cs = g.add_compute_set(f"inc_{var.name}")
     starts, stops, tiles = var.pieces()
+    flat = var.flatten()
     for a, b, t in zip(starts, stops, tiles):
         one = g.add_constant(f"one_{var.name}_{len(g.variables)}", np.ones(b - a, var.dtype.numpy), tile=int(t))
-        g.add_vertex(cs, "ScaledAdd", int(t), data=var[a:b], deltas=one, a=1.0, b=1.0)
+        g.add_vertex(cs, "ScaledAdd", int(t), data=flat[a:b], deltas=one, a=1.0, b=1.0)
     return ipu.Execute(cs)
 
 
@@ -108,8 +109,8 @@ def test_loops_calls_branches_streams_and_copies_are_identical_on_every_path(spl
         e.write_tensor(s, np.array([5, 7], np.float32))
 
     _assert_same(_runs(exe, feed, runs=3))
-    codes = set(np.concatenate([ops[:, 0] for ops, _ in exe.native.segments]).tolist())
-    assert codes == set(range(6))  # steps, kernels, copies, staged copies, loops: all ran compiled
+    codes = set(np.concatenate([seg.ops[:, 0] for seg in exe.native.segments]).tolist())
+    assert codes == set(range(10)) - {8}  # steps, kernels, copies, staged, loops, streams, If: all compiled
 
 
 def test_replicas_run_identically_on_every_path(split_everything):
@@ -127,9 +128,9 @@ def test_replicas_run_identically_on_every_path(split_everything):
     _assert_same(_runs(exe, feed, replicas=3))
 
 
-@ipu.register
 class _Fails(ipu.Codelet):
-    """A vertex whose kernel refuses negative input (to see errors cross the compiled loop)."""
+    """A vertex whose kernel refuses negative input (to see errors cross the compiled loop).
+    Not registered: the graph takes the instance itself, and the registry stays the product's."""
 
     name = "TestFailsOnNegative"
     fields = (ipu.Field("x", ipu.INOUT),)
@@ -159,7 +160,7 @@ def test_a_kernel_error_reaches_the_user_on_both_paths(compiled):
     x = g.add_variable("x", (1,), "float32")
     g.set_tile_mapping(x, 0)
     cs = g.add_compute_set("f")
-    g.add_vertex(cs, "TestFailsOnNegative", 0, x=x)
+    g.add_vertex(cs, _Fails(), 0, x=x)
     e = ipu.Engine(ipu.compile(g, ipu.Execute(cs)), compiled=compiled)
     e.write_tensor(x, [1.0])
     e.run()
@@ -251,3 +252,75 @@ def test_engines_in_several_threads_share_one_plan():
     for k in range(4):
         np.testing.assert_array_equal(out[k][0], np.full(64, 3 * (k + 1), np.float32))
     assert len({id(exe.native)}) == 1 and len(exe.native.roots) == 4
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_streams_inside_a_loop_run_compiled_and_match(replicas):
+    g = ipu.Graph(ipu.small_target(2))
+    x = g.add_variable("x", (8,), "float32")
+    g.map_linearly(x)
+    inp = g.add_host_to_device_stream("in", (8,), "float32")
+    out = g.add_device_to_host_stream("out", (8,), "float32")
+    exe = ipu.compile(g, ipu.Repeat(3, ipu.Sequence(ipu.HostToDevice(inp, x), _add_one(g, x),
+                                                     ipu.DeviceToHost(x, out))))
+    data = np.arange(replicas * 3 * 8, dtype=np.float32).reshape(replicas, 3, 8)
+    got = []
+    for kw in PATHS:
+        exe.native = None
+        e = ipu.Engine(exe, replicas=replicas, **kw)
+        host = np.zeros((replicas, 3, 8), np.float32)
+        e.connect_stream("in", data if replicas > 1 else data[0])
+        e.connect_stream("out", host if replicas > 1 else host[0])
+        e.run()
+        got.append((host.copy(), e.cycles, e.step_counts()))
+        if kw.get("compiled"):
+            assert all(6 in seg.ops[:, 0] for seg in exe.native.segments)  # the streams ran compiled
+    np.testing.assert_array_equal(got[0][0], data + 1)
+    for host, cycles, counts in got[1:]:
+        np.testing.assert_array_equal(host, got[0][0])
+        assert cycles == got[0][1]
+        np.testing.assert_array_equal(counts, got[0][2])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_unconnected_stream_is_the_same_error_on_both_paths(compiled):
+    g = ipu.Graph(ipu.small_target(2))
+    x = g.add_variable("x", (4,), "float32")
+    g.map_linearly(x)
+    inp = g.add_host_to_device_stream("in", (4,), "float32")
+    e = ipu.Engine(ipu.compile(g, ipu.Sequence(_add_one(g, x), ipu.HostToDevice(inp, x))), compiled=compiled)
+    with pytest.raises(ipu.StreamError, match="not connected"):
+        e.run()
+    np.testing.assert_array_equal(e.read_tensor(x), np.ones(4, np.float32))  # the step before it ran
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_branches_inside_a_loop_match_on_every_path(replicas, split_everything):
+    g = ipu.Graph(ipu.small_target(2))
+    x = g.add_variable("x", (8,), "float32")
+    g.map_linearly(x)
+    y = g.add_variable("y", (8,), "float32")
+    g.set_tile_mapping(y, 1)
+    conds = {}
+    for name, dt in (("ci", "int32"), ("cf", "float32"), ("ch", "float16")):
+        conds[name] = g.add_variable(name, (), dt)
+        g.set_tile_mapping(conds[name], 0)
+    body = ipu.Sequence(
+        *[_add_one(g, c) for c in conds.values()],
+        ipu.Switch(conds["ci"], {1: _add_one(g, x), 3: ipu.Sequence(_add_one(g, y), _add_one(g, y))},
+                   default=ipu.Copy(x, y)),
+        ipu.If(conds["cf"], _add_one(g, x)),
+        ipu.If(conds["ch"], ipu.Copy(y, x), _add_one(g, y)),
+    )
+    exe = ipu.compile(g, ipu.Repeat(6, body))
+
+    def feed(e):
+        for r in range(e.replicas):
+            e.write_tensor(conds["ci"], r, replica=r)
+            e.write_tensor(conds["cf"], -2 - r, replica=r)
+            e.write_tensor(conds["ch"], -1, replica=r)
+
+    results = _runs(exe, feed, replicas=replicas)
+    _assert_same(results)
+    codes = set(np.concatenate([seg.ops[:, 0] for seg in exe.native.segments]).tolist())
+    assert {7, 8, 9} <= codes  # If, Switch and jumps in the table (walked in Python for 2 replicas)

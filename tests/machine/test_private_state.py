@@ -90,3 +90,25 @@ def test_the_check_catches_what_it_should(code):
 ])
 def test_the_check_allows_a_modules_own_names(code):
     assert not violations(code, "x.py")
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != "__init__.py"])
+def test_every_module_says_what_it_exports(module):
+    """An explicit __all__ naming only names the module defines or imports."""
+    with open(os.path.join(IPU, module)) as f:
+        tree = ast.parse(f.read(), module)
+    exported = None
+    defined = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
+            exported = ast.literal_eval(node.value)
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.FunctionDef, ast.ClassDef)) and sub in tree.body:
+                defined.add(sub.name)
+            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                defined.add(sub.id)
+            elif isinstance(sub, ast.alias):
+                defined.add((sub.asname or sub.name).split(".")[0])
+    assert exported is not None, f"ipu/{module} has no __all__"
+    assert not set(exported) - defined, f"ipu/{module} exports names it does not define: {set(exported) - defined}"

@@ -191,3 +191,28 @@ def test_get_logger():
     assert popart.getLogger("devicex").getLevel() == "CRITICAL"
     with pytest.raises(ValueError, match="Unknown log level"):
         popart.getLogger().setLevel("LOUD")
+
+
+def test_newer_onnx_ops_from_files(rng):
+    """Ops of later opsets that exported models carry (Gelu-20, HardSwish, Mish, Trilu, OneHot,
+    DepthToSpace / SpaceToDepth, CastLike, IsInf), against onnx.reference."""
+    F, I = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    c = onnx.numpy_helper.from_array
+    inits = [c(np.array(1, np.int64), "k"), c(np.array(5, np.int64), "depth"),
+             c(np.array([0.0, 2.0], np.float32), "vals"), c(np.zeros(1, np.int32), "int_like")]
+    nodes = [oh.make_node("Gelu", ["x"], ["gelu"]), oh.make_node("Gelu", ["x"], ["gelu_t"], approximate="tanh"),
+             oh.make_node("HardSwish", ["x"], ["hswish"]), oh.make_node("Mish", ["x"], ["mish"]),
+             oh.make_node("Trilu", ["x", "k"], ["triu"]), oh.make_node("Trilu", ["x"], ["tril"], upper=0),
+             oh.make_node("OneHot", ["idx", "depth", "vals"], ["onehot"], axis=1),
+             oh.make_node("DepthToSpace", ["img"], ["d2s"], blocksize=2, mode="CRD"),
+             oh.make_node("DepthToSpace", ["img"], ["d2s_dcr"], blocksize=2),
+             oh.make_node("SpaceToDepth", ["d2s"], ["s2d"], blocksize=2),
+             oh.make_node("CastLike", ["x", "int_like"], ["casted"]), oh.make_node("IsInf", ["x"], ["isinf"])]
+    outs = ["gelu", "gelu_t", "hswish", "mish", "triu", "tril", "onehot", "d2s", "d2s_dcr", "s2d", "casted", "isinf"]
+    m = _file_model(20, nodes, [oh.make_tensor_value_info("x", F, [4, 6]), oh.make_tensor_value_info("idx", I, [3]),
+                                oh.make_tensor_value_info("img", F, [1, 8, 2, 3])],
+                    [oh.make_tensor_value_info("gelu", F, [4, 6])], inits)
+    X = rng.normal(0, 3, (4, 6)).astype(np.float32)
+    check_against_reference(m.SerializeToString(), {"x": X, "idx": np.array([0, 4, 2], np.int64),
+                                                    "img": rng.normal(size=(1, 8, 2, 3)).astype(np.float32)},
+                            outs, rtol=2e-5, atol=2e-5)

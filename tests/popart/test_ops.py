@@ -7,7 +7,7 @@ import pytest
 
 import popart
 
-from popart_helpers import check_against_reference, run_inference
+from popart_helpers import check_against_reference, device, run_inference
 
 SHAPES = [(1,), (7,), (3, 5), (2, 1, 13)]
 
@@ -379,3 +379,66 @@ def test_upsample_nearest(rng):
     y = b.aiOnnx.upsample([x, b.aiOnnx.constant(np.array([1, 1, 2, 3], np.float32))], mode="nearest")
     got = run_inference(b.getModelProto(), {x: X}, [y])
     np.testing.assert_array_equal(got[y], X.repeat(2, axis=2).repeat(3, axis=3))
+
+
+@pytest.mark.parametrize("direction", ["reverse", "bidirectional"])
+def test_lstm_directions(direction, rng):
+    seq, batch, inp, hid = 4, 2, 3, 5
+    dirs = 2 if direction == "bidirectional" else 1
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
+    w = b.addInitializedInputTensor(rng.normal(0, 0.5, (dirs, 4 * hid, inp)).astype(np.float32), "W")
+    r = b.addInitializedInputTensor(rng.normal(0, 0.5, (dirs, 4 * hid, hid)).astype(np.float32), "R")
+    h0 = b.addInitializedInputTensor(rng.normal(0, 0.5, (dirs, batch, hid)).astype(np.float32), "h0")
+    outs = b.aiOnnx.lstm([x, w, r, "", "", h0], 3, hidden_size=hid, direction=direction)
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(seq, batch, inp)).astype(np.float32)}, outs,
+                            rtol=1e-4, atol=1e-5)
+
+
+def test_lstm_gradient_matches_finite_differences(rng):
+    """Training through the LSTM loop: the weight gradient against central differences of the
+    model evaluated in float64 by onnx.reference."""
+    import onnx
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    seq, batch, inp, hid = 3, 2, 3, 4
+    W = rng.normal(0, 0.5, (1, 4 * hid, inp)).astype(np.float32)
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
+    w = b.addInitializedInputTensor(W, "W")
+    r = b.addInitializedInputTensor(rng.normal(0, 0.5, (1, 4 * hid, hid)).astype(np.float32), "R")
+    y = b.aiOnnx.lstm([x, w, r], 1, hidden_size=hid)[0]
+    s = b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)
+    loss = b.aiGraphcore.identityloss([s])
+    X = rng.normal(size=(seq, batch, inp)).astype(np.float32)
+    sess = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [popart.reservedGradientPrefix() + w]), loss,
+                                  popart.ConstSGD(0.0), device())
+    sess.prepareDevice()
+    sess.weightsFromHost()
+    out = sess.initAnchorArrays()
+    sess.run(popart.PyStepIO({x: X}, out))
+    grad = out[popart.reservedGradientPrefix() + w]
+
+    # the same forward pass (LSTM, Mul, ReduceSum) in float64 with onnx.reference
+    m = onnx.load_from_string(b.getModelProto())
+    nodes = [n for n in m.graph.node if n.domain == ""]
+    inits = [numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name) for t in m.graph.initializer]
+    g = onnx.helper.make_graph(nodes, "g", [onnx.helper.make_tensor_value_info(x, onnx.TensorProto.DOUBLE, X.shape),
+                                             onnx.helper.make_tensor_value_info("w64", onnx.TensorProto.DOUBLE, W.shape)],
+                               [onnx.helper.make_tensor_value_info(s, onnx.TensorProto.DOUBLE, [])],
+                               [t for t in inits if t.name != w])
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            if name == w:
+                n.input[i] = "w64"
+    ev = ReferenceEvaluator(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 10)]))
+
+    def f(wv):
+        return float(ev.run(None, {x: X.astype(np.float64), "w64": wv})[0])
+    eps = 1e-6
+    for idx in [(0, 0, 0), (0, 5, 1), (0, 4 * hid - 1, inp - 1), (0, 2 * hid + 1, 2)]:
+        wp, wm = W.astype(np.float64), W.astype(np.float64)
+        wp[idx] += eps
+        wm[idx] -= eps
+        num = (f(wp) - f(wm)) / (2 * eps)
+        assert abs(grad[idx] - num) < 1e-3 * max(1.0, abs(num)), (idx, grad[idx], num)
