@@ -362,6 +362,14 @@ class Session:
             lead.append(self._ir.instance_replication_factor)
         return tuple(lead)
 
+    def _leading_hint(self) -> str:
+        """What the leading dimensions of host buffers are, for error messages."""
+        lead = self._leading()
+        if not lead:
+            return "num_host_transfers and the replication factor are 1, so there are no leading dims."
+        return (f"the leading dims are {lead}: num_host_transfers {self._ir.num_host_transfers}, then this "
+                f"instance's replicas {self._ir.instance_replication_factor}, each left out when it is 1.")
+
     def create_host_outputs(self) -> Dict[DeviceToHostStream, np.ndarray]:
         lead = self._leading()
         return {s: np.zeros(lead + tuple(s.shape), dtype=s.dtype.as_numpy()) for s in self._lowered.d2h}
@@ -373,6 +381,8 @@ class Session:
         return np.ascontiguousarray(arr)
 
     def _check_inputs(self, inputs, downcast_inputs: bool) -> dict:
+        if inputs is not None and not isinstance(inputs, Mapping):
+            raise TypeError(f"inputs must be a dict {{popxl.HostToDeviceStream: array}}, got {type(inputs).__name__}")
         inputs = dict(inputs or {})
         expected = self._lowered.h2d
         for s in inputs:
@@ -407,7 +417,7 @@ class Session:
                 raise ValueError(
                     f"Shape mismatch for input stream {s.tensor_id}:\nStream shape = {tuple(s.shape)}, therefore "
                     f"expected full global batch shape {want}. Got array shape = {arr.shape}. (Input stream "
-                    f"{s.tensor_id!r}: {'the leading dims are (num_host_transfers, instance_replication_factor) = ' + str(lead) + '.' if lead else 'num_host_transfers and the replication factor are 1, so there are no leading dims.'})"
+                    f"{s.tensor_id!r}: {self._leading_hint()})"
                 )
             npd = s.dtype.as_numpy()
             arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
@@ -442,6 +452,9 @@ class Session:
     def _check_outputs(self, outputs) -> None:
         """Output buffers must be NumPy arrays of each stream's shape (with the leading dimensions)
         and type: results are never converted or truncated into another type."""
+        if not isinstance(outputs, Mapping):
+            raise TypeError(f"outputs must be a dict {{popxl.DeviceToHostStream: array}} "
+                            f"(session.create_host_outputs() makes one), got {type(outputs).__name__}")
         lead = self._leading()
         for s, o in outputs.items():
             if not isinstance(s, DeviceToHostStream):
@@ -461,7 +474,7 @@ class Session:
             if o.dtype != npd:
                 raise TypeError(
                     f"output array for stream {s.tensor_id!r} is {o.dtype}, the stream carries {s.dtype.name}: "
-                    f"pass a {npd.name} array (session.create_host_outputs() makes them)")
+                    f"pass an array of {npd.name} (session.create_host_outputs() makes them)")
             if not o.flags.writeable:
                 raise ValueError(f"output array for stream {s.tensor_id!r} is read-only")
 

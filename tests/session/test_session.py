@@ -85,6 +85,21 @@ def test_missing_extra_and_misshaped_inputs_are_value_errors():
             sess.run({s: np.zeros(3, np.int32)})
 
 
+def test_the_leading_dims_hint_and_non_dict_buffers():
+    ir, w, s, o = _double_ir(transfers=3)
+    sess = popxl.Session(ir, "ipu_model")
+    with sess:
+        with pytest.raises(ValueError, match=r"the leading dims are \(3,\): num_host_transfers 3, then this "
+                                             r"instance's replicas 1, each left out when it is 1"):
+            sess.run({s: np.zeros(3, np.float32)})
+        with pytest.raises(TypeError, match=r"inputs must be a dict \{popxl.HostToDeviceStream: array\}, got list"):
+            sess.run([np.zeros((3, 3), np.float32)])
+        with pytest.raises(TypeError, match=r"outputs must be a dict .* got list"):
+            sess.run_with_outputs({s: np.zeros((3, 3), np.float32)}, [np.zeros((3, 3), np.float32)])
+        with pytest.raises(TypeError, match="pass an array of float32"):
+            sess.run_with_outputs({s: np.zeros((3, 3), np.float32)}, {o: np.zeros((3, 3), np.int32)})
+
+
 def test_64_bit_inputs_are_downcast():
     ir, w, s, o = _double_ir()
     sess = popxl.Session(ir, "ipu_model")
