@@ -23,6 +23,10 @@ def _reduce(op_type: str, t: Tensor, axis: Axis, keepdims: bool):
         raise TypeError(f"{op_type}: the input must be a Tensor, got {type(t).__name__}.")
     check_numeric(op_type, t)
     axes = normalize_axes(axis, t.rank)
+    empty = [a for a in axes if t.shape[a] == 0]
+    if empty:  # the lowering has no identity to write; say so here rather than at Session creation
+        raise ValueError(f"{op_type}: axis {empty[0]} of tensor {t.id} (shape {t.shape}) is empty; reducing over "
+                         "an empty axis is not supported: slice or pad the tensor so the axis has elements.")
     shape = reduced_shape(t.shape, axes, bool(keepdims))
     attrs = {"axes": axes, "keepdims": bool(keepdims)}
     if op_type == "median":

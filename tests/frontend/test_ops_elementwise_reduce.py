@@ -114,6 +114,9 @@ def test_reduction_errors(main, var):
         ops.sum(var((2, 3)), axis=2)
     with pytest.raises(ValueError):
         ops.sum(var((2, 3)), axis=(0, -2))
+    with pytest.raises(ValueError, match="axis 0 of tensor .* is empty"):
+        ops.max(var((0, 3)), axis=0)
+    assert ops.sum(var((0, 3)), axis=1).shape == (0,)  # an empty axis that is kept is fine
 
 
 def test_arg_reductions_cumsum_topk(main, var):
