@@ -16,10 +16,15 @@ import os
 import sys
 import time
 
-import ml_dtypes
-import numpy as np
-from rich.console import Console
-from rich.table import Table
+# One BLAS thread (as bench_mnist.py): NumPy's and SciPy's BLAS pools (the AMP vertex calls SciPy's)
+# stall each other on a loaded 2-core host; the 512^3 product measured 47 ms with the default pool
+# and 2.4 ms with one thread.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -16,9 +16,14 @@ import runpy
 import sys
 import time
 
-import numpy as np
-from rich.console import Console
-from rich.table import Table
+# One BLAS thread, as bench_mnist.py (the same step written in popxl): the products are small, and
+# NumPy's and SciPy's BLAS thread pools spinning on a 2-core host stall each other for tens of ms
+# (a 32x784x256 product measured 0.1 ms with one thread, 150 ms with two on a loaded host).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -73,6 +78,7 @@ def bench(batch, hidden, steps, lr=0.05):
         times.append(time.perf_counter() - t)
         cycles = session.getCycleCount()
     w = {k: v.copy() for k, v in weights.items()}
+    numpy_step({k: v.copy() for k, v in w.items()}, x[:batch], y[:batch], lr)  # warm-up, as the first run above
     np_times = []
     for s in range(steps):
         sl = slice(s * batch, (s + 1) * batch)

@@ -267,13 +267,16 @@ def _multi_update(views, off, cnt, fp, ip):
 def multi_update_cycles(k_rows, region, rows, op, per_column, init, track, t) -> np.ndarray:
     """Worker cycles of one MultiUpdate vertex.
 
-    Sources (poplibs popopsCycleEstimators.cpp):
-    - op none (a plain write): multiSlicer, 16 + n x (19 + 3 x ceil(region / vectorWidth));
-    - add / max / min / mul: MultiUpdateAdd (written from its assembly): 3 cycles to load the
-      size and exit on zero, 14 (float) / 15 (other) before the outer loop, and per offset
-      11 / 12 cycles plus 3 per further 32-bit atom of the region; a region that is not a whole
-      number of atoms needs sub-word writes, 20 cycles per element. MultiUpdateOp (max, mul) has
-      the same loop shape (load, operate, store per atom) so it is priced the same.
+    Sources (poplibs lib/popops/PerformanceEstimation.cpp @ 03953b1c, one worker's share, every
+    offset in range, indices unsorted):
+    - op none (a plain write): getMultiSliceCycleEstimate with isUpdate, 29 + n x (19 + cpv x
+      ceil(region / vw)) (vw, cpv as MultiSlice: 2 elements at 2 cycles for 16/32-bit types, 4 at 3
+      for 8-bit ones);
+    - add / max / min / mul: getMultiUpdateOpCycleEstimate (MultiUpdateOp, unscaled): 3 cycles to
+      load the size and exit on zero, 29 (4-byte types) / 30 (others) before the outer loop, and per
+      offset 11 / 12 cycles plus 3 per further atom of the region (an atom is the 32-bit atomic
+      store: 1 float, 2 halves); a region that is not a whole number of atoms needs sub-word
+      writes, 20 cycles per element instead.
     - per-column indices (ScatterElements): poplibs linearises the indices, so every element is an
       offset of its own with a region of 1: n = k_rows x region, region = 1.
     - init (fill the block first, instead of a separate popops::fill): derivation, 10 cycles of
@@ -289,12 +292,13 @@ def multi_update_cycles(k_rows, region, rows, op, per_column, init, track, t) ->
     n = np.where(per_column, k_rows * region, k_rows)
     reg = np.where(per_column, 1, region)
     isz = t.itemsize
-    vw = _vector_width(t)
-    plain = 16 + n * (19 + 3 * (-(-reg // vw)))
+    vw, cpv = (4, 3) if isz == 1 else (2, 2)
+    plain = 29 + n * (19 + cpv * (-(-reg // vw)))
     epa = max(1, 4 // isz)  # elements per 32-bit atom (the IPU's atomic store granularity)
     whole = reg % epa == 0
-    per_offset = (11 if t == ipu.FLOAT32 else 12) + np.where(whole, (reg // epa - 1) * 3, reg * 20)
-    reducing = np.where(n > 0, 3 + (14 if t == ipu.FLOAT32 else 15) + n * per_offset, 3)
+    four = isz == 4
+    per_offset = (11 if four else 12) + np.where(whole, (reg // epa - 1) * 3, reg * 20)
+    reducing = 3 + (29 if four else 30) + np.where(n > 0, n * per_offset, 0)
     cycles = np.where(op == UpdateOpCode.ASSIGN, plain, reducing)
     nb = rows * region
     cycles = cycles + np.where(np.asarray(init) != 0, 10 + -(-(nb * isz) // 8), 0)

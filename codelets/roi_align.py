@@ -46,6 +46,19 @@ def _grid(extent, bins, sr):
 
 
 @njit(cache=True, inline="always")
+def _region(rois, r, scale, PH, PW, SR):
+    """(x1, y1, bin height, bin width, samples down, samples across, samples per bin) of the region
+    whose corners start at element r of `rois`."""
+    x1 = load(rois, r) * scale
+    y1 = load(rois, r + 1) * scale
+    rw = max(load(rois, r + 2) * scale - x1, 1.0)
+    rh = max(load(rois, r + 3) * scale - y1, 1.0)
+    gh = _grid(rh, PH, SR)
+    gw = _grid(rw, PW, SR)
+    return x1, y1, rh / PH, rw / PW, gh, gw, max(gh * gw, 1)
+
+
+@njit(cache=True, inline="always")
 def _corners(y, x, H, W):
     """(valid, y_low, x_low, y_high, x_high, w_ll, w_lh, w_hl, w_hh) of a bilinear sample."""
     if y < -1.0 or y > H or x < -1.0 or x > W:
@@ -89,17 +102,7 @@ def _roi_align(views, off, cnt, fp, ip):
         acc = np.zeros(max(width, 1), np.float32)
         for k in range(K):
             b = int(batch[b0 + k])
-            x1 = load(rois, r0 + 4 * k) * scale
-            y1 = load(rois, r0 + 4 * k + 1) * scale
-            x2 = load(rois, r0 + 4 * k + 2) * scale
-            y2 = load(rois, r0 + 4 * k + 3) * scale
-            rw = max(x2 - x1, 1.0)
-            rh = max(y2 - y1, 1.0)
-            bh = rh / PH
-            bw = rw / PW
-            gh = _grid(rh, PH, SR)
-            gw = _grid(rw, PW, SR)
-            count = max(gh * gw, 1)
+            x1, y1, bh, bw, gh, gw, count = _region(rois, r0 + 4 * k, scale, PH, PW, SR)
             for ph in range(PH):
                 for pw in range(PW):
                     acc[:] = 0.0
@@ -140,17 +143,7 @@ def _roi_align_grad(views, off, cnt, fp, ip):
             b = int(batch[b0 + k])
             if b < 0 or b >= N:
                 continue
-            x1 = load(rois, r0 + 4 * k) * scale
-            y1 = load(rois, r0 + 4 * k + 1) * scale
-            x2 = load(rois, r0 + 4 * k + 2) * scale
-            y2 = load(rois, r0 + 4 * k + 3) * scale
-            rw = max(x2 - x1, 1.0)
-            rh = max(y2 - y1, 1.0)
-            bh = rh / PH
-            bw = rw / PW
-            gh = _grid(rh, PH, SR)
-            gw = _grid(rw, PW, SR)
-            count = max(gh * gw, 1)
+            x1, y1, bh, bw, gh, gw, count = _region(rois, r0 + 4 * k, scale, PH, PW, SR)
             for ph in range(PH):
                 for pw in range(PW):
                     o = o0 + ((k * PH + ph) * PW + pw) * width

@@ -21,7 +21,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
-from ._costs import ceil_div, vector_width
+from ._costs import vector_width
 from ._kernels import from_f32, to_f32
 
 

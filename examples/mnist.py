@@ -1,6 +1,6 @@
 """Train an MLP on MNIST on the simulated IPU, the way the PopXL user guide's MNIST chapter does.
 
-    python examples/mnist.py [--epochs 1] [--batch-size 32] [--lr 0.05] [--optimizer sgd|adam]
+    python examples/mnist.py [--epochs 1] [--batch-size 32] [--optimizer sgd|adam] [--lr 0.05 | 0.002]
                              [--micro-batches 1] [--data-dir DIR] [--train-size N]
 
 Linear modules with gelu, `call_with_info`, `transforms.autodiff`, `nll_loss_with_softmax_grad`
@@ -241,7 +241,7 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=positive_int, default=32)
     ap.add_argument("--test-batch-size", type=positive_int, default=100)
     ap.add_argument("--epochs", type=positive_int, default=1)
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=None, help="learning rate (default 0.05 for sgd, 0.002 for adam)")
     ap.add_argument("--hidden", type=positive_int, default=256)
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     ap.add_argument("--micro-batches", type=positive_int, default=1)
@@ -263,6 +263,8 @@ def main(argv=None):
     if args.data_dir is not None and source.startswith("MNIST"):
         x_tr, y_tr = x_tr[:args.train_size], y_tr[:args.train_size]
         x_te, y_te = x_te[:args.test_size], y_te[:args.test_size]
+    if args.lr is None:
+        args.lr = 0.05 if args.optimizer == "sgd" else 0.002
     per_update = args.batch_size * args.micro_batches
     steps = len(x_tr) // per_update
     if steps == 0:

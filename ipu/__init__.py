@@ -11,7 +11,11 @@
     engine = ipu.Engine(exe)
     engine.run()
 """
-from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, registered_codelets
+from . import kernel_cache
+
+kernel_cache.configure()  # before any cached kernel is defined: stale inlined helpers never run
+
+from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, registered_codelets  # noqa: E402
 from .collectives import CrossReplica, groups_from_assignment, replica_groups
 from .compiler import compile
 from .executable import Executable, Step

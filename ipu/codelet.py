@@ -18,6 +18,7 @@ Codelets register themselves by name with `register`, which refuses a second cod
 """
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 
@@ -101,7 +102,21 @@ def register(codelet):
 
 
 def _same_class(a: type, b: type) -> bool:
-    return a is b or (a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__)
+    """The same class, or the same class defined again: a reloaded module, or a script's module
+    run both as __main__ and imported (Numba's cache imports it to rebuild a cached kernel)."""
+    if a is b:
+        return True
+    if a.__qualname__ != b.__qualname__:
+        return False
+    return a.__module__ == b.__module__ or _source(a) == _source(b) is not None
+
+
+def _source(cls):
+    import inspect
+    try:
+        return os.path.realpath(inspect.getsourcefile(cls))
+    except (TypeError, OSError):
+        return None
 
 
 def get_codelet(name_or_codelet) -> Codelet:

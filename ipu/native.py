@@ -2,18 +2,19 @@
 
 The engine's Python walk over the node tree (`Engine(..., compiled=False)`) is the readable
 reference. With `compiled=True` (the default) every maximal part of a program whose steps need
-no Python (compute sets, exchanges, syncs, code loads, host streams without callbacks, loops
-and calls of those) becomes a *segment*: a table of ops that `_run_ops` walks in compiled code,
-calling the codelet kernels, copying the exchange tables and moving stream elements without
-returning to Python. Stream callbacks, streaming memory, collectives and branches (whose
-replicas may split) stay in Python between segments; a segment whose stream is not connected
-(or whose device-to-host buffer is not contiguous) is walked in Python, so errors and results
-are the Python walk's.
+no Python (compute sets, exchanges, syncs, code loads, host streams without callbacks, loops,
+calls and If / Switch of those) becomes a *segment*: a table of ops that `_run_ops` walks in
+compiled code, calling the codelet kernels, copying the exchange tables, moving stream elements
+and deciding branches without returning to Python. Stream callbacks, streaming memory and
+collectives stay in Python between segments. A segment is walked in Python instead when a
+stream it moves is not connected (or its device-to-host buffer is not contiguous), so errors
+and results are the Python walk's, and when it branches and several replicas run it (they may
+take different sides; the Python walk splits them).
 
 Calling many kernels from one compiled loop: each kernel group's kernel is compiled for the
 argument types the Python path uses, and the loop calls that overload's native entry point by
-address (`_callers`: one Numba intrinsic per number of fields, which builds the typed views of
-tile memory in place and calls through Numba's own calling convention). Every 1-D view has the
+address (`_make_caller`: one Numba intrinsic per number of fields, which builds the typed views
+of tile memory in place and calls through Numba's own calling convention). Every 1-D view has the
 same machine representation whatever its element type, so the loop itself is compiled once
 (and cached) for all programs; nothing is compiled per program or per kernel.
 
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import os
 import threading
-
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +58,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 MAX_FIELDS = 8  # kernels with more fields run through the Python path
 
 # op codes of a segment's table (rows of int64[3])
-_STEP, _KERNEL, _COPY, _STAGED, _LOOP, _END, _STREAM = range(7)
+_STEP, _KERNEL, _COPY, _STAGED, _LOOP, _END, _STREAM, _IF, _SWITCH, _JUMP = range(10)
+# how a branch condition is read (its storage type)
+_SIGNED, _UNSIGNED, _FLOAT, _BOOL = range(4)
 # how a group or table may use threads: not at all (small), replicas at once, or split in parts
 _SMALL, _BIG, _SPLIT = range(3)
 _MAX_DEPTH = 64
@@ -153,6 +155,28 @@ def kernel_address(group):
 
 
 @njit(cache=True, nogil=True)
+def _condition(m, off, kind, size):
+    """A branch condition as the Python walk reads it: the scalar's value (float16: its bits);
+    a float becomes 1 when nonzero (If only: NaN counts as nonzero, as `if v` does)."""
+    if kind == _FLOAT:
+        x = m[off:off + 4].view(np.float32)[0]
+        return 0 if x == 0.0 else 1
+    if kind == _BOOL:
+        return 1 if m[off] != 0 else 0
+    if kind == _SIGNED:
+        if size == 1:
+            return np.int64(m[off:off + 1].view(np.int8)[0])
+        if size == 2:
+            return np.int64(m[off:off + 2].view(np.int16)[0])
+        return np.int64(m[off:off + 4].view(np.int32)[0])
+    if size == 1:
+        return np.int64(m[off])
+    if size == 2:
+        return np.int64(m[off:off + 2].view(np.uint16)[0])
+    return np.int64(m[off:off + 4].view(np.uint32)[0])
+
+
+@njit(cache=True, nogil=True)
 def _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip, v0, v1):
     """The group's vertices [v0, v1): their rows of the flat tables, then the kernel."""
     k = v1 - v0
@@ -204,6 +228,7 @@ def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
 @njit(cache=True, nogil=True)
 def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts, nthreads,
              bufs, s_per, s_perrep, s_own, s_pos, h_si, h_dir, h_r0, h_r1, h_src, h_dst, h_n,
+             c_off, c_kind, c_size, w_k0, w_k1, w_default, w_keys, w_pcs,
              g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par, off_all, cnt_all, fp_all, ip_all,
              t_r0, t_r1, t_par, c_src, c_dst, c_n, s_src, s_dst, s_n, s_r0, s_r1):
     """Walk a segment's ops; returns (status, clock, steps executed, trace entries recorded, op
@@ -287,6 +312,23 @@ def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts
                 else:
                     copy_runs(memory[r], buf[base:base + per], h_src[lo:hi], h_dst[lo:hi], h_n[lo:hi])
             s_pos[si] += 1
+        elif code == _IF:  # one replica (Plan.run_segment): nonzero runs the then-branch
+            if _condition(memory[reps[0]], c_off[a], c_kind[a], c_size[a]) == 0:
+                pc = ops[pc, 2]  # the else-branch
+                continue
+        elif code == _SWITCH:
+            value = _condition(memory[reps[0]], c_off[a], c_kind[a], c_size[a])
+            w = ops[pc, 2]
+            target = w_default[w]
+            for k in range(w_k0[w], w_k1[w]):
+                if w_keys[k] == value:
+                    target = w_pcs[k]
+                    break
+            pc = target
+            continue
+        elif code == _JUMP:
+            pc = a
+            continue
         elif code == _LOOP:
             if a == 0:
                 pc = ops[pc, 2]  # the matching _END: skip the body
@@ -342,6 +384,16 @@ def _group_parallel(group) -> bool:
     return True
 
 
+def _condition_kind(storage: np.dtype, branch: str):
+    """How the compiled loop reads a branch condition of this storage type, or None when only
+    the Python walk reads it as it should (a float Switch: Python truncates, and refuses NaN)."""
+    if storage.names:  # float16: the Python walk uses its bits
+        return _UNSIGNED
+    if storage.kind == "f":
+        return _FLOAT if branch == "if" and storage.itemsize == 4 else None
+    return {"i": _SIGNED, "u": _UNSIGNED, "b": _BOOL}.get(storage.kind)
+
+
 def merged_runs(src_off, dst_off, nbytes):
     """The runs of a copy table in destination order, runs contiguous at both ends merged (the
     compiler keeps runs per tile for the cost model; memory is one array here), and whether the
@@ -366,13 +418,14 @@ _BYTES = types.Array(types.uint8, 1, "C")
 @dataclass(eq=False)
 class Segment:
     """A compiled part of a program: its op table, the steps one pass executes, the nodes it
-    stands for (walked in Python when a stream it uses is not ready for compiled code) and the
-    indices of the host streams it moves."""
+    stands for (walked in Python when a stream it uses is not ready for compiled code, or when it
+    branches and several replicas run it) and the indices of the host streams it moves."""
 
     ops: np.ndarray
-    steps: int
+    steps: int  # at most this many steps per pass (branches take one side)
     nodes: tuple
     streams: tuple
+    branches: bool  # it decides If / Switch: compiled only for one replica (several may split)
 
 
 class Plan:
@@ -403,6 +456,8 @@ class Plan:
         self._stream_index: dict = {}
         self._streams: list = []  # HostStream
         self._idle_streams = None
+        self._conds: list = []  # (byte offset, kind, size) of branch conditions
+        self._switches: list = []  # ({case value: pc}, default pc)
         self._capable: dict = {}
         self._transformed: dict = {}
         self._arrays = None
@@ -446,7 +501,10 @@ class Plan:
             ok = self.capable(node[2])
         elif kind == "call":
             ok = self.capable(self.exe.functions[node[1]])
-        else:  # if / switch: replicas may split, conditions are read by the host
+        elif kind in ("if", "switch"):
+            kids = [node[3], node[4]] if kind == "if" else [*node[3].values(), node[4]]
+            ok = _condition_kind(node[2][0], kind) is not None and all([self.capable(n) for n in kids])
+        else:
             ok = False
         self._capable[key] = ok
         return ok
@@ -483,6 +541,35 @@ class Plan:
             return n * node[1]
         if kind == "call":
             return self._emit(self.exe.functions[node[1]], ops, depth)
+        if kind in ("if", "switch"):
+            step = self.exe.steps[node[1]]
+            ops.append((_STEP, step.id, step.cycles))  # deciding costs its cycles first, as in Engine.walk
+            storage, element = node[2]
+            cond = len(self._conds)
+            self._conds.append((element * storage.itemsize, _condition_kind(storage, kind), storage.itemsize))
+            jumps, most = [], 0
+            if kind == "if":
+                at = len(ops)
+                ops.append([_IF, cond, 0])
+                most = self._emit(node[3], ops, depth)
+                jumps.append(len(ops))
+                ops.append([_JUMP, 0, 0])
+                ops[at][2] = len(ops)
+                most = max(most, self._emit(node[4], ops, depth))
+            else:
+                w = len(self._switches)
+                ops.append((_SWITCH, cond, w))
+                cases = {}
+                for value, branch in node[3].items():
+                    cases[int(value)] = len(ops)
+                    most = max(most, self._emit(branch, ops, depth))
+                    jumps.append(len(ops))
+                    ops.append([_JUMP, 0, 0])
+                self._switches.append((cases, len(ops)))
+                most = max(most, self._emit(node[4], ops, depth))
+            for j in jumps:
+                ops[j][1] = len(ops)
+            return 1 + most
         raise IpuError(f"internal: node {kind!r} cannot run compiled")
 
     def _table(self, t: CopyTable) -> int:
@@ -518,7 +605,8 @@ class Plan:
         nlog = sum(self._emit(n, ops, 0) for n in nodes)
         table = np.array(ops, np.int64).reshape(-1, 3)
         streams = tuple(sorted({self._hosts[k][1] for k in table[table[:, 0] == _STREAM, 1].tolist()}))
-        self.segments.append(Segment(table, nlog, tuple(nodes), streams))
+        branches = bool(np.isin(table[:, 0], (_IF, _SWITCH)).any())
+        self.segments.append(Segment(table, nlog, tuple(nodes), streams, branches))
         self._arrays = None
         return ("native", len(self.segments) - 1)
 
@@ -627,7 +715,17 @@ class Plan:
             h_si[k], h_dir[k], h_r0[k], h_r1[k] = si, x.to_device, r, r + x.nbytes.size
             hs.append(x.src_off), hd.append(x.dst_off), hn.append(x.nbytes)
             r += x.nbytes.size
+        C = len(self._conds)
+        c_off, c_kind, c_size = (np.array([c[i] for c in self._conds], np.int64).reshape(C) for i in range(3))
+        W = len(self._switches)
+        w_k0, w_k1, w_default = np.zeros(W, np.int64), np.zeros(W, np.int64), np.zeros(W, np.int64)
+        keys, pcs = [], []
+        for k, (cases, default) in enumerate(self._switches):
+            w_k0[k], w_k1[k], w_default[k] = len(keys), len(keys) + len(cases), default
+            keys.extend(cases)
+            pcs.extend(cases.values())
         return (h_si, h_dir, h_r0, h_r1, cat(hs, np.int64), cat(hd, np.int64), cat(hn, np.int64),
+                c_off, c_kind, c_size, w_k0, w_k1, w_default, np.array(keys, np.int64), np.array(pcs, np.int64),
                 g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par,
                 cat(offs, np.int64), cat(cnts, np.int64), cat(fps, np.float64), cat(ips, np.int64),
                 t_r0, t_r1, t_par, cat(cs, np.int64), cat(cd, np.int64), cat(cn, np.int64),
@@ -668,6 +766,10 @@ class Plan:
 
     def run_segment(self, engine, index: int, reps, clock: int) -> int:
         seg = self.segments[index]
+        if seg.branches and len(reps) > 1:  # replicas may take different sides: the Python walk splits them
+            for node in seg.nodes:
+                clock = engine.walk(node, reps, clock)
+            return clock
         if seg.streams:
             streams = self._stream_args(engine, seg)
             if streams is None:

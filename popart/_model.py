@@ -53,6 +53,13 @@ def prepare_model(model: onnx.ModelProto) -> onnx.ModelProto:
         try:
             onnx.checker.check_model(model)
         except onnx.checker.ValidationError as e:
+            # an output the Builder could not type fails the check; the reason is in its inference
+            try:
+                infer_tensor_infos(model)
+            except popart_exception as cause:
+                raise popart_exception(f"The ONNX model is not valid: {cause} (onnx.checker: {e})") from e
+            except Exception:
+                pass
             raise popart_exception(f"The ONNX model is not valid: {e}") from e
     version = onnx_opset(model)
     if version < MIN_OPSET:

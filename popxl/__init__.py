@@ -18,6 +18,7 @@ from .tensor import (Constant, Tensor, TensorByRef, TensorSpec, Variable, consta
                      replica_sharded_variable, variable)
 from .tensorlocation import ReplicatedTensorSharding, TensorLocation, TensorStorage, TileSet
 from . import fp8_utils, ops, random_seed, testing, utils  # noqa: E402  (ops needs the names above)
+from .random_seed import create_seeds  # noqa: E402  (popxl.create_seeds, as popxl-addons' seed_variable uses it)
 from . import transforms  # noqa: E402  (autodiff and friends build on ops)
 
 try:  # the Session and lowering are written separately and may not be present (or importable) yet
@@ -39,7 +40,7 @@ __all__ = [
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_143", "float8_152", "float16",
     "float32", "float64", "complex64", "complex128", "half", "float", "double", "gcg", "gmg", "get_current_graph",
     "get_main_graph", "get_current_context", "get_ir", "in_sequence", "io_tiles", "ipu", "name_scope",
-    "op_debug_context", "ops", "random_seed", "transforms", "utils",
+    "op_debug_context", "ops", "random_seed", "transforms", "utils", "create_seeds",
 ]
 if "Session" in globals():
     __all__.append("Session")

@@ -5,6 +5,7 @@ are context managers that change how the ops created inside them are recorded.
 """
 
 import inspect
+import numbers
 import os
 from collections import defaultdict, namedtuple
 from contextlib import contextmanager
@@ -281,6 +282,9 @@ def get_ir() -> "Ir":
 @contextmanager
 def ipu(ipu: int):
     """Place the ops created in this context on IPU ``ipu``."""
+    if isinstance(ipu, bool) or not isinstance(ipu, numbers.Integral) or ipu < 0:
+        raise ValueError(f"popxl.ipu takes the index of an IPU of the replica (an int >= 0), got {ipu!r}.")
+    ipu = int(ipu)
     ctx = get_current_context()
     prev = ctx._ipu_id
     ctx._ipu_id = ipu
@@ -319,6 +323,18 @@ def io_tiles():
     ctx = get_current_context()
     prev = ctx._io_tile_set
     ctx._io_tile_set = True
+    try:
+        yield
+    finally:
+        ctx._io_tile_set = prev
+
+
+@contextmanager
+def _tile_set(tile_set: str):
+    """Create ops on the "io" or "compute" tiles (io_tile_copy runs on its destination's)."""
+    ctx = get_current_context()
+    prev = ctx._io_tile_set
+    ctx._io_tile_set = tile_set == "io"
     try:
         yield
     finally:

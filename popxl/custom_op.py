@@ -22,6 +22,7 @@ lowering, gradient and reference registries, like a built-in op. Record it with
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -83,7 +84,7 @@ class CustomOp:
     def create(cls, *inputs: Tensor, name: Optional[str] = None, **attrs) -> Tuple[Tensor, ...]:
         """Record the op in the current graph; returns its output tensors."""
         inst = _CUSTOM.get(cls.op_type)
-        if inst is None or type(inst).__qualname__ != cls.__qualname__:
+        if inst is None or type(inst).__qualname__ != cls.__qualname__:  # the registered one of this type
             raise RuntimeError(f"custom op {cls.__qualname__} ({cls.op_type!r}) is not registered: "
                                "call popxl.custom_op.register_custom_op on it first")
         return inst.record(inputs, attrs, name=name).outputs
@@ -91,7 +92,6 @@ class CustomOp:
     def record(self, inputs: Sequence[Tensor], attrs: Dict[str, Any], name: Optional[str] = None,
                out_ids: Optional[Sequence[str]] = None, notify: bool = True):
         """Record the op in the current graph and return the popxl Op."""
-        from popxl.context import get_current_context
         from popxl.ops._op_builder import create_op
         inputs = list(inputs)
         names = self.input_names or tuple(f"input {i}" for i in range(len(inputs)))
@@ -174,6 +174,15 @@ def _expansion(op_def: CustomOp, specs, attrs, name: str):
         fn.__qualname__ = f"{op_def.op_type}__expansion"
         with get_current_context()._quiet():
             g = ir.create_graph(fn, *specs)
+        declared = set(op_def.modified(**attrs))
+        for inner in g.ops:
+            for i in inner.modified:
+                t = inner.inputs[i]
+                if t in g.inputs and g.inputs.index(t) not in declared:
+                    raise ValueError(
+                        f"custom op {op_def.op_type!r}: its expansion changes input {g.inputs.index(t)} in place "
+                        f"({inner.type} '{inner.name}'), which the op does not declare; return "
+                        f"that input's index from {type(op_def).__name__}.modified(), or use the out-of-place op")
         cache[key] = g
     return g
 
@@ -332,7 +341,8 @@ def register_custom_op(op_def):
         raise TypeError(f"custom op {name!r} needs a NumPy `reference` (ops that `expand` get theirs from the expansion)")
     have = _CUSTOM.get(name)
     if have is not None:
-        same = type(have).__module__ == type(inst).__module__ and type(have).__qualname__ == type(inst).__qualname__
+        same = type(have).__qualname__ == type(inst).__qualname__ and (
+            type(have).__module__ == type(inst).__module__ or _source(type(have)) == _source(type(inst)) is not None)
         if not same:
             raise ValueError(f"op type {name!r} is already the custom op {type(have).__qualname__}; choose another op_type")
         for reg in (LOWERING_RULES, GRAD_RULES, REFERENCE_RULES):
@@ -354,6 +364,13 @@ def register_custom_op(op_def):
         SPANS_IPUS.add(name)
     _CUSTOM[name] = inst
     return op_def
+
+
+def _source(cls):
+    try:
+        return os.path.realpath(inspect.getsourcefile(cls))
+    except (TypeError, OSError):
+        return None
 
 
 def custom_op(op_type: str) -> CustomOp:

@@ -38,6 +38,7 @@ class Graph:
 
     # -- what the op builder, graph_input / graph_output and the transforms change --------------------
     def _add_op(self, op: "Op") -> None:
+        self._ir._check_not_prepared(f"its graphs (new op {op.name!r} in {self._label})")
         self._ops.append(op)
 
     def _set_op_order(self, ops: List["Op"]) -> None:
@@ -182,7 +183,7 @@ class Graph:
         """This graph as PopART's `_ir.Graph`: a view that reads and edits it (popxl/_pb)."""
         view = self.__dict__.get("_pb_view")
         if view is None:
-            from popxl._pb.views import Graph as PbGraph
+            from popxl._pb.graph import Graph as PbGraph
             view = self._pb_view = PbGraph(self)
         return view
 

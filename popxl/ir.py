@@ -70,7 +70,7 @@ class Ir:
             raise ValueError(f"replication must be a positive integer or 'popdist', not {replication!r}.")
         else:
             self.replication_factor = replication
-        from popxl._pb.views import Ir as PbIr
+        from popxl._pb.graph import Ir as PbIr
         # PopART's internal Ir as a view of this one (popxl/_pb): scripts set session options through
         # ir._pb_ir.getSessionOptions(); popxl-addons reads and edits graphs through it
         self._pb_ir = PbIr(self)
@@ -212,7 +212,20 @@ class Ir:
     def id(self) -> int:
         return self._id
 
+    def _mark_prepared(self) -> None:
+        """Called by the Session that compiled this Ir: from here on the Ir belongs to it."""
+        self._is_prepared = True
+
+    def _check_not_prepared(self, what: str) -> None:
+        """A Session owns the Ir it compiled (PopXL's rule): refuse changes it would never run."""
+        if getattr(self, "_is_prepared", False):
+            raise RuntimeError(
+                f"The Ir {self.id} is already compiled by a popxl.Session, so {what} cannot change: the "
+                "session would go on running the program it compiled. Build the whole program before "
+                "creating the Session, or build a new Ir (and Session) for the changed program.")
+
     def _reserve_tensor_id(self, tensor_id: str) -> None:
+        self._check_not_prepared(f"its graphs (new tensor {tensor_id!r})")
         if tensor_id in self._tensor_ids:
             raise ValueError(f"Tensor id {tensor_id!r} is already used in {self}.")
         self._tensor_ids.add(tensor_id)
@@ -284,6 +297,8 @@ class Ir:
     def num_host_transfers(self, value: int) -> None:
         if int(value) != value or value < 1:
             raise ValueError(f"num_host_transfers must be a positive integer, not {value!r}.")
+        if int(value) != getattr(self, "_num_host_transfers", int(value)):
+            self._check_not_prepared("num_host_transfers")
         self._num_host_transfers = int(value)
 
     @property
@@ -295,9 +310,8 @@ class Ir:
     def replication_factor(self, value: int) -> None:
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"replication_factor must be a positive integer, not {value!r}.")
-        if getattr(self, "_is_prepared", False):
-            raise RuntimeError(f"The Ir {self.id} is already prepared (a Session uses it); "
-                               "its replication_factor cannot change.")
+        if int(value) != getattr(self, "_replication_factor", int(value)):
+            self._check_not_prepared("replication_factor")
         self._replication_factor = int(value)
 
     @property

@@ -129,6 +129,7 @@ class Session:
         # the executable holds what running needs; the lowering's graph and program tree (index
         # arrays of every view, vertex field tables) would otherwise stay for the session's life
         self._lowered.graph = self._lowered.main = None
+        ir._mark_prepared()  # the session owns the Ir from here on (Ir._check_not_prepared)
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0

@@ -171,6 +171,10 @@ class Tensor:
         """The op that computes this tensor (None: disconnected, as PopART's disconnectOutTensor)."""
         self._producer = op
 
+    def _set_tile_set(self, tile_set: Optional[str]) -> None:
+        """The tile set the tensor lives on ("compute" / "io")."""
+        self._tile_set = tile_set
+
     def _set_ipu(self, ipu: Optional[int]) -> None:
         """The IPU the tensor lives on (ops that move data between IPUs set their outputs')."""
         self._ipu = ipu

@@ -212,6 +212,63 @@ def _multi_slice(row):
     return _cycles("MultiSlice", (t, ipu.INT32, t), [region * m, m, region * m], ip=[[region, m, 0]])
 
 
+def _multi_update(row, op):
+    import ipu
+    from codelets.indexing import UpdateOpCode
+
+    t = _etype(row.dtype)
+    region = int(row.params["regionSize"])
+    m = int(row.params["numOffsets"])
+    if region * m != row.n:
+        raise KeyError(f"n ({row.n}) must be regionSize x numOffsets ({region} x {m})")
+    code = UpdateOpCode.ASSIGN if op is None else getattr(UpdateOpCode, op)
+    return _cycles("MultiUpdate", (t, ipu.INT32, t), [region * m, m, region * m],
+                   ip=[[region, m, 0, int(code), 0, 0, 0]])
+
+
+_REDUCE = {"ADD": "sum", "MAX": "max", "MIN": "min", "MUL": "prod", "SQUARE_ADD": "sum_squares",
+           "LOG_ADD": "log_sum_exp"}
+
+
+def _reduce(row):
+    from codelets.reduce import PARTIALS, REDUCE_OPS, ROWS
+
+    if "->" not in row.dtype:
+        raise KeyError("a reduction's dtype is IN->OUT, e.g. half->float")
+    f, t = (_etype(x.strip()) for x in row.dtype.split("->", 1))
+    spec = row.params.get("spec", "SINGLE_INPUT")
+    n_out = int(row.params.get("outputs", 1))
+    if row.n % max(n_out, 1):
+        raise KeyError(f"n ({row.n}) must be outputs x partials per output")
+    k = row.n // max(n_out, 1)
+    layout = {"SINGLE_INPUT": ROWS, "ALL_REGIONS_CONTINUOUS": ROWS, "STRIDED_REDUCE": PARTIALS}[spec]
+    code = int(REDUCE_OPS[_REDUCE[row.params["op"]]])
+    return _cycles("Reduce", (f, t), [row.n, n_out], ip=[[code, k, layout]])
+
+
+def _argmax(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    return _cycles("ArgMinMax", (t, ipu.INT32), [row.n, 1], ip=[[row.n, 0]])
+
+
+def _topk(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    k = int(row.params["k"])
+    return _cycles("TopK", (t, t, ipu.INT32), [row.n, k, k], ip=[[row.n, k, 1, int(row.params.get("sorted", 0))]])
+
+
+def _transpose(row):
+    t = _etype(row.dtype)
+    rows, cols, mats = (int(row.params[x]) for x in ("rows", "cols", "matrices"))
+    if rows * cols * mats != row.n:
+        raise KeyError(f"n ({row.n}) must be rows x cols x matrices")
+    return _cycles("Transpose2d", (t, t), [row.n, row.n], ip=[[rows, cols]])
+
+
 def _fill(row):
     t = _etype(row.dtype)
     return _cycles("Fill", (t,), [row.n], [[0.0]])
@@ -252,6 +309,32 @@ def _clamp(row):
     return _cycles("Clamp", (t, t), [row.n, row.n], [[0.0, 1.0]])
 
 
+def _histogram(row):
+    import ipu
+
+    t = _etype(row.dtype)
+    limits = int(row.params["limits"])
+    return _cycles("Histogram", (t, t, ipu.UINT32), [row.n, limits, limits + 1],
+                   ip=[[int(row.params.get("absolute", 0))]])
+
+
+def _random(row, dropout):
+    import ipu
+
+    t = _etype(row.dtype)
+    if dropout:
+        return _cycles("Dropout", (ipu.UINT32, t, t), [2, row.n, row.n], [[0.5, 2.0]])
+    return _cycles("RandomNormal", (ipu.UINT32, t), [2, row.n], [[0.0, 1.0]])
+
+
+def _iota(row):
+    import ipu
+
+    if _etype(row.dtype) != ipu.INT32:
+        raise KeyError("Arange writes int32")
+    return _cycles("Arange", (ipu.INT32,), [row.n], ip=[[0]])
+
+
 def _exchange(row):
     import ipu
     from ipu import costs
@@ -275,11 +358,21 @@ ADAPTERS = {
     "popops::DynamicUpdateSlice1D": _dynamic_slice,
     "popops::MultiSlice": _multi_slice,
     "popops::Fill": _fill,
+    "popops::Transpose2d": _transpose,
+    "popnn::ReduceMaxClassSparse": _argmax,
+    "popnn::ReduceMaxNClassSparse": _topk,
+    "popops::Reduce": _reduce,
+    "popops::MultiUpdate": lambda r: _multi_update(r, None),
+    "popops::MultiUpdateOp": lambda r: _multi_update(r, r.params.get("op", "ADD")),
     "poplin::ConvPartial1x1Out": _matmul_block,
     "poplin::ReduceAdd": _reduce_add,
     "popops::Select": lambda r: _select(r, False),
     "popops::BroadcastSelect": lambda r: _select(r, True),
     "popops::Clamp": _clamp,
+    "popops::Histogram2D": _histogram,
+    "popops::Iota": _iota,
+    "poprand::NormalSupervisor": lambda r: _random(r, False),
+    "poprand::DropoutSupervisor": lambda r: _random(r, True),
     "ipu::Exchange": _exchange,
 }
 

@@ -98,6 +98,8 @@ def _outputs(docs: list[dict], args, console, err) -> None:
                 tr = write_trace(doc, args.trace, tiles, progress=prog if big else None)
                 err.print(f"[green]trace[/] {args.trace} ({len(tr['traceEvents']):,} events; open it in "
                           f"https://ui.perfetto.dev or chrome://tracing)")
+        _say_which(docs, " and ".join(w for w, on in (("the page", args.html), ("the trace", args.trace)) if on)
+                   + (" show" if args.html and args.trace else " shows"), err)
     from .instances import instance_docs, instances_summary, render_instances
 
     if args.json:
@@ -117,6 +119,14 @@ def _outputs(docs: list[dict], args, console, err) -> None:
             console.print(f"[dim]instances 1.. in full: ipu-profile report {inst[1].get('_file')} (and so on)[/]")
         elif len(docs) > 1:
             console.print(f"[dim]{len(docs)} profiles (one per session)[/]")
+
+
+def _say_which(docs: list[dict], what: str, err) -> None:
+    """With several profiles in a directory (one per session), name the one used and the others."""
+    if len(docs) > 1:
+        others = ", ".join(os.path.basename(d.get("_file", "?")) for d in docs[1:])
+        err.print(f"[yellow]{len(docs)} profiles (one per session): {what} {docs[0].get('_file')}; "
+                  f"name another file ({others}) to use it[/]")
 
 
 def _load_all(path, err) -> list[dict]:
@@ -139,6 +149,9 @@ def cmd_compare(args, console, err) -> int:
     from . import analysis
 
     a, b = load(args.a), load(args.b)
+    for path in (args.a, args.b):
+        if os.path.isdir(path) and len(find_profiles(path)) > 1:
+            _say_which([{"_file": f} for f in find_profiles(path)], "compare reads", err)
     cmp = analysis.compare(a, b)
     if args.json:
         print(json.dumps(cmp, indent=2))

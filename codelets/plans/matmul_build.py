@@ -14,7 +14,7 @@ import numpy as np
 import ipu
 from ipu import MappingError
 from ipu import costs as ipu_costs
-from ipu.tensor import TEMPORARY
+from ipu.tensor import TEMPORARY, IndexRuns
 
 from ..matmul import reduce_partials_cycles
 
@@ -148,7 +148,9 @@ def _blocks_variable(graph, name, dtype, tiles, sizes):
 
 
 def _gather(src3, cells, axes):
-    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell.
+    """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell: an IndexRuns
+    (one run per block row) when the source's rows are consecutive elements, so host memory grows
+    with the rows a plan moves rather than its elements; else an index array.
 
     Cells come in a few block shapes (the edge cells of each dimension are smaller): per shape, the
     blocks are one index pattern shifted by each block's origin, gathered in one indexing step."""
@@ -159,10 +161,26 @@ def _gather(src3, cells, axes):
     if total == 0:
         return np.zeros(0, np.int64)
     flat_src = np.ascontiguousarray(src3).reshape(-1)
+    shape_key = (cells["gs"] * (R + 1) + cells[rsk]) * (C + 1) + cells[csk]
+    keys = np.unique(shape_key[sizes > 0])
+    rows_contiguous = C > 1 and bool(np.all(src3[..., 1:] - src3[..., :-1] == 1))
+    if rows_contiguous:
+        nrows = np.where(sizes > 0, cells["gs"] * cells[rsk], 0)
+        roff = np.cumsum(nrows) - nrows
+        starts = np.empty(int(nrows.sum()), np.int64)
+        lengths = np.empty(starts.size, np.int64)
+        for key in keys:
+            sel = np.flatnonzero(shape_key == key)
+            gs, rs, cs = int(cells["gs"][sel[0]]), int(cells[rsk][sel[0]]), int(cells[csk][sel[0]])
+            row_pattern = ((np.arange(gs)[:, None] * R + np.arange(rs)[None, :]) * C).reshape(-1)
+            origin = (cells["g0"][sel] * R + cells[r0k][sel]) * C + cells[c0k][sel]
+            where = (roff[sel][:, None] + np.arange(gs * rs)[None, :]).reshape(-1)
+            starts[where] = flat_src[(origin[:, None] + row_pattern[None, :]).reshape(-1)]
+            lengths[where] = cs
+        return IndexRuns(starts, lengths)
     off = np.cumsum(sizes) - sizes
     out = np.empty(total, flat_src.dtype)
-    shape_key = (cells["gs"] * (R + 1) + cells[rsk]) * (C + 1) + cells[csk]
-    for key in np.unique(shape_key[sizes > 0]):
+    for key in keys:
         sel = np.flatnonzero(shape_key == key)
         gs, rs, cs = int(cells["gs"][sel[0]]), int(cells[rsk][sel[0]]), int(cells[csk][sel[0]])
         blk = gs * rs * cs
@@ -172,6 +190,12 @@ def _gather(src3, cells, axes):
         out[(off[sel][:, None] + np.arange(blk)[None, :]).reshape(-1)] = \
             flat_src[(origin[:, None] + pattern[None, :]).reshape(-1)]
     return out
+
+
+def _view(variable, index):
+    """A flat view of `variable` through an index array or IndexRuns."""
+    n = index.size if isinstance(index, IndexRuns) else int(np.asarray(index).size)
+    return ipu.Tensor(variable, index, (n,))
 
 
 def _is_transposed(src3) -> bool:
@@ -197,8 +221,7 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     all six workers share a block) turn it into [g, r, c] there (cycles from the poplibs
     estimator, codelets/transpose.py)."""
     if not _is_transposed(src3):
-        flat = _gather(src3, cells, axes)
-        seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), blocks, name=name))
+        seq.add(ipu.Copy(_view(src.variable, _gather(src3, cells, axes)), blocks, name=name))
         return
     (r0k, rsk), (c0k, csk) = axes
     # every cell's block is staged as up to 6 bands of its rows (one per worker), each band [c, r]
@@ -394,7 +417,6 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         # partials' elements a shape at a time.
         pk_ = plan.parts[3]
         cell_p = np.arange(p_sizes.size, dtype=np.int64) % pk_
-        p_total = int(p_sizes.sum())
         shape_key = (cells["gs"] * (M + 1) + cells["ms"]) * (N + 1) + cells["ns"]
         groups = []
         for key in np.unique(shape_key):
@@ -409,20 +431,49 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
             groups.append((sel, blk, origin, pattern))
 
         def per_partial(value, per_chunk=None):
-            """value[o] (+ k chunk x per_chunk[o]) for the output element o of every partial."""
-            res = np.empty(p_total, np.int64)
+            """value[o] (+ k chunk x per_chunk[o]) for the output element o of every partial, in
+            the partials' memory order, as IndexRuns: a run per block row, cut where the row's
+            values stop being consecutive (a row crossing two reduction groups)."""
+            # the rows of every block, in the partials' memory order: canonical first output,
+            # length, k chunk
+            nrows = np.where(p_sizes > 0, p_sizes // np.maximum(cells["ns"], 1), 0)
+            roff = np.cumsum(nrows) - nrows
+            row_o = np.empty(int(nrows.sum()), np.int64)
+            row_n = np.empty(row_o.size, np.int64)
+            row_p = np.empty(row_o.size, np.int64)
             for sel, blk, origin, pattern in groups:
-                idx = origin[:, None] + pattern[None, :]
-                v = value[idx]
-                if per_chunk is not None:
-                    v += cell_p[sel][:, None] * per_chunk[idx]
-                res[(p_off[sel][:, None] + np.arange(blk)[None, :]).reshape(-1)] = v.reshape(-1)
-            return res
+                ns_ = int(cells["ns"][sel[0]])
+                where = (roff[sel][:, None] + np.arange(blk // ns_)[None, :]).reshape(-1)
+                row_o[where] = (origin[:, None] + pattern[None, ::ns_]).reshape(-1)
+                row_n[where] = ns_
+                row_p[where] = np.repeat(cell_p[sel], blk // ns_)
+            # where consecutive outputs stop mapping to consecutive values
+            cont = np.zeros(value.size, bool)
+            cont[1:] = value[1:] == value[:-1] + 1
+            if per_chunk is not None:
+                cont[1:] &= per_chunk[1:] == per_chunk[:-1]
+            cut_at = np.flatnonzero(~cont)  # sorted
+            cuts_upto = np.cumsum(~cont)  # cuts at indices <= o
+            first_cut = cuts_upto[row_o]  # index into cut_at of the first cut after row_o
+            inner = cuts_upto[row_o + row_n - 1] - first_cut  # cuts strictly inside each row
+            runs_per_row = 1 + inner
+            run_row = np.repeat(np.arange(row_o.size), runs_per_row)
+            k = np.arange(run_row.size) - np.repeat(np.cumsum(runs_per_row) - runs_per_row, runs_per_row)
+            o = row_o[run_row]
+            start = np.where(k == 0, o, cut_at[np.minimum(first_cut[run_row] + k - 1, max(cut_at.size - 1, 0))]
+                             if cut_at.size else o)
+            last = k == inner[run_row]
+            end = np.where(last, o + row_n[run_row],
+                           cut_at[np.minimum(first_cut[run_row] + k, max(cut_at.size - 1, 0))] if cut_at.size else 0)
+            v = value[start]
+            if per_chunk is not None:
+                v = v + row_p[run_row] * per_chunk[start]
+            return IndexRuns(v, end - start)
 
     if K > 0 and P == 1 and out_float:
         # nothing to add up: the partials are the result
         dst = per_partial(c_flat)
-        seq.add(ipu.Copy(partials, ipu.Tensor(out_var, dst, dst.shape), name=f"{name}/exchange partials"))
+        seq.add(ipu.Copy(partials, _view(out_var, dst), name=f"{name}/exchange partials"))
         return seq
 
     # reduce each run of out in place, or each tile's elements into a contiguous result then copy
@@ -450,7 +501,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         rank[q] = np.arange(total, dtype=np.int64)
         base = (red_off[grp_of] + pos_in)[rank]
         dst = per_partial(base, grp_len[grp_of][rank])
-        seq.add(ipu.Copy(partials, ipu.Tensor(red_in, dst, dst.shape), name=f"{name}/exchange partials"))
+        seq.add(ipu.Copy(partials, _view(red_in, dst), name=f"{name}/exchange partials"))
         red_fields = (red_in, red_off, P * grp_len)
     else:
         # k = 0: nothing to add, the reduction writes zeros; one float per tile to connect to

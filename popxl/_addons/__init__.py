@@ -20,7 +20,6 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-import types
 
 __all__ = ["BINDINGS", "install", "BindingFinder"]
 
@@ -90,15 +89,15 @@ class _RealThenFront(importlib.abc.Loader):
     """Load the real `cppimport.import_hook`, then put the binding finder back in front of the
     finder it installs (so binding modules are still served here, never compiled)."""
 
-    def __init__(self, real: importlib.machinery.ModuleSpec, finder: "BindingFinder"):
-        self.real = real
+    def __init__(self, loader, finder: "BindingFinder"):
+        self.loader = loader
         self.finder = finder
 
     def create_module(self, spec):
-        return self.real.loader.create_module(self.real)
+        return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        self.real.loader.exec_module(module)
+        self.loader.exec_module(module)
         _to_front(self.finder)
 
 
@@ -137,8 +136,9 @@ class BindingFinder(importlib.abc.MetaPathFinder):
                 return importlib.machinery.ModuleSpec(fullname, _CppimportStandIn())
             if fullname == "cppimport.import_hook":
                 real = _real_spec(fullname, getattr(parent, "__path__", None))
-                if real is not None:
-                    return importlib.machinery.ModuleSpec(fullname, _RealThenFront(real, self), origin=real.origin)
+                if real is not None:  # the real module (file, cache...), loaded then followed by our re-fronting
+                    real.loader = _RealThenFront(real.loader, self)
+                    return real
         return None
 
 

@@ -9,9 +9,12 @@ mark inputs modified), so the lowering sees the edited program. One view per obj
 compare and hash like the C++ objects do. `popart/_internal/ir.py` re-exports this module's
 names under PopART's layout (`_ir.op.CallOp`, `_ir.view.Region`, `_ir.patterns.Patterns`, ...).
 """
-from .views import (BwdGraphInfo, ExecutionContext, ExpectedConnection, ExpectedConnectionType, Graph, GraphId,
-                    Ir, Op, OpSettings, Region, Regions, Tensor, TensorInfo, TopoCons, graph_view, ir_view,
-                    op_view, tensor_view)
+from popxl.context import ExecutionContext
+
+from .graph import Graph, Ir, TopoCons
+from .values import (BwdGraphInfo, ExpectedConnection, ExpectedConnectionType, GraphId, OpSettings, Region, Regions,
+                     TensorInfo)
+from .views import Op, Tensor, graph_view, ir_view, op_view, tensor_view
 from .ops import (CallOp, HostLoadOp, HostStoreOp, IfOp, InitOp, IpuCopyOp, LoopOp, MatMulOp, RemoteLoadOp,
                   RemoteStoreOp, op_class_for)
 from .patterns import Patterns, PatternsLevel

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from .views import Graph, GraphId, Op, Tensor, TensorInfo, graph_view, op_view, tensor_view, unwrap_tensor
+from .graph import Graph
+from .values import GraphId
+from .views import Op, Tensor, graph_view, tensor_view
 
 __all__ = ["CallOp", "LoopOp", "IfOp", "IpuCopyOp", "InitOp", "HostLoadOp", "HostStoreOp", "RemoteLoadOp",
            "RemoteStoreOp", "MatMulOp", "op_class_for"]
@@ -120,7 +122,7 @@ class LoopOp(_Subgraph, Op):
         raise ValueError(f"{t} is not an input of {self.debugName()}")
 
     def addModified(self, index: int, regions) -> None:  # noqa: N802
-        from .views import any_modified
+        from .values import any_modified
         vi = int(index)
         if vi in self._wrapper._pending:
             if any_modified(regions):
@@ -351,7 +353,7 @@ class WrapperCallOp(CallOp):
         self._w._connect_user_input(int(index), proxy)
 
     def addModified(self, index: int, regions) -> None:  # noqa: N802
-        from .views import any_modified
+        from .values import any_modified
         if not any_modified(regions):
             return
         op = self._w._loop._op
@@ -441,7 +443,10 @@ class RemoteStoreOp(Op):
     pass
 
 
-class MatMulOp(Op):
+class _AvailableMemory:
+    """Ops with an available-memory proportion (matmul, gather, scatter, topk, ...): recorded in
+    the op's attributes."""
+
     def setAvailableMemoryProportion(self, value) -> None:  # noqa: N802
         """Recorded in the op's attributes (the matmul planner plans for tile memory as a whole)."""
         self._op.attrs["available_memory_proportion"] = None if value is None else float(value)
@@ -450,10 +455,23 @@ class MatMulOp(Op):
         return self._op.attrs.get("available_memory_proportion")
 
 
+class MatMulOp(_AvailableMemory, Op):
+    pass
+
+
+class AvailableMemoryOp(_AvailableMemory, Op):
+    pass
+
+
 _CLASSES = {"call": CallOp, "repeat": LoopOp, "conditional": IfOp, "ipu_copy": IpuCopyOp, "init": InitOp,
             "host_load": HostLoadOp, "host_store": HostStoreOp, "remote_load": RemoteLoadOp,
             "remote_store": RemoteStoreOp, "matmul": MatMulOp}
 
 
 def op_class_for(op_type: str) -> type:
-    return _CLASSES.get(op_type, Op)
+    cls = _CLASSES.get(op_type)
+    if cls is not None:
+        return cls
+    from popxl.op_table import OP_TYPES
+    entry = OP_TYPES.get(op_type)
+    return AvailableMemoryOp if entry is not None and "available_memory_proportion" in entry.attrs else Op

@@ -63,7 +63,27 @@ def _remove_unused_identities(graph) -> None:
             graph_view(graph).eraseOp(op.id)
 
 
-_PRE_ALIAS = {"PostNRepl": _remove_unused_identities}
+def _op_to_identity(graph) -> None:
+    """PopART's OpToIdentity: an op that passes one input through unchanged (a custom op whose
+    `identity_of` says so, e.g. an all-reduce of identical inputs) becomes an identity of it."""
+    from popxl.custom_op import custom_op_types, custom_op
+    types = set(custom_op_types())
+    for op in graph.ops:
+        if op.type not in types:
+            continue
+        d = custom_op(op.type)
+        i = d.identity_of(**{k: v for k, v in op.attrs.items() if k in d.attrs})
+        if i is None or op.modified or op.aliases:
+            continue
+        keep = op.inputs[i]
+        for t in set(op.inputs) - {keep}:
+            t._remove_consumer(op)
+        op.inputs = (keep,)
+        op.type = "identity"
+        op.attrs = {}
+
+
+_PRE_ALIAS = {"OpToIdentity": _op_to_identity, "PostNRepl": _remove_unused_identities}
 _BY_LEVEL = {PatternsLevel.NoPatterns: (), PatternsLevel.Minimal: ("PostNRepl",),
              PatternsLevel.Default: ("PostNRepl", "OpToIdentity"),
              PatternsLevel.All: ("PostNRepl", "OpToIdentity")}

@@ -187,8 +187,13 @@ def _call_like(op_type: str, graph: Graph, connected: List[Tuple[int, Tensor]], 
     outs = [(t.shape, t.dtype) for t in graph.outputs]
     names = [t.name for t in graph.outputs]
     attrs = dict(attrs, graph=graph, input_map=input_map, by_ref=by_ref)
-    return create_op(op_type, inputs, outs, attrs, out_names=names, modified=modified, called_graphs=(graph,),
-                     out_meta_shapes=[t.meta_shape for t in graph.outputs], check_placement=False)
+    op = create_op(op_type, inputs, outs, attrs, out_names=names, modified=modified, called_graphs=(graph,),
+                   out_meta_shapes=[t.meta_shape for t in graph.outputs], check_placement=False)
+    # as PopART's subgraph ops: an output lives on the tile set of the graph output it comes from
+    for out, g_out in zip(op.outputs, graph.outputs):
+        if g_out._tile_set is not None:
+            out._set_tile_set(g_out._tile_set)
+    return op
 
 
 def call(graph: Graph, *inputs: Union[TensorLike, Iterable[TensorLike]],

@@ -167,6 +167,8 @@ def _pool(op_type: str, t: Tensor, kernel_size, stride, padding, out_pads, dilat
     check_float(op_type, t)
     kernel = int_tuple(kernel_size, None, f"{op_type} kernel_size")
     n = len(kernel)
+    if any(k < 1 for k in kernel):
+        raise ValueError(f"{op_type}: kernel_size {kernel} must be >= 1 on every axis.")
     if t.rank != n + 2:
         raise ValueError(f"{op_type}: a kernel of {n} spatial axes needs t of rank {n + 2}, got {t.shape}.")
     strides, pads, dilations = _spatial_args(op_type, t, n, stride, padding, dilation)

@@ -163,11 +163,17 @@ def histogram(t: Tensor, levels: List[float], absolute_of_input: bool) -> Tensor
 
 @op_debug_context
 def io_tile_copy(t: Tensor) -> Tensor:
-    """Copy ``t`` to the tile set of the current context (IO tiles inside ``popxl.io_tiles()``,
-    compute tiles outside)."""
+    """Copy ``t`` to or from the IO tiles: to the other tile set than the one ``t`` is on (as
+    PopXL infers it from the tensor); for a tensor whose tile set is not known yet, to the tile
+    set of the current context (IO tiles inside ``popxl.io_tiles()``, compute tiles outside)."""
+    from popxl.context import _tile_set
     _tensor("io_tile_copy", t)
-    target = "io" if get_current_context().io_tile_set else "compute"
-    return single("io_tile_copy", [t], t.shape, t.dtype, {"destination": target}, check_placement=False)
+    if t._tile_set is not None:
+        target = "compute" if t._tile_set == "io" else "io"
+    else:
+        target = "io" if get_current_context().io_tile_set else "compute"
+    with _tile_set(target):
+        return single("io_tile_copy", [t], t.shape, t.dtype, {"destination": target}, check_placement=False)
 
 
 @op_debug_context

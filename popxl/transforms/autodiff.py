@@ -125,9 +125,8 @@ class GradGraphInfo:
             raise KeyError(f"GradGraphInfo._from_pb: no graph {gid!r} in the Ir")
         ins = [ExpectedConnection._from_pb(fwd, ec) for ec in bwd_info.expectedInputs]
         outs = [ExpectedConnection._from_pb(fwd, ec) for ec in bwd_info.expectedOutputs]
-        if len(ins) != len(bwd.inputs) or len(outs) != len(bwd.outputs):
-            raise ValueError(f"GradGraphInfo._from_pb: {gid!r} has {len(bwd.inputs)} inputs and {len(bwd.outputs)} "
-                             f"outputs, the info expects {len(ins)} and {len(outs)}")
+        # as PopART's BwdGraphInfo: the connections describe the graph's first inputs / outputs (a
+        # transform may have added inputs after them, e.g. accumulators, or removed outputs)
         return cls._create(bwd, fwd, ins, outs)
 
     @property

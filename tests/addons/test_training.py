@@ -1,7 +1,6 @@
 """popxl-addons unchanged: a Module of addons.layers.Linear trained through addons.autodiff and an
 optimizer graph, gradient accumulation (autodiff_with_accumulation) and recomputation; every
 number checked against NumPy doing the same maths."""
-from functools import partial
 
 import numpy as np
 import pytest
@@ -145,3 +144,95 @@ def test_gradient_accumulation_running_mean(addons):
     for name in w:
         np.testing.assert_allclose(got[name], w[name] - LR * mean_grads[name], rtol=1e-5, atol=1e-6, err_msg=name)
     assert counter == 0
+
+
+def test_embedding_layer_norm_and_adam_match_the_reference_interpreter(addons):
+    """addons.layers Embedding + LayerNorm + Linear, addons.ops.cross_entropy_with_grad and the
+    AdamOptimizerStep module (float16 first moments), two training steps: the simulated run and
+    popxl's NumPy reference interpreter agree on the losses and the trained weights."""
+    from popxl_addons.layers import Embedding, LayerNorm, Linear
+    from popxl_addons.optimizers.adam import AdamOptimizerStep
+
+    class Lm(addons.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.ln, self.head = Embedding(popxl.float32, 16, 8), LayerNorm(), Linear(16)
+
+        def build(self, idx):
+            return self.head(self.ln(self.emb(idx)))
+
+    n = 6
+    ir = popxl.Ir()
+    with ir.main_graph, popxl.in_sequence(True):
+        i_s = popxl.h2d_stream((n,), popxl.int32, "idx")
+        l_s = popxl.h2d_stream((n,), popxl.int32, "labels")
+        loss_s = popxl.d2h_stream((), popxl.float32, "loss")
+        facts, fwd = Lm().create_graph(popxl.TensorSpec((n,), popxl.int32))
+        bwd = addons.autodiff(fwd, grads_required=fwd.args.tensors)
+        variables = facts.init()
+        info = fwd.bind(variables).call_with_info(ops.host_load(i_s))
+        loss, dlogits = addons.ops.cross_entropy_with_grad(info.outputs[0], ops.host_load(l_s))
+        ops.host_store(loss_s, loss)
+        grads = bwd.call(dlogits, args=bwd.grad_graph_info.inputs_dict(info))
+        name_of = {t: name for name, t in fwd.args.named_tensors.items()}
+        for t, g in zip(fwd.args.tensors, grads):  # the gradients come in grads_required order
+            var = variables.named_tensors[name_of[t]]
+            opt_facts, opt = AdamOptimizerStep().create_graph(var, g, lr=0.01)
+            opt.bind(opt_facts.init()).call(var, g)
+    rng = np.random.default_rng(2)
+    feeds = [{i_s: rng.integers(0, 16, n).astype(np.int32), l_s: rng.integers(0, 16, n).astype(np.int32)}
+             for _ in range(2)]
+    ref = popxl.reference.Interpreter(ir)
+    with popxl.Session(ir, "ipu_model") as sess:
+        for f in feeds:
+            got, want = sess.run(f)[loss_s], ref.run(f)[loss_s]
+            np.testing.assert_allclose(got, want, rtol=1e-4)
+        for name, v in variables.named_tensors.items():
+            np.testing.assert_allclose(sess.get_tensor_data(v), ref.get_tensor_data(v), rtol=1e-3, atol=1e-5,
+                                       err_msg=name)
+    # the first loss is the cross entropy of the initial weights, computed here with NumPy
+    w = {k: np.asarray(v._data, np.float64) for k, v in variables.named_tensors.items()}
+    h = w["emb.weight"][feeds[0][i_s]]
+    h = (h - h.mean(1, keepdims=True)) / np.sqrt(h.var(1, keepdims=True) + 1e-5) * w["ln.weight"] + w["ln.bias"]
+    logits = h @ w["head.weight"] + w["head.bias"]
+    logp = logits - logits.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    first = popxl.reference.Interpreter(ir).run(feeds[0])[loss_s]
+    np.testing.assert_allclose(first, -logp[np.arange(n), feeds[0][l_s]].mean(), rtol=1e-5)
+
+
+def test_conv2d_layer_forward_and_gradients(addons):
+    """addons.layers.Conv2D (ops.conv with padding, bias) and its gradients through addons.autodiff,
+    against NumPy."""
+    from popxl_addons.layers.conv import Conv2D
+
+    n, c, h, w, oc = 2, 3, 5, 5, 4
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(n, c, h, w)).astype(np.float32)
+    gy = rng.normal(size=(n, oc, h, w)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        facts, g = Conv2D(oc, 3, paddings=(1, 1, 1, 1)).create_graph(popxl.TensorSpec(x.shape, popxl.float32))
+        dg = addons.autodiff(g)
+        v = facts.init()
+        info = g.bind(v).call_with_info(popxl.variable(x))
+        grads = dict(zip(dg.grad_graph_info.outputs,  # forward input -> its gradient
+                         dg.call(popxl.variable(gy), args=dg.grad_graph_info.inputs_dict(info))))
+        outs = {}
+        for name, t in (("y", info.outputs[0]), ("dx", grads[g.graph.inputs[0]]), ("dw", grads[g.args.weight])):
+            outs[name] = popxl.d2h_stream(t.shape, t.dtype, name)
+            ops.host_store(outs[name], t)
+    with popxl.Session(ir, "ipu_model") as sess:
+        got = sess.run()
+        wt = sess.get_tensor_data(v.weight).astype(np.float64)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.stack([xp[:, :, i:i + h, j:j + w] for i in range(3) for j in range(3)], axis=2)  # n c 9 h w
+    y = np.einsum("nckhw,ock->nohw", cols, wt.reshape(oc, c, 9))
+    np.testing.assert_allclose(got[outs["y"]], y, rtol=1e-4, atol=1e-5)
+    dw = np.einsum("nckhw,nohw->ock", cols, gy.astype(np.float64)).reshape(wt.shape)
+    np.testing.assert_allclose(got[outs["dw"]], dw, rtol=1e-4, atol=1e-4)
+    dcols = np.einsum("nohw,ock->nckhw", gy.astype(np.float64), wt.reshape(oc, c, 9))
+    dxp = np.zeros_like(xp)
+    for k, (i, j) in enumerate((i, j) for i in range(3) for j in range(3)):
+        dxp[:, :, i:i + h, j:j + w] += dcols[:, :, k]
+    np.testing.assert_allclose(got[outs["dx"]], dxp[:, :, 1:-1, 1:-1], rtol=1e-4, atol=1e-5)

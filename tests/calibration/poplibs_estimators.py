@@ -415,3 +415,191 @@ def clamp(n: int, t: str) -> int:
     else:
         vw, cpv = 1, 7
     return 5 + 6 + cpv * (n + vw - 1) // vw
+
+
+# --------------------------------------------------------------------------------------------
+# Histogram2D (CE, one data region, unpacked pointers: getUnpackCost = 0)
+
+
+def histogram_2d(n: int, limits: int, t: str, absolute: bool) -> int:
+    a = 1 if absolute else 0
+    count = limits + 1  # histogramCount: one more bin than limits
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    cycles = 7
+    if t == "half":
+        cycles += 5
+        loop = 16
+        if n & 1:
+            loop += 3 + a
+        if n & 2:
+            loop += 3 + a
+        loop += (3 + a) * (n // vw)
+        cycles += (loop + 6) * (count - 1)
+    else:
+        cycles += 3
+        loop = 10
+        if n & 1:
+            loop += 2 + a
+        loop += (3 + a) * (n // vw)
+        cycles += (loop + 5) * (count - 1)
+    regions = 1
+    cycles += 3 + 3 * (regions - 1)
+    cycles += 10 + (count - 1) * 2
+    return cycles
+
+
+# --------------------------------------------------------------------------------------------
+# poprand (lib/poprand/poprandCycleEstimators.cpp): NormalSupervisor, DropoutSupervisor
+
+PR = "graphcore/poplibs lib/poprand/poprandCycleEstimators.cpp"
+
+
+def normal_supervisor(n: int, t: str) -> int:
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    c = 4 + 4 * (n + vw - 1) // vw
+    if t == "float":
+        c += 22 * NUM_WORKERS + (3 if n % vw else 0)
+    else:
+        c += 24 * NUM_WORKERS + (12 if n % vw else 0)
+    return c
+
+
+def dropout_supervisor(n: int, t: str) -> int:
+    vw = DATA_PATH_BITS // (32 if t == "float" else 16)
+    c = 6 + 24 * NUM_WORKERS + 2 * (n + vw - 1) // vw
+    return c + ((1 if t == "float" else 9) if n % vw else 0)
+
+
+def iota(n: int, t: str) -> int:
+    """CE Iota, one region: 10 + 4 + 3 per vector (getVectorWidth of the output type)."""
+    vw = vector_width(t)
+    return 10 + 4 + 3 * ((n + vw - 1) // vw)
+
+
+def multi_update_op(elems_per_slice: int, num_offsets: int, t: str) -> int:
+    """PE getMultiUpdateOpCycleEstimate, unscaled, every offset in range, unsorted, one worker's
+    share (the estimate multiplies by the workers for the MultiVertex). Mk2 atomic writes are
+    32-bit."""
+    cycles = 3
+    bpe = TYPE_SIZE[t]
+    four = bpe == 4
+    cycles += 29 if four else 30
+    if num_offsets == 0:
+        return cycles
+    per_in = 11 if four else 12
+    atomic = 4
+    bytes_per_atom = atomic * bpe // _gcd(atomic, bpe)  # lcm
+    elems_per_atom = bytes_per_atom // bpe
+    if elems_per_slice % elems_per_atom:  # sub-word writes
+        per_in += elems_per_slice * 20
+    else:
+        per_in += (elems_per_slice // elems_per_atom - 1) * 3
+    return cycles + per_in * num_offsets
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+# --------------------------------------------------------------------------------------------
+# Reduce (lib/popops/reduction/CycleEstimationFunctions.cpp @ b2996457, getCycleEstimateForReduceVertex
+# with the SCALAR_OUTPUT_SINGLE_INPUT and STRIDED_REDUCE specialisations, not an update)
+
+RED = ("graphcore/poplibs lib/popops/reduction/CycleEstimationFunctions.cpp@"
+       "b2996457da99ac9bffb47d04c3243e98d476aa09")
+
+
+def _reduce_widths(op: str, t_in: str, strided: bool):
+    """(dataPathWidth, vectorWidth, the op vector width passed on, cyclesPerOp), as
+    getCycleEstimateForReduceVertex works them out."""
+    size = TYPE_SIZE[t_in]
+    acc = 8 if t_in == "half" else (4 if t_in == "float" else 1)
+    dpw = DATA_PATH_BITS // (size * 8)
+    vw = vector_width(t_in)
+    if op != "LOG_ADD":
+        return dpw, vw, acc, 1
+    if strided:  # log-add has an assembler strided vertex
+        return dpw, vw, (4 if t_in == "half" else 2), (13 if t_in == "half" else 23)
+    return dpw, vw, 1, 20  # C++ scalar log-add
+
+
+def reduce_single_input(k: int, op: str, t_in: str, t_out: str) -> int:
+    """getCyclesEstimateForSingleInput."""
+    dpw, vw, acc, cpo = _reduce_widths(op, t_in, False)
+    uses_acc = op in ("ADD", "SQUARE_ADD")
+    op_vw = acc if uses_acc else vw
+    per_cycle = min(op_vw, dpw)
+    loads = op_vw // per_cycle
+    cpl = max(loads, cpo)
+    per_loop = per_cycle * loads
+    cycles = 1 + 2 + 6 + cpl * k // per_loop + 5 + k % per_loop + 3
+    if t_out != "float":
+        cycles += 5
+    return cycles
+
+
+def reduce_strided(n_out: int, k: int, op: str, t_in: str, t_out: str) -> int:
+    """getCyclesEstimateForStridedReduce with one outer stride and a stride of n_out (the
+    partials [k, n_out] row-major)."""
+    dpw, vw, acc, cpo = _reduce_widths(op, t_in, True)
+    uses_acc = op in ("ADD", "SQUARE_ADD")
+    op_vw = acc if uses_acc else vw
+    cycles = 2 + 2 + 6 + 5
+    if t_in == "half":
+        table = {"half": {"ADD": 7, "MAX": 7, "MIN": 7, "LOG_ADD": 7},
+                 "float": {"ADD": 6, "MAX": 7, "MIN": 7, "LOG_ADD": 7}}
+        post = 1 + table.get(t_out, {}).get(op, 0)
+    else:
+        post = (3 if op == "ADD" else 2) + (2 if t_out in ("half", "float") else 0)
+    outer = 3 + post + 1 * (3 + cpo * (k - 1))
+    per_loop = _gcd(min(op_vw, dpw), n_out)
+    return cycles + outer * ((n_out + per_loop - 1) // per_loop)
+
+
+# --------------------------------------------------------------------------------------------
+# popnn (lib/popnn/popnnCycleEstimators.cpp): ReduceMaxClassSparse, ReduceMaxNClassSparse
+
+NN = "graphcore/poplibs lib/popnn/popnnCycleEstimators.cpp"
+
+
+def reduce_max_class_sparse(n: int, t: str) -> int:
+    cycles = 5
+    if t in ("half", "float"):
+        cycles += 2 + 3 + 3 + 1 + (n - 1) * 3 + 3 + 6 + 4
+    else:
+        cycles += 18 + n * 6
+    return cycles
+
+
+def reduce_max_n_class_sparse(n: int, k: int, sorted_: bool) -> int:
+    import math
+
+    cycles = 10 + 2
+    cycles += 23
+    for i in range(1, k):
+        cycles = int(cycles + 13 + math.log(i) * 20)
+    cycles = int(cycles + (n - k) * (13 + math.log(k) * 20))
+    cycles += 8 * k
+    if sorted_:
+        for i in range(k, 0, -1):
+            cycles += 10
+            cycles = int(cycles + 20 * math.log(i))
+    return cycles
+
+
+def transpose_2d(rows: int, cols: int, matrices: int, t: str) -> int:
+    """CE Transpose2d (the version with the numSrcRows < 512 output-stride condition)."""
+    rpt = 0x0FFF + 1
+    if TYPE_SIZE[t] == 4:
+        if rows % 2 == 0 and cols % 2 == 0 and cols // 2 < rpt and rows * (cols - 2) // 2 < 512 and rows < 512:
+            return 27 + matrices * (11 + (rows // 2) * (6 + 3 * (cols // 2 - 1)))
+        return 13 + matrices * (8 + cols * (5 + (rows * 4) // 2))
+    if rows % 4 == 0 and cols % 4 == 0 and cols >= 8 and cols // 4 < rpt and 1 + 3 * (cols // 4) < 512:
+        return 37 + matrices * (12 + (rows // 4) * (15 + 4 * (cols // 4 - 2)))
+    if rows % 4 == 0 and cols == 4 and rows // 4 < rpt and 1 + 3 * (rows // 4) < 512:
+        if rows == 4:
+            return 32 + 15 * matrices
+        return 28 + matrices * (17 + (20 + 4 * (rows // 4 - 2)))
+    return 15 + matrices * (8 + cols * (5 + (rows * 5) // 2))

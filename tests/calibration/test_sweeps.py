@@ -137,3 +137,42 @@ def test_select_sweep(t):
     assert (model == ref).all(), f"BroadcastSelect {t}"
     if t != "bool":
         _check(clamp_cycles(N, et), lambda n: pe.clamp(n, t), f"Clamp {t}")
+
+
+@pytest.mark.parametrize("t", ["float", "half", "unsigned char"])
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_multi_update_sweep(t, m):
+    """MultiUpdate: a plain write (getMultiSliceCycleEstimate with isUpdate) and an add
+    (getMultiUpdateOpCycleEstimate) for every region size, whole atoms or sub-word writes."""
+    from codelets.indexing import UpdateOpCode, multi_update_cycles
+
+    et = T[t]
+    zeros = np.zeros(N.size, np.int64)
+    ks = np.full(N.size, m)
+    plain = multi_update_cycles(ks, N, ks, np.full(N.size, int(UpdateOpCode.ASSIGN)), zeros, zeros, zeros, et)
+    _check(plain, lambda n: pe.multi_slice(n, m, t, is_update=True), f"MultiUpdate {t} x {m}")
+    if t != "unsigned char":
+        n1 = np.maximum(N, 1)
+        add = multi_update_cycles(ks, n1, ks, np.full(N.size, int(UpdateOpCode.ADD)), zeros, zeros, zeros, et)
+        ref = np.array([pe.multi_update_op(int(n), m, t) for n in n1])
+        assert (add == ref).all(), f"MultiUpdateOp {t} x {m}"
+
+
+@pytest.mark.parametrize("ti,to", [("float", "float"), ("half", "half"), ("half", "float"), ("float", "half"),
+                                   ("int", "int")])
+@pytest.mark.parametrize("op", ["ADD", "MAX", "SQUARE_ADD", "LOG_ADD"])
+def test_reduce_sweep(ti, to, op):
+    """Reduce: one output over every k (SCALAR_OUTPUT_SINGLE_INPUT), and k partials of 2..40
+    outputs (STRIDED_REDUCE)."""
+    from codelets.reduce import PARTIALS, ROWS, reduce_cycles
+
+    if ti == "int" and op not in ("ADD", "MAX"):
+        pytest.skip("int reduces with add / max / min / mul")
+    name = {"ADD": "sum", "MAX": "max", "SQUARE_ADD": "sum_squares", "LOG_ADD": "log_sum_exp"}[op]
+    ks = N[N > 0]
+    single = reduce_cycles(np.ones(ks.size, np.int64), ks, name, np.full(ks.size, ROWS), T[ti], T[to])
+    assert (single == np.array([pe.reduce_single_input(int(k), op, ti, to) for k in ks])).all()
+    outs = np.arange(2, 41)
+    for k in (1, 2, 7, 64):
+        strided = reduce_cycles(outs, np.full(outs.size, k), name, np.full(outs.size, PARTIALS), T[ti], T[to])
+        assert (strided == np.array([pe.reduce_strided(int(n), k, op, ti, to) for n in outs])).all(), k

@@ -4,7 +4,8 @@
 variable per entry of `variables` ({name: (dtype, data or element count, tile)}), one compute set
 with every vertex of `vertices` ([(tile, {field: (variable name, start, count)}, params)]),
 compiles, writes the data, runs once and returns a `Run` with the variables' contents, the cycles
-of the run and the compiled step.
+of the run and the compiled step. `run_vertex(codelet, {field: array}, params, tile)` is the common
+case: one vertex, each field a whole variable of its own on one tile.
 """
 from __future__ import annotations
 
@@ -49,6 +50,15 @@ def run_vertices(codelet, variables: dict, vertices: list, tiles: int = 2) -> Ru
     out = {name: engine.read_tensor(v) for name, v in vs.items()}
     step = [s for s in exe.steps if s.kind == "compute"][0]
     return Run(out, cycles, step, exe)
+
+
+def run_vertex(codelet, arrays: dict, params: dict, tile: int = 0) -> Run:
+    """One vertex of `codelet` on `tile`, each field ({field: array}) a whole variable of its own
+    there holding the array."""
+    arrays = {name: np.asarray(arr) for name, arr in arrays.items()}
+    variables = {name: (arr.dtype, arr, tile) for name, arr in arrays.items()}
+    fields = {name: (name, 0, arr.size) for name, arr in arrays.items()}
+    return run_vertices(codelet, variables, [(tile, fields, params)])
 
 
 def layout_pieces(sizes, tiles=(0, 1, 0, 0)):
@@ -129,6 +139,7 @@ class Helpers:
     SIZES = SIZES
     Run = Run
     run_vertices = staticmethod(run_vertices)
+    run_vertex = staticmethod(run_vertex)
     layout_pieces = staticmethod(layout_pieces)
     elementwise_run = staticmethod(elementwise_run)
     assert_close = staticmethod(assert_close_dtype)

@@ -274,29 +274,18 @@ def test_float16_rounds_once(cl):
 # -- cycles --------------------------------------------------------------------------------------
 
 
-def cl_run_single(codelet, arrays, params, tile=0):
-    g = ipu.Graph(ipu.small_target(2))
-    vs = {}
-    for name, arr in arrays.items():
-        v = g.add_variable(name, (arr.size,), arr.dtype)
-        g.set_tile_mapping(v, tile)
-        vs[name] = v
-    cs = g.add_compute_set("cs")
-    g.add_vertex(cs, codelet, tile, **vs, **params)
-    engine = ipu.Engine(ipu.compile(g, ipu.Execute(cs)))
-    for name, arr in arrays.items():
-        engine.write_tensor(vs[name], arr)
-    return engine.run()
+def cl_run_single(cl, codelet, arrays, params, tile=0):
+    return cl.run_vertex(codelet, arrays, params, tile).cycles
 
 
 @pytest.mark.parametrize("n", [1, 7, 64, 97, 1000])
 @pytest.mark.parametrize("name,dtype", [("exp", "float32"), ("exp", "float16"), ("relu", "float16"),
                                         ("negate", "int32"), ("gelu", "float32"), ("swish", "float16"),
                                         ("isnan", "float32"), ("log1p", "float32")])
-def test_unary_cycles_equal_cost_model(name, dtype, n):
+def test_unary_cycles_equal_cost_model(name, dtype, n, cl):
     x = np.ones(n, dtype)
     out_dt = "bool" if name == "isnan" else dtype
-    cycles = cl_run_single("UnaryOp", {"in": x, "out": np.zeros(n, out_dt)}, {"op": UNARY_OPS[name]})
+    cycles = cl_run_single(cl, "UnaryOp", {"in": x, "out": np.zeros(n, out_dt)}, {"op": UNARY_OPS[name]})
     t = ipu.element_type(dtype)
     assert cycles == int(unary_cycles(np.array([n]), name, t)[0])
     assert UNARY.supervisor  # tile cycles: the run costs exactly the vertex
@@ -335,11 +324,11 @@ def test_binary_cost_formula_by_hand():
 @pytest.mark.parametrize("name,dtype,bcast", [("add", "float32", False), ("add", "float16", True),
                                               ("div", "int32", False), ("less", "float32", False),
                                               ("max", "float16", True), ("logical_or", "bool", False)])
-def test_binary_cycles_equal_cost_model(name, dtype, bcast, n):
+def test_binary_cycles_equal_cost_model(name, dtype, bcast, n, cl):
     a = np.ones(n, dtype)
     b = np.ones(1 if bcast else n, dtype)
     out_dt = "bool" if name in COMPARE else dtype
-    cycles = cl_run_single("BinaryOp", {"a": a, "b": b, "out": np.zeros(n, out_dt)}, {"op": BINARY_OPS[name]})
+    cycles = cl_run_single(cl, "BinaryOp", {"a": a, "b": b, "out": np.zeros(n, out_dt)}, {"op": BINARY_OPS[name]})
     assert cycles == int(binary_cycles(np.array([n]), name, ipu.element_type(dtype), np.array([bcast and n > 1]))[0])
 
 

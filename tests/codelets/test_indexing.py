@@ -10,24 +10,11 @@ from codelets.indexing import (dynamic_slice_cycles, encode_one_hot_cycles, mult
 TYPES = ["float32", "float16", "int32"]
 
 
-def _run(codelet, arrays, params, tile=1):
-    """One vertex of `codelet` on `tile`, each field its own variable there. Returns the fields'
-    contents after the run, the run's cycles and the compute step's cycles."""
-    g = ipu.Graph(ipu.small_target(2))
-    vs = {}
-    for name, arr in arrays.items():
-        v = g.add_variable(name, (arr.size,), arr.dtype)
-        g.set_tile_mapping(v, tile)
-        vs[name] = v
-    cs = g.add_compute_set("cs")
-    g.add_vertex(cs, codelet, tile, **vs, **params)
-    exe = ipu.compile(g, ipu.Execute(cs))
-    engine = ipu.Engine(exe)
-    for name, arr in arrays.items():
-        engine.write_tensor(vs[name], arr)
-    cycles = engine.run()
-    step = [s for s in exe.steps if s.kind == "compute"][0]
-    return {n: engine.read_tensor(v) for n, v in vs.items()}, cycles, step
+def _run(cl, codelet, arrays, params, tile=1):
+    """One vertex of `codelet` on `tile`: the fields' contents after the run, the run's cycles and
+    the compute step."""
+    r = cl.run_vertex(codelet, arrays, params, tile)
+    return r.out, r.cycles, r.step
 
 
 def _data(rng, shape, dt):
@@ -38,12 +25,12 @@ def _data(rng, shape, dt):
 
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("rows, region, m", [(1, 1, 1), (7, 3, 5), (13, 1, 17), (5, 11, 2)])
-def test_multi_slice(dt, rows, region, m):
+def test_multi_slice(dt, rows, region, m, cl):
     rng = np.random.default_rng(rows * 100 + region * 10 + m)
     base = _data(rng, (rows, region), dt)
     offsets = rng.integers(-2, rows + 2, m).astype(np.int32)
     out0 = np.full(m * region, 7, dt)
-    res, cycles, step = _run("MultiSlice", {"base": base.reshape(-1), "offsets": offsets, "out": out0},
+    res, cycles, step = _run(cl, "MultiSlice", {"base": base.reshape(-1), "offsets": offsets, "out": out0},
                              {"region": region, "rows": rows, "row_base": 0})
     got = res["out"].reshape(m, region)
     expect = np.zeros((m, region), dt)
@@ -58,10 +45,10 @@ def test_multi_slice(dt, rows, region, m):
     assert cycles == step.cycles
 
 
-def test_multi_slice_row_base_selects_a_window_of_rows():
+def test_multi_slice_row_base_selects_a_window_of_rows(cl):
     base = np.arange(12, dtype=np.float32)  # rows 10..13 of a larger table, region 3
     offsets = np.array([9, 10, 13, 14], np.int32)
-    res, _, _ = _run("MultiSlice", {"base": base, "offsets": offsets, "out": np.zeros(12, np.float32)},
+    res, _, _ = _run(cl, "MultiSlice", {"base": base, "offsets": offsets, "out": np.zeros(12, np.float32)},
                      {"region": 3, "rows": 4, "row_base": 10})
     np.testing.assert_array_equal(res["out"].reshape(4, 3), [[0, 0, 0], [0, 1, 2], [9, 10, 11], [0, 0, 0]])
 
@@ -96,7 +83,7 @@ def _independent_update(base, offsets, updates, op, per_column, init, track):
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("op", ["none", "sum", "max", "min", "mul"])
 @pytest.mark.parametrize("per_column", [False, True])
-def test_multi_update(dt, op, per_column):
+def test_multi_update(dt, op, per_column, cl):
     from codelets.indexing import UPDATE_OPS
 
     rng = np.random.default_rng(TYPES.index(dt) * 100 + UPDATE_OPS[op] * 10 + int(per_column))
@@ -108,7 +95,7 @@ def test_multi_update(dt, op, per_column):
     offsets = rng.integers(-1, rows + 1, (k, region) if per_column else k).astype(np.int32)
     params = {"region": region, "rows": rows, "row_base": 0, "op": UPDATE_OPS[op], "per_column": int(per_column),
               "init": 0, "track": 0, "init_value": 0.0}
-    res, cycles, step = _run("MultiUpdate", {"base": base.reshape(-1), "offsets": offsets.reshape(-1),
+    res, cycles, step = _run(cl, "MultiUpdate", {"base": base.reshape(-1), "offsets": offsets.reshape(-1),
                                              "updates": upd.reshape(-1)}, params)
     got = res["base"].reshape(rows, region)
     ref = ipu.get_codelet("MultiUpdate").reference(base, offsets, upd, region, rows, op=op, per_column=per_column)
@@ -126,7 +113,7 @@ def test_multi_update(dt, op, per_column):
 
 
 @pytest.mark.parametrize("op, init", [("max", -np.inf), ("min", np.inf), ("sum", 0.0), ("mul", 1.0)])
-def test_multi_update_init_and_untouched_rows(op, init):
+def test_multi_update_init_and_untouched_rows(op, init, cl):
     from codelets.indexing import UPDATE_OPS
 
     rows, region = 6, 2
@@ -136,18 +123,18 @@ def test_multi_update_init_and_untouched_rows(op, init):
     track = op in ("max", "min")
     params = {"region": region, "rows": rows, "row_base": 0, "op": UPDATE_OPS[op], "per_column": 0,
               "init": 1, "track": int(track), "init_value": init}
-    res, _, step = _run("MultiUpdate", {"base": base, "offsets": offsets, "updates": upd.reshape(-1)}, params)
+    res, _, step = _run(cl, "MultiUpdate", {"base": base, "offsets": offsets, "updates": upd.reshape(-1)}, params)
     expect = _independent_update(base.reshape(rows, region), offsets, upd, op, False, init, track)
     np.testing.assert_array_equal(res["base"].reshape(rows, region), expect.astype(np.float32))
     model = multi_update_cycles(3, region, rows, UPDATE_OPS[op], 0, 1, int(track), ipu.FLOAT32)
     assert step.cycles == 6 * int(model)
 
 
-def test_multi_update_int_max_init_uses_the_int_range():
+def test_multi_update_int_max_init_uses_the_int_range(cl):
     from codelets.indexing import UpdateOpCode
 
     base = np.zeros(4, np.int32)
-    res, _, _ = _run("MultiUpdate", {"base": base, "offsets": np.array([2], np.int32),
+    res, _, _ = _run(cl, "MultiUpdate", {"base": base, "offsets": np.array([2], np.int32),
                                      "updates": np.array([-7], np.int32)},
                      {"region": 1, "rows": 4, "row_base": 0, "op": UpdateOpCode.MAX, "per_column": 0, "init": 1, "track": 0,
                       "init_value": float(np.iinfo(np.int32).min)})
@@ -157,11 +144,11 @@ def test_multi_update_int_max_init_uses_the_int_range():
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("rows, region, n, first, offset", [
     (1, 1, 1, 0, 0), (7, 3, 4, 0, 5), (7, 3, 2, 2, 6), (5, 2, 5, 0, 9), (11, 4, 3, 0, -3)])
-def test_dynamic_slice_and_update(dt, rows, region, n, first, offset):
+def test_dynamic_slice_and_update(dt, rows, region, n, first, offset, cl):
     """A vertex moving rows first .. first + n - 1 of a slice at `offset`."""
     rng = np.random.default_rng(rows + region + n + first)
     base = _data(rng, (rows, region), dt)
-    res, cycles, step = _run("DynamicSlice", {"base": base.reshape(-1), "offset": np.array([offset], np.int32),
+    res, cycles, step = _run(cl, "DynamicSlice", {"base": base.reshape(-1), "offset": np.array([offset], np.int32),
                                               "out": np.zeros(n * region, dt)},
                              {"region": region, "rows": rows, "first": first})
     o = offset if 0 <= offset < rows else 0
@@ -173,7 +160,7 @@ def test_dynamic_slice_and_update(dt, rows, region, n, first, offset):
     assert step.cycles == int(dynamic_slice_cycles(n, region, et))  # a supervisor vertex
 
     upd = _data(rng, (n, region), dt)
-    res, _, step = _run("DynamicUpdate", {"base": base.reshape(-1), "offset": np.array([offset], np.int32),
+    res, _, step = _run(cl, "DynamicUpdate", {"base": base.reshape(-1), "offset": np.array([offset], np.int32),
                                           "update": upd.reshape(-1)}, {"region": region, "rows": rows, "first": first})
     expect = base.copy()
     for j in range(n):
@@ -191,10 +178,10 @@ def test_dynamic_slice_cost_model_matches_poplibs_formula():
 
 
 @pytest.mark.parametrize("dt", TYPES)
-def test_encode_one_hot(dt):
+def test_encode_one_hot(dt, cl):
     idx = np.array([0, 3, 4, -1, 2, 9], np.int32)
     vals = np.array([0.25, -3], dt) if dt != "int32" else np.array([5, -3], np.int32)
-    res, cycles, step = _run("EncodeOneHot", {"indices": idx, "values": vals, "out": np.zeros(6 * 5, dt)},
+    res, cycles, step = _run(cl, "EncodeOneHot", {"indices": idx, "values": vals, "out": np.zeros(6 * 5, dt)},
                              {"classes": 5})
     expect = np.full((6, 5), vals[0], dt)
     for i, c in enumerate(idx):
@@ -207,10 +194,10 @@ def test_encode_one_hot(dt):
     assert encode_one_hot_cycles(6, 5, ipu.FLOAT32) == 10 + 15 + 600
 
 
-def test_field_checks():
+def test_field_checks(cl):
     with pytest.raises(ValueError, match="rows x region"):
-        _run("MultiSlice", {"base": np.zeros(5, np.float32), "offsets": np.zeros(1, np.int32),
+        _run(cl, "MultiSlice", {"base": np.zeros(5, np.float32), "offsets": np.zeros(1, np.int32),
                             "out": np.zeros(2, np.float32)}, {"region": 2, "rows": 2, "row_base": 0})
     with pytest.raises(TypeError):
-        _run("MultiSlice", {"base": np.zeros(4, np.float32), "offsets": np.zeros(1, np.float32),
+        _run(cl, "MultiSlice", {"base": np.zeros(4, np.float32), "offsets": np.zeros(1, np.float32),
                             "out": np.zeros(2, np.float32)}, {"region": 2, "rows": 2, "row_base": 0})

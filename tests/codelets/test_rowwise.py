@@ -10,22 +10,9 @@ TYPES = ["float32", "float16", "int32"]
 SHAPES = [(1, 1), (3, 1), (1, 7), (5, 13), (2, 31)]
 
 
-def _run(codelet, arrays, params, tile=0):
-    g = ipu.Graph(ipu.small_target(2))
-    vs = {}
-    for name, arr in arrays.items():
-        v = g.add_variable(name, (arr.size,), arr.dtype)
-        g.set_tile_mapping(v, tile)
-        vs[name] = v
-    cs = g.add_compute_set("cs")
-    g.add_vertex(cs, codelet, tile, **vs, **params)
-    exe = ipu.compile(g, ipu.Execute(cs))
-    engine = ipu.Engine(exe)
-    for name, arr in arrays.items():
-        engine.write_tensor(vs[name], arr)
-    engine.run()
-    step = [s for s in exe.steps if s.kind == "compute"][0]
-    return {n: engine.read_tensor(v) for n, v in vs.items()}, step
+def _run(cl, codelet, arrays, params, tile=0):
+    r = cl.run_vertex(codelet, arrays, params, tile)
+    return r.out, r.step
 
 
 def _data(rng, shape, dt, ties=False):
@@ -37,21 +24,21 @@ def _data(rng, shape, dt, ties=False):
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("rows, K", SHAPES)
 @pytest.mark.parametrize("op", [0, 1])
-def test_arg_min_max(dt, rows, K, op):
+def test_arg_min_max(dt, rows, K, op, cl):
     rng = np.random.default_rng(rows * 100 + K + op)
     x = _data(rng, (rows, K), dt, ties=True)  # ties: the first index wins, as NumPy
-    res, step = _run("ArgMinMax", {"in": x.reshape(-1), "out": np.zeros(rows, np.int32)}, {"row": K, "op": op})
+    res, step = _run(cl, "ArgMinMax", {"in": x.reshape(-1), "out": np.zeros(rows, np.int32)}, {"row": K, "op": op})
     expect = np.argmax(x, 1) if op == 0 else np.argmin(x, 1)
     np.testing.assert_array_equal(res["out"], expect)
     np.testing.assert_array_equal(res["out"], ipu.get_codelet("ArgMinMax").reference(x, K, op))
     assert step.cycles == 6 * int(arg_min_max_cycles(rows, K, ipu.element_type(dt)))
 
 
-def test_arg_max_nan_is_the_answer_like_numpy():
+def test_arg_max_nan_is_the_answer_like_numpy(cl):
     x = np.array([[1, np.nan, 5, np.nan], [3, 2, 1, 0]], np.float32)
-    res, _ = _run("ArgMinMax", {"in": x.reshape(-1), "out": np.zeros(2, np.int32)}, {"row": 4, "op": 0})
+    res, _ = _run(cl, "ArgMinMax", {"in": x.reshape(-1), "out": np.zeros(2, np.int32)}, {"row": 4, "op": 0})
     np.testing.assert_array_equal(res["out"], np.argmax(x, 1))
-    res, _ = _run("ArgMinMax", {"in": x.reshape(-1), "out": np.zeros(2, np.int32)}, {"row": 4, "op": 1})
+    res, _ = _run(cl, "ArgMinMax", {"in": x.reshape(-1), "out": np.zeros(2, np.int32)}, {"row": 4, "op": 1})
     np.testing.assert_array_equal(res["out"], np.argmin(x, 1))
 
 
@@ -64,11 +51,11 @@ def test_arg_min_max_cost_model_is_the_popnn_estimate():
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("rows, K", SHAPES)
 @pytest.mark.parametrize("largest", [True, False])
-def test_top_k(dt, rows, K, largest):
+def test_top_k(dt, rows, K, largest, cl):
     rng = np.random.default_rng(rows * 100 + K + largest)
     x = _data(rng, (rows, K), dt, ties=K > 5)
     for k in sorted({1, K, max(1, K // 2)}):
-        res, step = _run("TopK", {"in": x.reshape(-1), "values": np.zeros(rows * k, dt),
+        res, step = _run(cl, "TopK", {"in": x.reshape(-1), "values": np.zeros(rows * k, dt),
                                   "indices": np.zeros(rows * k, np.int32)},
                          {"row": K, "k": k, "largest": int(largest), "sorted": 1})
         key = -x.astype(np.float64) if largest else x.astype(np.float64)
@@ -81,12 +68,12 @@ def test_top_k(dt, rows, K, largest):
         assert step.cycles == 6 * int(top_k_cycles(rows, K, k, 1))
 
 
-def test_top_k_nan_ranks_above_everything():
+def test_top_k_nan_ranks_above_everything(cl):
     x = np.array([1, np.nan, np.inf, -np.inf, 0], np.float32)
-    res, _ = _run("TopK", {"in": x, "values": np.zeros(3, np.float32), "indices": np.zeros(3, np.int32)},
+    res, _ = _run(cl, "TopK", {"in": x, "values": np.zeros(3, np.float32), "indices": np.zeros(3, np.int32)},
                   {"row": 5, "k": 3, "largest": 1, "sorted": 1})
     np.testing.assert_array_equal(res["indices"], [1, 2, 0])
-    res, _ = _run("TopK", {"in": x, "values": np.zeros(3, np.float32), "indices": np.zeros(3, np.int32)},
+    res, _ = _run(cl, "TopK", {"in": x, "values": np.zeros(3, np.float32), "indices": np.zeros(3, np.int32)},
                   {"row": 5, "k": 3, "largest": 0, "sorted": 1})
     np.testing.assert_array_equal(res["indices"], [3, 4, 0])
 
@@ -102,10 +89,11 @@ def test_top_k_cost_model_is_the_popnn_estimate():
 
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("rows, K", SHAPES)
-def test_median(dt, rows, K):
+def test_median(dt, rows, K, cl):
     rng = np.random.default_rng(rows * 10 + K)
     x = _data(rng, (rows, K), dt, ties=K > 5)
-    res, step = _run("Median", {"in": x.reshape(-1), "values": np.zeros(rows, dt), "indices": np.zeros(rows, np.int32)},
+    res, step = _run(cl, "Median",
+                     {"in": x.reshape(-1), "values": np.zeros(rows, dt), "indices": np.zeros(rows, np.int32)},
                      {"row": K})
     order = np.argsort(x.astype(np.float64), axis=1, kind="stable")[:, (K - 1) // 2]
     np.testing.assert_array_equal(res["indices"], order)
@@ -119,10 +107,10 @@ def test_median(dt, rows, K):
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("rows, K", SHAPES)
 @pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
-def test_cum_sum(dt, rows, K, exclusive, reverse):
+def test_cum_sum(dt, rows, K, exclusive, reverse, cl):
     rng = np.random.default_rng(rows * 10 + K)
     x = _data(rng, (rows, K), dt)
-    res, step = _run("CumSum", {"in": x.reshape(-1), "out": np.zeros(rows * K, dt)},
+    res, step = _run(cl, "CumSum", {"in": x.reshape(-1), "out": np.zeros(rows * K, dt)},
                      {"row": K, "exclusive": exclusive, "reverse": reverse})
     acc = np.float32 if dt == "float16" else x.dtype
     y = x[:, ::-1] if reverse else x
@@ -140,28 +128,29 @@ def test_cum_sum(dt, rows, K, exclusive, reverse):
     assert step.cycles == 6 * int(cum_sum_cycles(rows * K, K, ipu.element_type(dt)))
 
 
-def test_cum_sum_int32_wraps():
+def test_cum_sum_int32_wraps(cl):
     x = np.array([2**31 - 1, 1, 1], np.int32)
-    res, _ = _run("CumSum", {"in": x, "out": np.zeros(3, np.int32)}, {"row": 3, "exclusive": 0, "reverse": 0})
+    res, _ = _run(cl, "CumSum", {"in": x, "out": np.zeros(3, np.int32)}, {"row": 3, "exclusive": 0, "reverse": 0})
     np.testing.assert_array_equal(res["out"], [2**31 - 1, -2**31, -2**31 + 1])
 
 
 @pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("op", [0, 1])
-def test_arg_min_max_two_stages(dt, op):
+def test_arg_min_max_two_stages(dt, op, cl):
     rng = np.random.default_rng(5 + op)
     x = _data(rng, 50, dt, ties=True)
     chunks = [(0, 7), (7, 20), (20, 50)]
     vals, idxs = [], []
     for a, b in chunks:
-        res, step = _run("ArgMinMaxPartial", {"in": x[a:b], "value": np.zeros(1, dt), "index": np.zeros(1, np.int32)},
+        res, step = _run(cl, "ArgMinMaxPartial",
+                         {"in": x[a:b], "value": np.zeros(1, dt), "index": np.zeros(1, np.int32)},
                          {"op": op, "base": a})
         v, i = ipu.get_codelet("ArgMinMaxPartial").reference(x[a:b], op, a)
         assert res["value"][0] == v and res["index"][0] == i
         assert step.cycles == 6 * int(arg_min_max_cycles(1, b - a, ipu.element_type(dt)))
         vals.append(res["value"][0])
         idxs.append(res["index"][0])
-    res, step = _run("ArgMinMaxCombine", {"values": np.array(vals, dt), "indices": np.array(idxs, np.int32),
+    res, step = _run(cl, "ArgMinMaxCombine", {"values": np.array(vals, dt), "indices": np.array(idxs, np.int32),
                                           "out": np.zeros(1, np.int32)}, {"op": op})
     assert res["out"][0] == (np.argmax(x) if op == 0 else np.argmin(x))
     assert step.cycles == 6 * int(arg_min_max_cycles(1, 3, ipu.element_type(dt)))

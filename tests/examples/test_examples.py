@@ -45,3 +45,12 @@ def test_float8_inference_matches_float32():
     assert res["float8"].dtype.name == "float16"
     assert res["relative_error"] < 0.1  # 3 mantissa bits: a few percent
     assert all(-32 <= s < 32 for s in res["scales"])
+
+
+def test_custom_op_example_trains_through_its_leaky_relu():
+    # imported as the module the other custom-op tests use (its op and codelets register once)
+    import importlib
+    import sys
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)
+    assert importlib.import_module("custom_op").main(steps=2) > 0

@@ -212,6 +212,10 @@ def test_name_scope_and_ipu(main, var):
     assert t.producer.ipu == 1 and t.ipu == 1
     with pytest.raises(ValueError, match="different IPUs"):
         y + t
+    for bad in (-1, 1.0, "1"):
+        with pytest.raises(ValueError, match=r"an int >= 0"):
+            with popxl.ipu(bad):
+                pass
     with popxl.io_tiles():
         io = ops.io_tile_copy(y)
     with pytest.raises(ValueError, match="tile sets"):

@@ -179,6 +179,8 @@ def test_conv_and_pool(main, var):
     assert ops.average_pool(img, (2, 2), (2, 2)).shape == (2, 3, 4, 4)
     assert ops.average_pool(img, (2, 2), (2, 2), ceil_mode=True).shape == (2, 3, 5, 5)
     assert ops.max_pool(var((1, 2, 10)), (3,)).shape == (1, 2, 8)
+    with pytest.raises(ValueError, match=r"kernel_size \(0, 2\) must be >= 1"):
+        ops.max_pool(img, (0, 2))
     assert ops.interpolate(img, (1.0, 1.0, 2.0, 2.0)).shape == (2, 3, 18, 18)
     rois = ops.roi_align(img, var((5, 4)), var((5,), np.int32), (2, 2), 1.0, 2)
     assert rois.shape == (5, 3, 2, 2)

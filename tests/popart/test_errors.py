@@ -35,6 +35,18 @@ def test_unsupported_attribute_is_named():
         popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device())
 
 
+def test_shapes_that_do_not_fit_name_the_node_not_the_untyped_output():
+    # the Builder cannot type the output of a MatMul of (2, 3) by (4, 4); onnx.checker's complaint
+    # about the untyped output comes after the reason
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), "x")
+    w = b.addInitializedInputTensor(np.ones((4, 4), np.float32))
+    y = b.aiOnnx.matmul([x, w])
+    b.addOutputTensor(y)
+    with pytest.raises(popart.popart_exception, match=r"not valid: MatMul node .*\(3 != 4\)"):
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device())
+
+
 def test_unknown_builder_op_and_argument():
     b = popart.Builder()
     x = b.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")

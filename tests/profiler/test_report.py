@@ -90,6 +90,22 @@ def test_report_cli_writes_html_and_trace(profile_file, tmp_path, capsys):
     assert tr["otherData"]["tiles"] == [0, 1]
 
 
+def test_html_and_compare_of_a_directory_of_sessions_name_the_profile_used(profile_file, tmp_path, capsys):
+    # a script with two sessions writes profile.json and profile-1.json: the page, trace and compare
+    # use the first, and say so (and how to pick the other)
+    doc = profiler.load_profile(profile_file)
+    doc.pop("_file")  # where it was read from
+    for name in ("profile.json", "profile-1.json"):
+        write_document(doc, str(tmp_path / name))
+    html = tmp_path / "p.html"
+    assert cli.main(["report", str(tmp_path), "--html", str(html)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "2 profiles (one per session): the page shows" in err and "profile-1.json" in err
+    assert cli.main(["compare", str(tmp_path), profile_file, "--json"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "compare reads" in err and "profile-1.json" in err
+
+
 def test_compare(tmp_path, capsys):
     exe, e, _ = known_program()
     e.run()

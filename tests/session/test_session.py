@@ -100,6 +100,26 @@ def test_running_while_detached_is_a_value_error():
         sess.run({s: np.zeros(3, np.float32)})
 
 
+def test_an_ir_cannot_change_once_a_session_compiled_it():
+    # PopXL: the session owns the Ir from its creation; a change would silently never run
+    ir, w, s, o = _double_ir()
+    sess = popxl.Session(ir, "ipu_model")
+    with pytest.raises(RuntimeError, match="already compiled by a popxl.Session"):
+        with ir.main_graph:
+            ops.negate(w)
+    with pytest.raises(RuntimeError, match="already compiled by a popxl.Session"):
+        with ir.main_graph:
+            popxl.variable(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError, match="num_host_transfers cannot change"):
+        ir.num_host_transfers = 2
+    with pytest.raises(RuntimeError, match="replication_factor cannot change"):
+        ir.replication_factor = 2
+    ir.num_host_transfers = 1  # setting what it is stays allowed
+    with sess:  # the session runs the program it compiled, and another Session of it is fine
+        np.testing.assert_array_equal(sess.run({s: np.zeros(3, np.float32)})[o], [1, 1, 1])
+    popxl.Session(ir, "cpu")
+
+
 def test_unknown_device_and_expected_inputs():
     ir, w, s, o = _double_ir()
     with pytest.raises(ValueError, match="device_desc"):

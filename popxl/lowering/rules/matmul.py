@@ -46,6 +46,7 @@ def precheck_matmuls(ctx, graph) -> None:
     persistent = sum(int(np.prod(t.shape, dtype=np.int64)) * ctx.etype(t).itemsize
                      for t in list(graph.variables) + list(graph.constants))
     reserved = -(-persistent // T)
+    seen = set()
     for op in graph.ops:
         if op.type != "matmul":
             continue
@@ -58,6 +59,10 @@ def precheck_matmuls(ctx, graph) -> None:
         if int(np.prod(canonical_problem(a_shape, b_shape).out_shape, dtype=np.int64)) == 0:
             continue
         amp = op.attrs.get("available_memory_proportion")
+        key = (a_shape, b_shape, et, ctx.etype(op.outputs[0]), amp)
+        if key in seen:  # the same product (a layer's Q / K / V, say) is planned once
+            continue
+        seen.add(key)
         try:
             plan_for_shapes(a_shape, b_shape, et, ctx.g.target, out_dtype=ctx.etype(op.outputs[0]),
                             reserved_bytes=reserved,

@@ -38,7 +38,12 @@ def accumulate(ctx, op):
     ins = _inputs(op)
     t, x = ctx.value(ins["t"]), ctx.value(ins["X"])
     et = t.dtype
+    if x.dtype != et:  # e.g. float16 moments of a float32 gradient: computed in the wider type, rounded once
+        wide = ipu.FLOAT32 if ipu.FLOAT32 in (x.dtype, et) else et
+        t = t if t.dtype == wide else B.elementwise(ctx, "Cast", [t], ["in"], t.shape, wide, suffix="t_wide")
+        x = x if x.dtype == wide else B.elementwise(ctx, "Cast", [x], ["in"], x.shape, wide, suffix="x_wide")
     kind = op.attrs["accumulation_type"]
+    narrow, et = et, t.dtype
     f = _hyper(ctx, op, "f", et, op.attrs.get("factor"))
     one = B.scalar_constant(ctx, 1.0, et, "one")
     if kind in ("dampened_add_square", "moving_average_square"):
@@ -60,6 +65,8 @@ def accumulate(ctx, op):
         res = B.binary(ctx, "div", num, B.binary(ctx, "add", f, one, suffix="count"), shape=t.shape, suffix="mean")
     else:
         raise NotImplementedError(f"accumulate: accumulation type {kind!r}")
+    if res.dtype != narrow:
+        res = B.elementwise(ctx, "Cast", [res], ["in"], res.shape, narrow, suffix="accumulate_cast")
     _write(ctx, op, res)
 
 
@@ -81,7 +88,11 @@ def copy_var_update(ctx, op):
 def adam_updater(ctx, op):
     ins = _inputs(op)
     m, v = ctx.value(ins["acc_first_order"]), ctx.value(ins["acc_second_order"])
-    et = m.dtype
+    et = ipu.FLOAT32 if ipu.FLOAT32 in (m.dtype, v.dtype) else m.dtype  # float16 / float32 moments: in float32
+    if m.dtype != et:
+        m = B.elementwise(ctx, "Cast", [m], ["in"], m.shape, et, suffix="m_wide")
+    if v.dtype != et:
+        v = B.elementwise(ctx, "Cast", [v], ["in"], v.shape, et, suffix="v_wide")
     mode = op.attrs["mode"]
     one = B.scalar_constant(ctx, 1.0, et, "one")
     eps = _hyper(ctx, op, "epsilon", et, 1e-7)
@@ -111,8 +122,13 @@ def adam_updater(ctx, op):
     wd = _hyper(ctx, op, "weight_decay", et)
     if wd is not None and "weight" in ins:
         w = ctx.value(ins["weight"])
+        if w.dtype != et:  # a float32 weight with float16 moments (popxl-addons' Adam): decay in the moments' type
+            w = B.elementwise(ctx, "Cast", [w], ["in"], w.shape, et, suffix="weight_cast")
         upd = B.binary(ctx, "add", upd, B.binary(ctx, "mul", w, wd, shape=w.shape, suffix="decay"), shape=m.shape,
                        suffix="updater_wd")
+    out_et = ctx.etype(op.outputs[0])
+    if out_et != et:  # PopART: the updater has the weight's type when the weight is an input
+        upd = B.elementwise(ctx, "Cast", [upd], ["in"], upd.shape, out_et, suffix="updater_cast")
     ctx.bind(op.outputs[0], upd)
 
 

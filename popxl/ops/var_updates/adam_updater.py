@@ -39,8 +39,10 @@ def create_adamupdater(acc_first_order: Tensor, acc_second_order: Tensor, ins, m
     for key, value, idx in (("weight_decay", weight_decay, 4), ("beta1", beta1, 5), ("beta2", beta2, 6),
                             ("epsilon", epsilon, 7)):
         attrs[key] = handle_optimizer_value(value, ins, idx).val
-    # The op increments time_step in place; its output is a new tensor.
-    return var_update("adam_updater", ins, _NAMES, attrs, acc_first_order.shape, acc_first_order.dtype,
+    # The op increments time_step in place; its output is a new tensor, of the weight's dtype when
+    # the weight is an input, else of the first moment's (PopART's AdamUpdaterOp::setup)
+    out_dtype = ins[0].dtype if 0 in ins else acc_first_order.dtype
+    return var_update("adam_updater", ins, _NAMES, attrs, acc_first_order.shape, out_dtype,
                       updated=None, extra_modified=(3,))
 
 

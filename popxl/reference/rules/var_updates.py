@@ -86,8 +86,8 @@ def adam_updater(ctx, op, ins):
     upd = mc / denom
     wd = scalar(op, ins, "weight_decay")
     if wd is not None and "weight" in named:
-        upd = upd + wide(named["weight"]) * _f(wd, dt)
-    return [upd]
+        upd = upd + wide(named["weight"]).astype(dt) * _f(wd, dt)
+    return [np.asarray(upd).astype(ctx.out_dtype(0))]
 
 
 @reference_rule("adam_var_update")

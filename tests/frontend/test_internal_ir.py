@@ -1,0 +1,232 @@
+"""popart._internal.ir directly (no popxl-addons): the views read the popxl IR, their edits change
+it, and the lowering runs what was edited (an input added to a call site, an op cloned into
+another graph and erased from the first, a removed graph output, inputs marked modified, a loop
+input routed through a repeat's wrapper graph)."""
+import numpy as np
+import pytest
+
+import popart
+import popart._internal.ir as _ir
+import popxl
+from popxl import ops
+from popxl.transforms.autodiff import ExpectedConnection, GradGraphInfo
+
+
+@pytest.fixture(autouse=True)
+def _small(monkeypatch):
+    monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
+
+
+def _run(ir, feeds=None):
+    with popxl.Session(ir, "ipu_model") as sess:
+        return sess.run(feeds or {})
+
+
+def test_views_read_the_ir():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.ones(3, np.float32), name="x")
+        g = ir.create_graph(lambda a: a * 2.0 + 1.0, x)
+        y, = ops.call(g, x)
+    pg = g._pb_graph
+    assert pg is g._pb_graph and popxl.Graph._from_pb(pg) is g and pg == g._pb_graph and hash(pg) == hash(g._pb_graph)
+    assert pg.id == _ir.GraphId(g.id) and pg.id.str() == g.id
+    assert pg.getInputIds() == [g.inputs[0].id] and pg.getOutputIndex(g.outputs[0].id) == 0
+    assert [op.opType() for op in pg.getOpSchedule(False)] == ["Mul", "Add"]
+    call = y._pb_tensor.getProducer()
+    assert isinstance(call, _ir.op.CallOp) and call.getCalledGraphs() == [pg]
+    assert call.inIndex(x._pb_tensor) == 0 and call.getInputIndexMap() == {0: x._pb_tensor}
+    assert popxl.Tensor._from_pb_tensor(call.outTensor(0)) is y
+    assert x._pb_tensor.consumers.getOps() == [call] and not x._pb_tensor.hasProducer()
+    assert y._pb_tensor.info.shape() == [3] and y._pb_tensor.info.dataType() == "FLOAT"
+    assert pg in ir._pb_ir.getAllGraphs() and ir._pb_ir.getMainGraph().getCalledGraphs() == [pg]
+    with pytest.raises(AttributeError, match="getSessionOptions"):
+        ir._pb_ir.compileIr()
+
+
+def test_a_call_site_that_gains_an_input_lowers_it():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.full(3, 2.0, np.float32), name="x")
+        w = popxl.variable(np.array([1.0, 2.0, 3.0], np.float32), name="w")
+        g = ir.create_graph(lambda a: a * 2.0, x)
+        y, = ops.call(g, x)
+        with g:
+            extra = popxl.graph_input((3,), popxl.float32, "w")
+            out = g.outputs[0] + extra
+        call = y.producer._pb_op
+        idx = call.subgraphInToOpInIndex(g._pb_graph.getInputIndex(extra.id))
+        assert not call.hasInput(idx)
+        call.connectInTensor(idx, w.id)
+        g._pb_graph.markAsOutput(out.id)  # the call site gets a second output
+        y2 = popxl.Tensor._from_pb_tensor(call.outTensor(1))
+        s = popxl.d2h_stream((3,), popxl.float32, "y")
+        ops.host_store(s, y2)
+    np.testing.assert_allclose(_run(ir)[s], [5.0, 6.0, 7.0])
+
+
+def test_modified_regions_make_a_call_write_back():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(np.zeros(2, np.float32), name="v")
+        g = ir.create_graph(lambda a: ops.var_updates.accumulate_(a, popxl.constant(np.ones(2, np.float32))), v)
+        ops.call(g, v)
+        call = ir.main_graph.ops[-1]._pb_op
+        sub_in = g._pb_graph.getInputTensor(0)
+        regions = sub_in.modifiedRegionsByOps(g._pb_graph.getOps())
+        assert not regions[0].isEmpty() and regions[0] == _ir.view.Region.getFull((2,))
+        assert _ir.view.Region.getEmpty(1).isEmpty()
+        call.addModified(0, regions)
+        assert call.modifies(0)
+    with popxl.Session(ir, "ipu_model") as sess:
+        sess.run()
+        sess.run()
+        np.testing.assert_allclose(sess.get_tensor_data(v), [2.0, 2.0])
+
+
+def test_clone_into_another_graph_and_erase():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.arange(4, dtype=np.float32), name="x")
+        y = ops.exp(x)
+        z = y * 3.0
+        s = popxl.d2h_stream((4,), popxl.float32, "z")
+        ops.host_store(s, z)
+    main = ir.main_graph._pb_graph
+    exp_op = y._pb_tensor.getProducer()
+    sub = ir.create_empty_graph("moved")
+    with sub:
+        xin = popxl.graph_input((4,), popxl.float32, "x")
+    clone = exp_op.cloneIntoGraph(sub._pb_graph)
+    clone.connectInTensor(0, xin.id)
+    clone.createAndConnectOutTensor(0, sub._create_tensor_id("exp"))
+    clone.setup()
+    with sub:
+        popxl.graph_output(popxl.Tensor._from_pb_tensor(clone.outTensor(0)))
+    exp_op.disconnectAllInputs()
+    exp_op.disconnectAllOutputs()
+    main.eraseOp(exp_op.id)
+    assert exp_op not in main.getOps() and clone in sub._pb_graph.getOps()
+    with ir.main_graph:  # the multiply now reads the moved op's result through a call
+        out, = ops.call(sub, x)
+        mul = z._pb_tensor.getProducer()
+        mul.disconnectInTensor(0)
+        mul.connectInTensor(0, out.id)
+        mul.setup()  # its input is produced after it: the schedule is restored
+    ids = [op.id for op in sorted(ir.main_graph.ops, key=lambda o: o.id)]
+    assert [op.type for op in sorted(ir.main_graph.ops, key=lambda o: o.id)] == ["call", "mul", "host_store"], ids
+    np.testing.assert_allclose(_run(ir)[s], 3 * np.exp(np.arange(4)), rtol=1e-6)
+
+
+def test_remove_output_and_expected_connections_round_trip():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        g = ir.create_graph(lambda a, b: (a * b, a + b), popxl.TensorSpec((2,), popxl.float32),
+                            popxl.TensorSpec((2,), popxl.float32))
+        info = popxl.transforms.autodiff(g)
+    bwd = info._pb_bwd_graph_info
+    assert bwd.bwdGraphId == _ir.GraphId(info.graph.id)
+    again = GradGraphInfo._from_pb(ir._pb_ir, g._pb_graph, bwd)
+    assert again.expected_inputs == info.expected_inputs and again.expected_outputs == info.expected_outputs
+    ec = info.expected_inputs[0]
+    assert ec._pb_ec.type == _ir.ExpectedConnectionType.FwdGrad
+    assert ExpectedConnection._from_pb(g._pb_graph, ec._pb_ec) == ec
+    n = len(info.graph.outputs)
+    info.graph._pb_graph.removeOutput(n - 1)
+    assert len(info.graph.outputs) == n - 1
+
+
+def test_loop_op_wrapper_routes_a_new_input_into_the_repeated_graph():
+    """As popxl-addons' route_tensor_into_graph: a loop input added on the LoopOp, connected by the
+    wrapper graph's CallOp to a new input of the repeated graph, marked modified."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        acc = popxl.variable(np.zeros(3, np.float32), name="acc")
+        x = popxl.variable(np.ones(3, np.float32), name="x")
+        body = ir.create_graph(lambda c: c + 1.0, x)
+        info = ops.repeat_with_info(body, 4, x)
+        loop = info._op
+        assert isinstance(loop, _ir.op.LoopOp) and loop.getTripCountValue() == 4
+        wrapper = loop.getCalledGraphs()[0]
+        assert wrapper.getCalledGraphs() == [body._pb_graph]
+        call, = wrapper.getOps()
+        assert isinstance(call, _ir.op.CallOp)
+        assert loop.getInputIndexMap() == {2: x._pb_tensor} and loop.getNumExplicitInputs() == 3
+        # route acc into the body: loop input, wrapper tensor, body input, modified everywhere
+        wrapped = popxl.Graph._from_pb(wrapper)
+        wid = wrapped._create_tensor_id("acc")
+        loop.addLoopInput(loop.getNumExplicitInputs(), acc.id, wid, False)
+        vi = wrapper.getInputIndex(wid)
+        full = [_ir.view.Region.getFull((3,))]
+        loop.addModified(vi, full)
+        with body:
+            acc_in = popxl.graph_input((3,), popxl.float32, "acc")
+            ops.var_updates.accumulate_(acc_in, popxl.constant(np.full(3, 2.0, np.float32)))
+        call.connectInTensor(call.subgraphInToOpInIndex(body._pb_graph.getInputIndex(acc_in.id)), wid)
+        call.addModified(1, full)
+        assert loop.hasInputTensor(acc._pb_tensor)
+    with popxl.Session(ir, "ipu_model") as sess:
+        sess.run()
+        np.testing.assert_allclose(sess.get_tensor_data(acc), [8.0] * 3)
+
+
+def test_op_settings_hooks_topocons_and_patterns():
+    ir = popxl.Ir()
+    seen = []
+    with ir.main_graph, popxl.name_scope("layer"), popxl.ipu(0):
+        ctx = popxl.get_current_context()
+        st = ctx._get_op_settings("MyOp")
+        assert st.name == "layer/MyOp" and st.vgraphId == 0 and st.tileSet == "compute"
+        h = ir.main_graph.register_op_created_hook(seen.append)
+        x = popxl.variable(np.ones(2, np.float32))
+        a = x + 1.0
+        b = x * 2.0
+        ir.main_graph.remove_op_created_hook(h)
+    assert seen == [a.producer._pb_op, b.producer._pb_op] and all(isinstance(o, _ir.Op) for o in seen)
+    tc = ir.main_graph._pb_graph.topoCons()
+    tc.insert(seen[1], seen[0])
+    assert tc.contains(seen[1], seen[0]) and a.producer.after == (b.producer,)
+    ir._pb_ir.setPatterns(_ir.patterns.Patterns(_ir.patterns.PatternsLevel.Minimal))
+    assert ir._pb_ir.getPatterns().isPatternEnabled("PostNRepl")
+    with ir.main_graph:
+        unused = ops.identity(x)
+    ir._pb_ir.applyPreAliasPatterns(ir.main_graph._pb_graph)  # an identity nothing reads is dropped
+    assert unused.producer not in ir.main_graph.ops
+
+
+def test_session_write_weights_through_the_pb_session():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        w = popxl.variable(np.zeros(3, np.float32), name="w")
+        s = popxl.d2h_stream((3,), popxl.float32, "y")
+        ops.host_store(s, w + 1.0)
+    with popxl.Session(ir, "ipu_model") as sess:
+        sess._pb_session.writeWeights(popart.PyWeightsIO({w.id: np.array([1, 2, 3], np.float32)}))
+        sess._pb_session.weightsFromHost()
+        np.testing.assert_allclose(sess.run()[s], [2, 3, 4])
+        with pytest.raises(KeyError, match="not a variable"):
+            sess._pb_session.writeWeights(popart.PyWeightsIO({"nope": np.zeros(3)}))
+
+
+def test_a_removed_graph_output_leaves_its_call_sites():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.array([1.0, 2.0], np.float32), name="x")
+        g = ir.create_graph(lambda a: (a + 1.0, a * 10.0), x)
+        y, unused = ops.call(g, x)
+        s = popxl.d2h_stream((2,), popxl.float32, "y")
+        ops.host_store(s, y)
+    g._pb_graph.removeOutput(1)
+    call = y.producer
+    assert len(g.outputs) == 1 and call.outputs == (y,) and unused.producer is None
+    with ir.main_graph:
+        z, = ops.call(g, x)  # new call sites see the graph as it is now
+    assert len(z.producer.outputs) == 1
+    np.testing.assert_allclose(_run(ir)[s], [2.0, 3.0])
+    ir = popxl.Ir()  # the Session owns the Ir it compiled (PopXL's rule): a new one for the next check
+    with ir.main_graph:
+        x = popxl.variable(np.array([1.0, 2.0], np.float32), name="x")
+        y2, w = ops.call(ir.create_graph(lambda a: (a + 1.0, a * 10.0), x), x)
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32, "w"), w)
+    with pytest.raises(RuntimeError, match="is used at call site"):
+        w.producer.attrs["graph"]._pb_graph.removeOutput(1)
