@@ -4,9 +4,11 @@ A chain of N ops on 64x64 float32 tensors (an elementwise mix: mul / add / relu,
 simulated GC200, each size in its own process so that its peak RSS is its own. The table shows the
 lowering and compile time, the host memory (peak RSS, and what the session keeps after compiling)
 and a run against NumPy doing the same maths. What matters is the per-op figure staying flat as N
-grows: the fixed host cost of an op, not of its elements.
+grows: the fixed host cost of an op, not of its elements. A chain that does not fit the tiles'
+memory (1,200 matmuls: exchange code and vertex state of every op stay resident) is shown as
+refused, with the time and memory it took to say so.
 
-    python benchmarks/bench_unrolled.py                 # N = 300, 1200 for both chains
+    python benchmarks/bench_unrolled.py                 # N = 300, 1200, 2400 for both chains
     python benchmarks/bench_unrolled.py --ops 300 600 2400 --kind matmul
 """
 from __future__ import annotations
@@ -30,8 +32,11 @@ x_host = rng.standard_normal((64, 64)).astype(np.float32)
 def step(i, x, w):
     if kind == "matmul":
         return x @ w
-    return (x * w, x + w, ops.relu(x))[i % 3] if not isinstance(x, np.ndarray) else \
-        (x * w, x + w, np.maximum(x, 0))[i % 3]
+    if i % 3 == 0:
+        return x * w
+    if i % 3 == 1:
+        return x + w
+    return np.maximum(x, 0) if isinstance(x, np.ndarray) else ops.relu(x)
 
 ir = popxl.Ir()
 with ir.main_graph:
@@ -44,7 +49,13 @@ with ir.main_graph:
     ops.host_store(o, x)
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tracemalloc.start()
-session = popxl.Session(ir, "ipu_model")
+t0 = time.perf_counter()
+try:
+    session = popxl.Session(ir, "ipu_model")
+except MemoryError:  # ipu.OutOfMemoryError: the program does not fit the tiles
+    print(json.dumps({"oom": time.perf_counter() - t0,
+                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "before_mb": rss0 / 1024}))
+    sys.exit(0)
 gc.collect()
 kept = tracemalloc.get_traced_memory()[0]
 tracemalloc.stop()
@@ -79,7 +90,7 @@ def measure(n: int, kind: str) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", type=int, nargs="+", default=[300, 1200])
+    ap.add_argument("--ops", type=int, nargs="+", default=[300, 1200, 2400])
     ap.add_argument("--kind", choices=["mix", "matmul", "both"], default="both")
     args = ap.parse_args(argv)
     from rich.console import Console
@@ -93,12 +104,16 @@ def main(argv=None):
     for kind in kinds:
         for n in args.ops:
             r = measure(n, kind)
+            if "oom" in r:
+                table.add_row(kind, f"{n:,}", "", "", f"refused: OOM in {r['oom']:.1f} s", "", f"{r['peak_mb']:.0f}",
+                              f"{(r['peak_mb'] - r['before_mb']) / n:.2f}", "", "", "", "")
+                continue
             build = r["lower"] + r["compile"]
             table.add_row(kind, f"{n:,}", f"{r['steps']:,}", f"{r['lower']:.2f}", f"{r['compile']:.2f}",
                           f"{1e3 * build / n:.1f}", f"{r['peak_mb']:.0f}",
                           f"{(r['peak_mb'] - r['before_mb']) / n:.2f}", f"{r['kept_mb'] / n:.3f}",
                           f"{1e3 * r['run']:.1f}", f"{1e3 * r['numpy']:.2f}", f"{r['run'] / r['numpy']:.0f}x")
-    Console().print(table)
+    Console(width=200).print(table)
 
 
 if __name__ == "__main__":

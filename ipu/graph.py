@@ -101,14 +101,21 @@ class Graph:
         self.functions: list[Function] = []
         self.remote_buffers: dict = {}  # name -> ipu.RemoteBuffer (streaming memory, ipu/remote.py)
         self._names: set[str] = set()
+        self._next_suffix: dict[str, int] = {}  # base name -> first suffix that may be free
 
     # -- tensors ------------------------------------------------------------------------------
     def _unique(self, name: str) -> str:
-        base, n = name or "t", 1
+        """`name`, or `name.N` with the smallest free N: every suffix below the one remembered
+        per name is taken (names are never released), so a program of many ops of one name costs
+        one look-up per name instead of a scan of all the earlier ones."""
+        base = name or "t"
         out = base
-        while out in self._names:
+        if out in self._names:
+            n = self._next_suffix.get(base, 1)
+            while f"{base}.{n}" in self._names:
+                n += 1
             out = f"{base}.{n}"
-            n += 1
+            self._next_suffix[base] = n + 1
         self._names.add(out)
         return out
 
