@@ -1,4 +1,4 @@
-"""A counter incremented in a repeat loop: repeat lowers to a loop, not an unrolled copy."""
+"""A value updated ten times in a repeat loop (x -> 2x + 1): repeat lowers to a loop, not an unrolled copy."""
 import numpy as np
 import popxl
 import popxl.ops as ops

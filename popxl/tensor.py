@@ -439,8 +439,10 @@ class Tensor:
         tensor or host array: elements where the mask is False become 0, the shape is kept)."""
         import popxl.ops as ops
 
-        if isinstance(key, (bool, str)) or key is None or key is Ellipsis:
-            pass
+        if isinstance(key, (bool, str)) or key is None or key is Ellipsis or (
+                isinstance(key, tuple) and any(k is None or k is Ellipsis or isinstance(k, (str, Tensor))
+                                               for k in key)):
+            pass  # the TypeError below (a tuple holding these is not host index data either)
         elif isinstance(key, (slice, int, np.integer)) or (
                 isinstance(key, tuple) and all(isinstance(k, (slice, int, np.integer)) for k in key)
                 and not any(isinstance(k, bool) for k in key)):

@@ -87,7 +87,7 @@ def load(path) -> dict:
     except json.JSONDecodeError as e:
         raise ProfileError(f"{f}: not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
     check(doc, f)
-    doc.setdefault("_file", f)
+    doc["_file"] = f  # where this reader found it (never a path a rewritten document carried)
     return doc
 
 
@@ -100,8 +100,8 @@ def write_document(doc: dict, path) -> str:
     """Write a profile document atomically (a reader never sees half a file)."""
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
+    with open(tmp, "w", encoding="utf-8") as fh:  # without the reader's note of where it came from
+        json.dump({k: v for k, v in doc.items() if k != "_file"}, fh, separators=(",", ":"))
     os.replace(tmp, path)
     return path
 

@@ -11,7 +11,9 @@ from .context import GRAPHCORE, onnx_op
 
 _UNARY = {"Abs": ops.abs, "Neg": ops.negate, "Exp": ops.exp, "Log": ops.log, "Sqrt": ops.sqrt, "Relu": ops.relu,
           "Tanh": ops.tanh, "Ceil": ops.ceil, "Floor": ops.floor, "Sin": ops.sin, "Cos": ops.cos, "Sign": ops.sign,
-          "Not": ops.logical_not, "IsNaN": ops.isnan}
+          "Not": ops.logical_not, "IsNaN": ops.isnan, "Identity": ops.identity}
+_GRAPHCORE_UNARY = {"Gelu": ops.gelu, "GeluErf": ops.geluerf, "Swish": ops.swish, "Nop": ops.identity,
+                    "Detach": ops.detach}
 
 
 @onnx_op(*_UNARY)
@@ -19,30 +21,9 @@ def unary(node):
     return _UNARY[node.op_type](node.input(0))
 
 
-@onnx_op("Gelu", domain=GRAPHCORE)
-def gelu(node):
-    return ops.gelu(node.input(0))
-
-
-@onnx_op("GeluErf", domain=GRAPHCORE)
-def gelu_erf(node):
-    return ops.geluerf(node.input(0))
-
-
-@onnx_op("Swish", domain=GRAPHCORE)
-def swish(node):
-    return ops.swish(node.input(0))
-
-
-@onnx_op("Identity")
-@onnx_op("Nop", domain=GRAPHCORE)
-def identity(node):
-    return ops.identity(node.input(0))
-
-
-@onnx_op("Detach", domain=GRAPHCORE)
-def detach(node):
-    return ops.detach(node.input(0))
+@onnx_op(*_GRAPHCORE_UNARY, domain=GRAPHCORE)
+def graphcore_unary(node):
+    return _GRAPHCORE_UNARY[node.op_type](node.input(0))
 
 
 def _scalar(x, like) -> popxl.Tensor:

@@ -126,6 +126,9 @@ def test_getitem_slicing(main, var):
         x[0, 0, 0, 0]
     with pytest.raises(TypeError):
         x["a"]
+    for bad in ((Ellipsis, 0), (0, None), (0, "a")):  # not host index data either: the same TypeError
+        with pytest.raises(TypeError, match="Not a valid index"):
+            x[bad]
 
 
 def test_getitem_gather_and_mask(main, var):

@@ -2,6 +2,8 @@
 (ONNX's reference implementation) over awkward shapes (size 1, primes)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -37,6 +39,30 @@ def test_unary(op, dtype, rng):
     proto, x, y = _unary_model(op, shape, dtype)
     tol = (2e-5, 2e-6) if dtype == "FLOAT" else (4e-3, 2e-3)
     check_against_reference(proto, {x: data.astype(npt)}, [y], rtol=tol[0], atol=tol[1])
+
+
+def _erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+GRAPHCORE_UNARY = {  # ai.graphcore ops onnx.reference does not know: NumPy definitions
+    "gelu": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+    "geluerf": lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))),
+    "swish": lambda x: x / (1 + np.exp(-x)),
+    "detach": lambda x: x,
+    "nop": lambda x: x,
+}
+
+
+@pytest.mark.parametrize("op", GRAPHCORE_UNARY)
+def test_graphcore_unary(op, rng):
+    data = rng.normal(0, 2, (3, 7)).astype(np.float32)
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "x")
+    y = getattr(b.aiGraphcore, op)([x])
+    b.addOutputTensor(y)
+    got = run_inference(b.getModelProto(), {x: data}, [y])[y]
+    np.testing.assert_allclose(got, GRAPHCORE_UNARY[op](data.astype(np.float64)), rtol=2e-5, atol=2e-6)
 
 
 @pytest.mark.parametrize("op,attrs", [("leakyrelu", {"alpha": 0.2}), ("elu", {"alpha": 0.7}), ("selu", {}),

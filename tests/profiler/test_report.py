@@ -93,8 +93,7 @@ def test_report_cli_writes_html_and_trace(profile_file, tmp_path, capsys):
 def test_html_and_compare_of_a_directory_of_sessions_name_the_profile_used(profile_file, tmp_path, capsys):
     # a script with two sessions writes profile.json and profile-1.json: the page, trace and compare
     # use the first, and say so (and how to pick the other)
-    doc = profiler.load_profile(profile_file)
-    doc.pop("_file")  # where it was read from
+    doc = profiler.load_profile(profile_file)  # rewritten below: its _file (where it was read) is not kept
     for name in ("profile.json", "profile-1.json"):
         write_document(doc, str(tmp_path / name))
     html = tmp_path / "p.html"

@@ -49,8 +49,6 @@ def test_all_reduce_all_gather_reduce_scatter_against_numpy(R):
 
     out, _ = run_replicated(R, build, [x])
     for gi, spec in enumerate(specs):
-        with popxl.Ir(replication=R).main_graph as _:
-            pass
         assignment = popxl.Ir(replication=R).replica_grouping(*(spec or ()))
         groups = groups_of(assignment.assignment)
         n = len(groups[0])
