@@ -22,7 +22,11 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+# one BLAS thread (before NumPy loads): on a shared host NumPy's and SciPy's BLAS pools stall each
+# other (see the README's Benchmarks section); the subprocesses inherit it
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

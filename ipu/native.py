@@ -699,6 +699,13 @@ class Plan:
             t_r0[k], t_r1[k], t_par[k] = r, r + n.size, par
             cs.append(s), cd.append(d), cn.append(n)
             r += n.size
+        copy_src, copy_dst, copy_n = cat(cs, np.int64), cat(cd, np.int64), cat(cn, np.int64)
+        del cs, cd, cn
+        # each table becomes a view of the flat arrays: the merged runs are held once, not twice
+        # (a BERT-base layer's copy tables are hundreds of MB)
+        for k, (s, d, n, par) in enumerate(self._tables):
+            a, b = int(t_r0[k]), int(t_r1[k])
+            self._tables[k] = (copy_src[a:b], copy_dst[a:b], copy_n[a:b], par)
         S = len(self._staged)
         s_r0, s_r1 = np.zeros(S, np.int64), np.zeros(S, np.int64)
         ss, sd, sn = [], [], []
@@ -728,7 +735,7 @@ class Plan:
                 c_off, c_kind, c_size, w_k0, w_k1, w_default, np.array(keys, np.int64), np.array(pcs, np.int64),
                 g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par,
                 cat(offs, np.int64), cat(cnts, np.int64), cat(fps, np.float64), cat(ips, np.int64),
-                t_r0, t_r1, t_par, cat(cs, np.int64), cat(cd, np.int64), cat(cn, np.int64),
+                t_r0, t_r1, t_par, copy_src, copy_dst, copy_n,
                 cat(ss, np.int64), cat(sd, np.int64), cat(sn, np.int64), s_r0, s_r1)
 
     # -- running

@@ -178,6 +178,11 @@ def _pool(op_type: str, t: Tensor, kernel_size, stride, padding, out_pads, dilat
         raise NotImplementedError(f"{op_type}: output padding is not supported by this simulator.")
     spatial, pads = window_output_shape(t.shape[2:], kernel, strides, pads, dilations, auto_pad or "not_set",
                                         bool(ceil_mode), what=op_type)
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if any(p >= s for p, s in zip(list(pads[:n]) + list(pads[n:]), span + span)):
+        raise ValueError(f"{op_type}: padding {tuple(pads)} must be smaller than the kernel's extent "
+                         f"{tuple(span)} on every side (as ONNX pooling requires): a window of padding "
+                         "alone has no element to pool.")
     attrs = {"kernel_size": kernel, "strides": strides, "pads": pads, "dilations": dilations,
              "auto_pad": auto_pad or "not_set", "ceil_mode": bool(ceil_mode), **extra}
     return single(op_type, [t], t.shape[:2] + spatial, t.dtype, attrs)

@@ -22,7 +22,7 @@ def default_target(monkeypatch):
 
 
 def _check(r, dtype):
-    loss_tol, out_tol, upd_tol = (1e-5, 1e-4, 1e-3) if dtype == "float32" else (2e-3, 5e-2, 0.5)
+    loss_tol, out_tol, upd_tol = (1e-5, 1e-4, 1e-3) if dtype == "float32" else (2e-3, 5e-2, 0.1)
     assert abs(r["losses"][0] - r["ref_loss"]) <= loss_tol * max(1.0, abs(r["ref_loss"]))
     assert r["out_err"] < out_tol
     assert r["update_err"] < upd_tol
@@ -34,6 +34,7 @@ def _check(r, dtype):
     (["--layers", "3", "--shared"], "float32"),
     (["--layers", "2", "--dtype", "float16"], "float16"),
     (["--layers", "3", "--shared", "--dtype", "float16"], "float16"),
+    (["--layers", "2", "--dtype", "float16", "--lr", "1"], "float16"),  # updates float16 can hold
 ])
 def test_small_stacks_match_numpy(bert, args, dtype):
     _check(bert["main"](args + SMALL), dtype)

@@ -288,3 +288,13 @@ def test_not_yet_available_ops(main, var):
     c = ops.collectives  # one replica: the collectives are recorded (tests/replication runs them)
     assert c.replicated_all_reduce(x).shape == x.shape and c.replicated_all_gather(x).shape == x.shape
     assert c.replicated_reduce_scatter(x).shape == (x.nelms,) and ops.ipu_copy(x, 1, 0).ipu == 1
+
+
+def test_pool_padding_must_be_smaller_than_the_kernel(main, var):
+    x = var((1, 2, 5, 5))
+    assert ops.max_pool(x, (3, 3), padding=(2, 2, 2, 2)).shape == (1, 2, 7, 7)
+    for pool in (ops.max_pool, ops.average_pool):
+        with pytest.raises(ValueError, match="smaller than the kernel"):
+            pool(x, (2, 2), padding=(2, 0, 0, 0))
+        with pytest.raises(ValueError, match="smaller than the kernel"):
+            pool(x, (3, 3), padding=(0, 0, 0, 3))

@@ -26,10 +26,11 @@ SHAPE = ["transpose", "reshape_flat", "slice_half", "concat_self", "gather", "dy
          "subsample", "split_first", "where", "cumsum", "topk", "argmax_cast"]
 FLOAT_ONLY = ["softmax", "matmul", "cast_round_trip", "clip", "group_norm", "scatter", "conv", "pool",
               "reduce_more", "pow_fmod"]
-INPLACE = ["add_", "relu_", "scaled_add_", "dynamic_update_"]
+INPLACE = ["add_", "relu_", "scaled_add_", "dynamic_update_", "view_add_"]
 OPS_FLOAT = UNARY_FLOAT + DISCONTINUOUS + BINARY + REDUCE + SHAPE + FLOAT_ONLY + INPLACE
 OPS_INT = UNARY_INT + ["add", "sub", "mul", "maximum", "div"] + ["sum", "max", "min"] + SHAPE + ["add_",
-                                                                                                "dynamic_update_"]
+                                                                                                "dynamic_update_",
+                                                                                                "view_add_"]
 # ops whose float result is exactly what NumPy computes (elementwise IEEE ops, data movement)
 _EXACT = {"abs", "negate", "relu", "add", "sub", "mul", "maximum", "max", "min", "transpose", "reshape_flat",
           "slice_half", "concat_self", "gather", "dynamic_slice", "floor", "ceil", "sign", "add_", "relu_",
@@ -267,6 +268,21 @@ class _Builder:
             if p % 2:
                 return ops.pow(ops.abs(a) + 0.5, ops.tanh(b2)), False, True
             return ops.fmod(a, ops.abs(b2) + 0.5), False, True
+        if name == "view_add_":
+            # an in-place add through a view (slice_ / transpose_ / reshape_): the base changes
+            if not self.fresh[ia] or a.rank == 0:
+                return ops.negate(a), ea, True
+            kind = p % 3
+            if kind == 0 and a.shape[0] > 1:
+                v = ops.slice_(a, start=[a.shape[0] // 2], stop=[a.shape[0]], axis=[0])
+            elif kind == 1:
+                v = ops.transpose_(a)
+            else:
+                v = ops.reshape_(a, (int(np.prod(a.shape)),))
+            b2 = self.fit(v, b)
+            ops.add_(v, b2)
+            self.exact[ia] = ea and eb and b2 is b
+            return None, None, None
         if name in INPLACE:
             if not self.fresh[ia]:  # only ops' own results: not inputs, variables or views
                 return ops.negate(a), ea, True
