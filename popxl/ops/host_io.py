@@ -149,7 +149,8 @@ def remote_code_load(graph: Graph, destination: str) -> None:
     if graph.ir is not g.ir:
         raise ValueError(f"remote_code_load: graph {graph.id} belongs to another Ir.")
     if g == graph:
-        raise ValueError(f"remote_code_load can't load the code of the graph it is in ({g.id}).")
+        raise ValueError(f"remote_code_load can't load the code of the graph it is in ({g._label}): load a "
+                         "called graph's code before the call, from the graph that calls it.")
     if destination != "executable":
         raise NotImplementedError(f"remote_code_load to destination {destination!r} (graph {graph.id}) is not "
                                   "supported; only 'executable' is.")
