@@ -14,6 +14,7 @@ from array import array
 import numba
 import numpy as np
 
+from .blas import single_threaded_kernel_blas
 from .copytables import copy_runs
 from .errors import IpuError, StreamError
 from .executable import Executable
@@ -249,7 +250,8 @@ class Engine:
             root = self._plan.root(program)
         else:
             root = self.exe.programs[program]
-        self.cycles = self.walk(root, list(range(self.replicas)), self.cycles)
+        with single_threaded_kernel_blas:  # the engine's threads, not BLAS's, share the host (ipu/blas.py)
+            self.cycles = self.walk(root, list(range(self.replicas)), self.cycles)
         self.runs += 1
         return self.cycles - start
 

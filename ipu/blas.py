@@ -1,0 +1,104 @@
+"""How many threads the kernels' BLAS runs on while an engine runs.
+
+The matmul vertices call `np.dot` from Numba, which binds it to SciPy's BLAS
+(`scipy.linalg.cython_blas`); PyPI wheels of SciPy carry their own OpenBLAS, apart from NumPy's.
+The engine already spreads a compute set over host threads (ipu/native.py), so a BLAS pool inside
+each vertex only competes with them and with NumPy's pool: on a 2-core host the spinning pools
+stall each other (examples/mlp_inference.py ran 30% slower under load). While `Engine.run` runs,
+SciPy's BLAS is held to IPU_SIM_BLAS_THREADS threads (default 1; 0 leaves it alone) and put back
+as it was when the last concurrent run ends. NumPy's own BLAS is left alone unless SciPy shares it
+(a system or conda BLAS), and then only for the run; a host callback's SciPy calls during a run
+get the limit too. Results are bitwise the same either way (tests/machine/test_blas_threads.py).
+
+The libraries are found once, after a kernel has loaded SciPy's BLAS bindings (compiling a
+program that multiplies does); entering and leaving then costs a few microseconds.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+__all__ = ["blas_threads", "kernel_blas_libraries", "single_threaded_kernel_blas"]
+
+_BINDINGS = "scipy.linalg.cython_blas"  # what Numba's np.dot calls through
+
+
+def blas_threads() -> int:
+    """Threads the kernels' BLAS gets during a run: IPU_SIM_BLAS_THREADS (0: leave it alone)."""
+    env = os.environ.get("IPU_SIM_BLAS_THREADS", "").strip()
+    if not env:
+        return 1
+    try:
+        n = int(env)
+    except ValueError:
+        raise ValueError(f"IPU_SIM_BLAS_THREADS must be a whole number of threads (0 leaves BLAS alone), "
+                         f"not {env!r}") from None
+    if n < 0:
+        raise ValueError(f"IPU_SIM_BLAS_THREADS must be >= 0 (0 leaves BLAS alone), not {n}")
+    return n
+
+
+def _under(path: str, module) -> bool:
+    # a wheel's vendored libraries sit in <pkg>.libs (Linux, Windows) or <pkg>/.dylibs (macOS)
+    root = os.path.dirname(os.path.realpath(module.__file__))
+    return os.path.realpath(path).startswith(root)
+
+
+def kernel_blas_libraries():
+    """threadpoolctl controllers of the BLAS the kernels' np.dot calls (SciPy's), or None while
+    SciPy's BLAS bindings are not loaded yet (then no kernel can have called them)."""
+    if _BINDINGS not in sys.modules:
+        return None
+    import numpy
+    import scipy
+    from threadpoolctl import ThreadpoolController
+
+    blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    libs = [lib for lib in blas if _under(lib.filepath, scipy)]
+    if not libs:  # SciPy built against a shared BLAS: every one but NumPy's vendored copy
+        libs = [lib for lib in blas if not _under(lib.filepath, numpy)]
+    return libs
+
+
+def _set_threads(lib, n: int) -> None:
+    # threadpoolctl lets one Python thread (the first to set it) control an OpenBLAS pool and
+    # ignores the others; runs agree among themselves here (the lock), and whichever thread ends
+    # the last run must put the count back, so its unguarded setter is used where it has one
+    getattr(lib, "_real_set_num_threads", lib.set_num_threads)(n)
+
+
+class _KernelBlasLimit:
+    """Re-entrant, thread-safe limit: the first run to enter sets it, the last to leave restores."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._libs = None  # found once (see kernel_blas_libraries)
+        self._depth = 0
+        self._saved: list[tuple[object, int]] = []
+
+    def __enter__(self):
+        with self._lock:
+            if self._depth == 0:
+                n = blas_threads()
+                if self._libs is None:
+                    self._libs = kernel_blas_libraries()
+                if n and self._libs:
+                    self._saved = [(lib, lib.get_num_threads()) for lib in self._libs]
+                    self._saved = [(lib, k) for lib, k in self._saved if k is not None]
+                    for lib, _ in self._saved:
+                        _set_threads(lib, n)
+            self._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                for lib, n in self._saved:
+                    _set_threads(lib, n)
+                self._saved = []
+        return False
+
+
+single_threaded_kernel_blas = _KernelBlasLimit()  # `with single_threaded_kernel_blas: ...`
