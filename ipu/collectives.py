@@ -60,6 +60,7 @@ min / max 4 cycles per vector (popops binaryOpPerfInfo).
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -355,7 +356,7 @@ class Payload:
     dst_runs: tuple  # (host byte offsets, memory offsets, byte counts)
     tag: int = 0  # the step carrying it: instances check they are at the same collective
     step_ids: tuple = ()  # every step of the collective (syncs, link exchanges, reductions)
-    _spans: dict = field(default_factory=dict, repr=False)  # communicator -> members of spanning groups
+    _spans: dict = field(default_factory=dict, repr=False)  # id(communicator) -> (its weakref, spanning members)
 
 
 def _reduce(op: str, data: np.ndarray) -> np.ndarray:
@@ -409,12 +410,18 @@ class Communicator:
 
 def _spanning(payload: Payload, comm) -> tuple:
     """Members of the groups whose replicas live in several instances (cached per communicator)."""
+    # keyed by id, checked by identity: a freed communicator's id is reused by a new one (the one a
+    # run without a communicator makes), and a stale entry would drop the rows the new one needs
     key = id(comm)
-    cached = payload._spans.get(key)
-    if cached is None:
-        cached = tuple(r for g in payload.groups if len({comm.instance_of(r) for r in g}) > 1 for r in g)
-        payload._spans[key] = cached
-    return cached
+    entry = payload._spans.get(key)
+    if entry is None or entry[0]() is not comm:
+        spans = tuple(r for g in payload.groups if len({comm.instance_of(r) for r in g}) > 1 for r in g)
+        try:
+            entry = (weakref.ref(comm), spans)
+        except TypeError:  # not weakly referable: worked out on every run
+            return spans
+        payload._spans[key] = entry
+    return entry[1]
 
 
 def run(payload: Payload, memory: np.ndarray, reps, copy_runs, comm: Communicator | None = None) -> None:

@@ -94,3 +94,19 @@ def test_an_engine_of_the_wrong_size_is_refused():
     comm = ThreadCommunicator({}, 0, 2, 4, 2)
     with pytest.raises(ipu.IpuError, match="cover 4 replicas but the engine runs 3 of 4"):
         ipu.Engine(exe, replicas=3, communicator=comm).run()
+
+
+def test_spanning_cache_survives_a_reused_communicator_id():
+    """The spanning members are cached per communicator id; a freed communicator's id taken by a
+    new one (a run without a communicator makes and frees one) must not hand its stale, empty
+    answer to the new one (that dropped rows at random in the tests above)."""
+    from ipu.collectives import _spanning
+
+    R = 4
+    exe, _, _ = _program(R, ipu.replica_groups(R, 1, 4), "all_reduce", "add")
+    payload = next(s.payload for s in exe.steps if getattr(s.payload, "groups", None))
+    alone = Communicator(R)
+    assert _spanning(payload, alone) == ()
+    split = ThreadCommunicator({}, 0, 2, R, 2)
+    payload._spans[id(split)] = payload._spans.pop(id(alone))  # as if `split` had reused the id
+    assert _spanning(payload, split) == (0, 1, 2, 3)
