@@ -22,9 +22,9 @@ import subprocess
 import sys
 import time
 
-# one BLAS thread (before NumPy loads): on a shared host NumPy's and SciPy's BLAS pools stall each
-# other (see the README's Benchmarks section); the subprocesses inherit it
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import _timing  # noqa: E402  (before NumPy)
+
+_timing.one_blas_thread()  # the subprocesses inherit it
 
 import numpy as np  # noqa: E402
 

@@ -20,16 +20,8 @@ from rich.table import Table
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ipu  # noqa: E402
+from _timing import best_of  # noqa: E402
 from codelets.elementwise import BINARY_OPS  # noqa: E402
-
-
-def best_of(fn, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def build(n: int, target: ipu.Target):

@@ -19,10 +19,9 @@ import runpy
 import sys
 import time
 
-# One BLAS thread for NumPy and for the kernels' np.dot (SciPy's BLAS): the products here are small,
-# and two BLAS thread pools spinning on a 2-core host (NumPy's and SciPy's) stall each other for
-# tens of ms. Threads are the engine's business (Engine(threads=...)). Set before NumPy loads.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import _timing  # noqa: E402  (before NumPy)
+
+_timing.one_blas_thread()  # threads are the engine's business (Engine(threads=...))
 
 import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -93,17 +92,6 @@ def exchange_bytes_table(engine) -> np.ndarray:
     return np.array([s.bytes_moved if s.kind == "exchange" else 0 for s in engine.exe.steps], np.int64)
 
 
-def memcpy_seconds(nbytes: int, reps: int = 5) -> float:
-    src = np.ones(max(nbytes, 1), np.uint8)
-    dst = np.empty_like(src)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def measure(engine, run, runs):
     rows = []
     for label, compiled, threads in CONFIGS:
@@ -152,7 +140,7 @@ def main(argv=None):
             table.add_row(f"{title} (built in {build:.1f} s)" if label == rows[0][0] else "", label,
                           f"{best * 1e3:.1f} ms", f"{cpu * 1e3:.1f} ms", f"{cycles / best / 1e6:.2f} M", f"{mb:.1f} MB",
                           f"{best * 1e3 / mb:.3f}" if mb else "-",
-                          f"{memcpy_seconds(moved) * 1e3 / mb:.3f}" if mb else "-", f"{base / best:.2f}x")
+                          f"{_timing.memcpy_seconds(moved, reps=5) * 1e3 / mb:.3f}" if mb else "-", f"{base / best:.2f}x")
     Console(width=max(Console().width, 150)).print(table)
     return results
 

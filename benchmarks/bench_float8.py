@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
-# One BLAS thread (as bench_mnist.py): NumPy's and SciPy's BLAS pools (the AMP vertex calls SciPy's)
-# stall each other on a loaded 2-core host; the 512^3 product measured 47 ms with the default pool
-# and 2.4 ms with one thread.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import _timing  # noqa: E402  (before NumPy)
+from _timing import best_of  # noqa: E402
+
+# one BLAS thread: the 512^3 product measured 47 ms with the default pool, 2.4 ms with one thread
+_timing.one_blas_thread()
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
@@ -31,15 +31,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import popxl  # noqa: E402
 import popxl.ops as ops  # noqa: E402
 from popxl.fp8_utils import host_pow2scale_cast_to_fp8  # noqa: E402
-
-
-def best_of(fn, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def session_row(build, repeats):

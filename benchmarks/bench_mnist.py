@@ -19,10 +19,9 @@ import runpy
 import sys
 import time
 
-# One BLAS thread for NumPy and for the kernels' np.dot (SciPy's BLAS): the products here are small,
-# and two BLAS thread pools spinning on a 2-core host (NumPy's and SciPy's) stall each other for
-# tens of ms. Threads are the engine's business (Engine(threads=...)). Set before NumPy loads.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import _timing  # noqa: E402  (before NumPy)
+
+_timing.one_blas_thread()  # threads are the engine's business (Engine(threads=...))
 
 import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -70,18 +69,6 @@ def numpy_step(w, x, y, lr, activation="gelu"):
     return loss
 
 
-def memcpy_seconds(nbytes: int, reps: int = 7) -> float:
-    """The fastest of `reps` copies of `nbytes` bytes between two host buffers."""
-    src = np.ones(max(nbytes, 1), np.uint8)
-    dst = np.empty_like(src)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def exchanged_bytes_per_run(session) -> int:
     """Bytes the exchange steps of one run move (from how often each step ran)."""
     counts = session.engine.step_counts()
@@ -119,7 +106,7 @@ def bench(batch, hidden, steps, activation="gelu", lr=0.05):
     np_step = float(np.min(np_times[1:] if steps > 1 else np_times))
     # CPU time (all threads of the process): what the step costs however busy the host is
     cpu_ratio = float(np.median(cpu[1:] if steps > 1 else cpu)) / max(float(np.median(np_cpu)), 1e-9)
-    return dict(compile=compile_s, step=step, numpy=np_step, copy=memcpy_seconds(moved), cycles=cycles,
+    return dict(compile=compile_s, step=step, numpy=np_step, copy=_timing.memcpy_seconds(moved), cycles=cycles,
                 moved=moved, target=session.target, cpu_ratio=cpu_ratio)
 
 

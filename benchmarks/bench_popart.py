@@ -16,10 +16,9 @@ import runpy
 import sys
 import time
 
-# One BLAS thread, as bench_mnist.py (the same step written in popxl): the products are small, and
-# NumPy's and SciPy's BLAS thread pools spinning on a 2-core host stall each other for tens of ms
-# (a 32x784x256 product measured 0.1 ms with one thread, 150 ms with two on a loaded host).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import _timing  # noqa: E402  (before NumPy)
+
+_timing.one_blas_thread()  # as bench_mnist.py (the same step written in popxl)
 
 import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
