@@ -243,9 +243,12 @@ def _host_part(comp, p) -> _Part:
 
 
 def _compile_transfer(comp, p):
-    """A RemoteLoad / RemoteStore: a sync, then the transfer."""
-    sync = comp.sync(p.name or "remote")
+    """A RemoteLoad / RemoteStore: a sync, then the transfer (neither when the entry is empty:
+    nothing crosses the link, so the step costs nothing)."""
     part = _remote_part(comp, p)
+    if part.bytes_moved == 0:
+        return ("step", comp.add_step(part.kind, part.name, 0, payload=part.payload).id)
+    sync = comp.sync(p.name or "remote")
     tile_cycles, cycles = remote_transfer_cycles(part.run_tiles, part.nbytes, comp.target)
     step = comp.add_step(part.kind, part.name, cycles, tile_cycles, payload=part.payload,
                          bytes_moved=part.bytes_moved)
