@@ -70,6 +70,14 @@ def test_matmul_with_empty_inner_and_outer_dims():
     a, b = _f(4, 0), _f(0, 5)
     (k0,) = _run(lambda x, y: ops.matmul(x, y), a, b)  # k = 0: zeros, as NumPy
     np.testing.assert_array_equal(k0, np.zeros((4, 5), np.float32))
+    ir = popxl.Ir()  # the zeros are written by the product, not left from fresh memory
+    with ir.main_graph:
+        y = ops.matmul(ops.host_load(sa := popxl.h2d_stream((4, 0), popxl.float32, "a")),
+                       ops.host_load(sb := popxl.h2d_stream((0, 5), popxl.float32, "b")))
+        ops.host_store(d := popxl.d2h_stream(y.shape, y.dtype, "y"), y)
+    with popxl.Session(ir, "ipu_model") as sess:
+        sess.engine.memory[:] = 0x7F
+        np.testing.assert_array_equal(sess.run({sa: a, sb: b})[d], np.zeros((4, 5), np.float32))
     (m0,) = _run(lambda x, y: ops.matmul(x, y), _f(0, 3), _f(3, 5))
     assert m0.shape == (0, 5)
 
@@ -160,3 +168,18 @@ def test_a_variable_of_size_zero_stored_to_a_stream():
         ops.host_store(d, y)
     with popxl.Session(ir, "ipu_model") as sess:
         assert sess.run()[d].shape == (0, 3)
+
+
+def test_remote_store_and_load_of_empty_entries():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        rb = popxl.remote_buffer((0, 3), popxl.float32, entries=2)
+        x = ops.host_load(s := popxl.h2d_stream((0, 3), popxl.float32, "x"))
+        with popxl.in_sequence():
+            ops.remote_store(rb, 1, x)
+            y = ops.remote_load(rb, 1) + 1
+        ops.host_store(d := popxl.d2h_stream(y.shape, y.dtype, "y"), y)
+    feed = {s: np.zeros((0, 3), np.float32)}
+    with popxl.Session(ir, "ipu_model") as sess:
+        assert sess.run(feed)[d].shape == (0, 3)
+    assert popxl.reference.Interpreter(ir).run(feed)[d].shape == (0, 3)

@@ -17,7 +17,8 @@ def test_empty_transfers_are_free_steps_without_a_sync(compiled):
     out = g.add_device_to_host_stream("out", (0, 3), "float32")
     rb = g.add_remote_buffer("rb", (0, 3), "float32", entries=2)
     prog = ipu.Repeat(2, ipu.Sequence(ipu.HostToDevice(inp, x), ipu.Copy(x, y), ipu.RemoteStore(y, rb, 1),
-                                      ipu.RemoteLoad(rb, 0, x), ipu.DeviceToHost(y, out)))
+                                      ipu.RemoteLoad(rb, 0, x), ipu.DeviceToHost(y, out),
+                                      ipu.MultiExchange(ipu.RemoteStore(x, rb, 0), ipu.RemoteLoad(rb, 1, y))))
     exe = ipu.compile(g, prog)
     assert {s.kind for s in exe.steps} == {"host_to_device", "exchange", "remote_store", "remote_load",
                                            "device_to_host"}  # no sync steps
