@@ -183,3 +183,23 @@ def test_remote_store_and_load_of_empty_entries():
     with popxl.Session(ir, "ipu_model") as sess:
         assert sess.run(feed)[d].shape == (0, 3)
     assert popxl.reference.Interpreter(ir).run(feed)[d].shape == (0, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int32])
+def test_other_element_types(dtype):
+    a = np.zeros((0, 5), dtype)
+    add, cast = _run(lambda x: (x + x, ops.cast(x, popxl.float32)), a)
+    assert add.dtype == dtype and add.shape == (0, 5) and cast.shape == (0, 5)
+
+
+def test_replicas_with_empty_streams_variables_and_collectives():
+    ir = popxl.Ir()
+    ir.replication_factor = 2
+    with ir.main_graph:
+        v = popxl.variable(np.zeros((0, 3), np.float32), name="v")
+        x = ops.host_load(s := popxl.h2d_stream((0, 3), popxl.float32, "x"))
+        y = ops.collectives.replicated_all_reduce(x + v)
+        ops.host_store(d := popxl.d2h_stream(y.shape, y.dtype, "y"), y)
+    with popxl.Session(ir, "ipu_model") as sess:
+        assert sess.run({s: np.zeros((2, 0, 3), np.float32)})[d].shape == (2, 0, 3)
+        assert sess.get_tensor_data(v).shape == (0, 3)
