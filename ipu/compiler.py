@@ -45,8 +45,11 @@ _FOREVER = np.iinfo(np.int64).max // 4
 def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     pieces_tile, pieces_bytes, pieces_owner, seg_counts, seg_s, seg_e = [], [], [], [], [], []
     live_vars = [v for v in graph.variables if v.category != TEMPORARY or v.id in used]
+    empty = np.zeros(0, np.int64)
+    layouts = {}
     for v in live_vars:
-        if v.numel == 0:
+        if v.numel == 0:  # holds no memory: every step over it moves or computes nothing
+            layouts[v.id] = Layout(v, empty, empty, empty, empty)
             continue
         unmapped = v.unmapped()
         if unmapped:
@@ -79,7 +82,6 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     tile_base = np.concatenate(([0], np.cumsum(tile_bytes)[:-1])).astype(np.int64)
     total = int(tile_bytes.sum())
 
-    layouts = {}
     k = 0
     for v, starts, stops, tiles in pieces_owner:
         n = len(starts)

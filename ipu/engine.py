@@ -199,7 +199,9 @@ class Engine:
         if buf.dtype != s.dtype.numpy:
             raise StreamError(f"stream {name!r} carries {s.dtype.name}, the buffer is {buf.dtype}")
         per = s.numel
-        if buf.size % per:
+        if per == 0 and buf.size:
+            raise StreamError(f"stream {name!r} moves {s.shape} (no elements) per transfer; its buffer must be empty too, not of shape {buf.shape}")
+        if per and buf.size % per:
             raise StreamError(f"stream {name!r} moves {s.shape} per transfer; a buffer of shape {buf.shape} does not divide into those")
         self._streams[name] = buf
         self._stream_pos[name] = 0
@@ -213,6 +215,8 @@ class Engine:
         if buf is None:
             return None
         flat = buf.reshape(-1)
+        if s.numel == 0:  # every element is empty: one shared (empty) element
+            return flat, 1, False, bool(buf.flags.c_contiguous)
         total = flat.size // s.numel
         own = (self.replicas > 1 and buf.ndim > len(s.shape) and buf.shape[0] == self.replicas
                and total % self.replicas == 0)

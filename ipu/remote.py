@@ -243,9 +243,12 @@ def _host_part(comp, p) -> _Part:
 
 
 def _compile_transfer(comp, p):
-    """A RemoteLoad / RemoteStore: a sync, then the transfer."""
-    sync = comp.sync(p.name or "remote")
+    """A RemoteLoad / RemoteStore: a sync, then the transfer (neither when the entry is empty:
+    nothing crosses the link, so the step costs nothing)."""
     part = _remote_part(comp, p)
+    if part.bytes_moved == 0:
+        return ("step", comp.add_step(part.kind, part.name, 0, payload=part.payload).id)
+    sync = comp.sync(p.name or "remote")
     tile_cycles, cycles = remote_transfer_cycles(part.run_tiles, part.nbytes, comp.target)
     step = comp.add_step(part.kind, part.name, cycles, tile_cycles, payload=part.payload,
                          bytes_moved=part.bytes_moved)
@@ -253,8 +256,8 @@ def _compile_transfer(comp, p):
 
 
 def _compile_multi(comp, p: MultiExchange):
-    """Merged transfers: a sync, then one step whose parts run in order in one phase."""
-    sync = comp.sync(p.name or "multi_exchange")
+    """Merged transfers: a sync, then one step whose parts run in order in one phase (neither
+    sync nor cycles when every part is empty)."""
     if not p.programs:
         raise CompileError("MultiExchange needs at least one transfer")
     target = comp.target
@@ -268,6 +271,12 @@ def _compile_multi(comp, p: MultiExchange):
             part = _host_part(comp, q)
             host_bytes += int(np.sum(part.nbytes))
         parts.append(part)
+    names = ", ".join(q.name or parts[i].name for i, q in enumerate(p.programs))
+    name = p.name or f"multi_exchange ({names})"
+    payload = MultiTransfer([x.payload for x in parts])
+    if not any(x.bytes_moved for x in parts):
+        return ("step", comp.add_step(parts[0].kind, name, 0, payload=payload).id)
+    sync = comp.sync(p.name or "multi_exchange")
     tiles = np.concatenate([x.run_tiles for x in parts])
     nbytes = np.concatenate([x.nbytes for x in parts])
     tile_cycles = exchange_tile_cycles(tiles, nbytes, target)
@@ -282,9 +291,7 @@ def _compile_multi(comp, p: MultiExchange):
             link += int(np.ceil(per_ipu.max() / target.remote_bytes_per_cycle()))
             latency = max(latency, target.remote_latency_cycles())
     cycles = max(int(tile_cycles.max(initial=0)), link + latency)
-    names = ", ".join(q.name or parts[i].name for i, q in enumerate(p.programs))
-    step = comp.add_step(parts[0].kind, p.name or f"multi_exchange ({names})", cycles, tile_cycles,
-                         payload=MultiTransfer([x.payload for x in parts]),
+    step = comp.add_step(parts[0].kind, name, cycles, tile_cycles, payload=payload,
                          bytes_moved=int(sum(x.bytes_moved for x in parts)))
     return ("seq", [sync, ("step", step.id)])
 

@@ -60,11 +60,17 @@ def check_stream(p) -> None:
 
 
 def _compile(comp, p):
-    sync = comp.sync(p.name or "stream")
     to_dev = isinstance(p, HostToDevice)
     t = p.dst if to_dev else p.src
     s = p.stream
     check_stream(p)
+    kind = "host_to_device" if to_dev else "device_to_host"
+    if t.numel == 0:  # moves nothing: no tile waits for the link, so no sync and no cycles; the
+        # step stays so the stream still counts the transfer (and calls its callback) on the host
+        none = np.zeros(0, np.int64)
+        return ("step", comp.add_step(kind, p.name or f"{kind} {s.name}", 0,
+                                      payload=HostTransfer(s, to_dev, none, none, none)).id)
+    sync = comp.sync(p.name or "stream")
     src_off, dst_off, nbytes, run_tiles = host_table(comp, t, to_dev, f"stream {s.name!r}")
     tile_cycles, cycles = costs.host_transfer_tile_cycles(run_tiles, nbytes, comp.target)
     if s.nbytes > comp.target.max_transfer_bytes:
@@ -72,7 +78,6 @@ def _compile(comp, p):
             f"stream {s.name!r} moves {s.nbytes:,} bytes in one transfer; the limit is "
             f"{comp.target.max_transfer_bytes:,} (128 MiB): split it into smaller tensors"
         )
-    kind = "host_to_device" if to_dev else "device_to_host"
     step = comp.add_step(kind, p.name or f"{kind} {s.name}", cycles, tile_cycles,
                          payload=HostTransfer(s, to_dev, src_off, dst_off, nbytes), bytes_moved=s.nbytes)
     return ("seq", [sync, ("step", step.id)])

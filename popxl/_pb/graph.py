@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import List
 
 from .values import GraphId
-from .views import Op, Tensor, graph_view, ir_view, op_view, tensor_view, unwrap_op
+from .views import Op, Tensor, edits, graph_view, ir_view, op_view, tensor_view, unwrap_op
 
 __all__ = ["TopoCons", "Graph", "Ir"]
 
@@ -22,6 +22,7 @@ class TopoCons:
     def getBefores(self, op) -> List[Op]:  # noqa: N802
         return [op_view(o) for o in unwrap_op(op).after]
 
+    @edits
     def insert(self, before, after, tied: bool = False) -> None:
         before, after = unwrap_op(before), unwrap_op(after)
         if before not in after.after:
@@ -30,10 +31,12 @@ class TopoCons:
     def contains(self, before, after) -> bool:
         return unwrap_op(before) in unwrap_op(after).after
 
+    @edits
     def remove(self, before, after) -> None:
         after = unwrap_op(after)
         after.after = tuple(a for a in after.after if a is not unwrap_op(before))
 
+    @edits
     def transferToSubgraph(self, replacementOp, opRemaps, transferOut: bool = True) -> None:  # noqa: N802,N803
         """Move the constraints of the ops in `opRemaps` (old op -> [new ops in a subgraph]) onto
         their copies; constraints with ops outside the map move to `replacementOp`."""
@@ -93,6 +96,7 @@ class Graph:
         """The ops in the order they run (the IR keeps id order a valid schedule)."""
         return [op_view(o) for o in sorted(self._g._ops, key=lambda o: o.id)]
 
+    @edits
     def eraseOp(self, opid: int) -> None:  # noqa: N802
         """Remove op `opid` from the graph; its inputs lose it as a consumer, its outputs their producer."""
         for k, o in enumerate(self._g._ops):
@@ -132,6 +136,7 @@ class Graph:
     def hasTensor(self, tensorId: str) -> bool:  # noqa: N802,N803
         return tensorId in self._g._tensors
 
+    @edits
     def removeIsolatedTensors(self, retainUsedIOTensors: bool = False, retainAllIOTensors: bool = False,  # noqa: N802,N803
                               retainVarTensors: bool = False, retainConstTensors: bool = False) -> None:  # noqa: N803
         """Remove tensors no op produces or consumes (graph inputs / outputs, variables and
@@ -187,6 +192,7 @@ class Graph:
     def hasOutputId(self, tensorId: str) -> bool:  # noqa: N802,N803
         return any(t.id == tensorId for t in self._g._outputs)
 
+    @edits
     def markAsOutput(self, tensorId: str) -> None:  # noqa: N802,N803
         """Make tensor `tensorId` the graph's next output; call ops calling the graph get a new
         output for it (repeat ops carry their outputs, see LoopOp.addLoopOutput)."""
@@ -197,6 +203,7 @@ class Graph:
             if op.type == "call":
                 add_op_output(op, t.shape, t.dtype, t.name.split("/")[-1], t.meta_shape)
 
+    @edits
     def removeOutput(self, index: int) -> None:  # noqa: N802
         """Remove output `index`; call ops calling the graph lose the matching output, which must
         be unused.
@@ -227,6 +234,7 @@ class Graph:
             op.outputs = op.outputs[:index] + op.outputs[index + 1:]
         g._remove_output(index)
 
+    @edits
     def removeInput(self, index: int) -> None:  # noqa: N802
         g = self._g
         from popxl.transforms._graph_edit import callers_of

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 
 from .graph import Graph
 from .values import GraphId
-from .views import Op, Tensor, graph_view, tensor_view
+from .views import Op, Tensor, edits, graph_view, tensor_view
 
 __all__ = ["CallOp", "LoopOp", "IfOp", "IpuCopyOp", "InitOp", "HostLoadOp", "HostStoreOp", "RemoteLoadOp",
            "RemoteStoreOp", "MatMulOp", "op_class_for"]
@@ -121,6 +121,7 @@ class LoopOp(_Subgraph, Op):
                 return k
         raise ValueError(f"{t} is not an input of {self.debugName()}")
 
+    @edits
     def addModified(self, index: int, regions) -> None:  # noqa: N802
         from .values import any_modified
         vi = int(index)
@@ -136,6 +137,7 @@ class LoopOp(_Subgraph, Op):
     def getTripCountValue(self) -> int:  # noqa: N802
         return int(self._op.attrs["repeat_count"])
 
+    @edits
     def setTripCountValue(self, n: int) -> None:  # noqa: N802
         self._op.attrs["repeat_count"] = int(n)
 
@@ -157,6 +159,7 @@ class LoopOp(_Subgraph, Op):
     def subgraphOutToOpOutIndex(self, index: int) -> int:  # noqa: N802
         return int(index) - 1
 
+    @edits
     def addLoopInput(self, index: int, tensorId: str, subgraphTensorId: str, overwrite: bool = False) -> None:  # noqa: N802,N803
         """A new implicit (not carried) loop input: parent tensor `tensorId`, wrapper tensor
         `subgraphTensorId`. It reaches the user graph when the wrapper's CallOp connects it."""
@@ -166,6 +169,7 @@ class LoopOp(_Subgraph, Op):
         parent = self._tensor_by_id(tensorId)
         self._wrapper._add_pending(parent, subgraphTensorId)
 
+    @edits
     def addLoopOutput(self, index: int, tensorId: str, subgraphTensorId: str, overwrite: bool = True) -> None:  # noqa: N802,N803
         """Loop output `index` takes the value of wrapper tensor `subgraphTensorId` (a CallOp
         output, i.e. a user graph output) each iteration."""
@@ -297,6 +301,7 @@ class LoopWrapper(Graph):
     def getTensor(self, tensorId: str) -> Tensor:  # noqa: N802,N803
         return tensor_view(self._g.get_tensor(tensorId))
 
+    @edits
     def eraseOp(self, opid: int) -> None:  # noqa: N802
         raise NotImplementedError("The wrapper graph of a repeat holds one call op, which can't be erased")
 
@@ -348,10 +353,12 @@ class WrapperCallOp(CallOp):
                 return k
         raise ValueError(f"{t} is not an input of the wrapper call")
 
+    @edits
     def connectInTensor(self, index: int, tensorId: str, *args) -> None:  # noqa: N802,N803
         proxy = self._w._g.get_tensor(tensorId)
         self._w._connect_user_input(int(index), proxy)
 
+    @edits
     def addModified(self, index: int, regions) -> None:  # noqa: N802
         from .values import any_modified
         if not any_modified(regions):
@@ -390,6 +397,7 @@ class WrapperCallOp(CallOp):
     def outTensor(self, index: int) -> Tensor:  # noqa: N802
         return tensor_view(self._out_proxy(index))
 
+    @edits
     def createAndConnectOutTensor(self, index: int, tensorId: str) -> None:  # noqa: N802,N803
         if not self.hasOutput(index):
             raise IndexError(f"the repeated graph has no output {index}")
@@ -414,6 +422,7 @@ class IpuCopyOp(Op):
     def getDestIpu(self) -> int:  # noqa: N802
         return int(self._op.attrs["destination"])
 
+    @edits
     def connectInTensor(self, index: int, tensorId: str, sourceIpu: Optional[int] = None) -> None:  # noqa: N802,N803
         super().connectInTensor(index, tensorId)
         if sourceIpu is not None:
@@ -447,6 +456,7 @@ class _AvailableMemory:
     """Ops with an available-memory proportion (matmul, gather, scatter, topk, ...): recorded in
     the op's attributes."""
 
+    @edits
     def setAvailableMemoryProportion(self, value) -> None:  # noqa: N802
         """Recorded in the op's attributes (the matmul planner plans for tile memory as a whole)."""
         self._op.attrs["available_memory_proportion"] = None if value is None else float(value)

@@ -8,6 +8,8 @@ loop ops, see ops.py), graph input / output indices are the graph's.
 """
 from __future__ import annotations
 
+import functools
+
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional
 
 from popxl.context import ExecutionContext
@@ -19,6 +21,27 @@ if TYPE_CHECKING:
 
 __all__ = ["Tensor", "Op", "graph_view", "ir_view", "op_view", "tensor_view", "unwrap_op", "unwrap_tensor"]
 
+
+
+def _owning_ir(view):
+    """The popxl Ir a view belongs to."""
+    for attr, get in (("_op", lambda o: o.graph.ir), ("_g", lambda g: g.ir), ("_t", lambda t: t.graph.ir),
+                      ("_ir", lambda ir: ir)):
+        obj = getattr(view, attr, None)
+        if obj is not None:
+            return get(obj)
+    raise TypeError(f"{type(view).__name__} is not a view of the IR")
+
+
+def edits(method):
+    """Marks a view method that changes the IR. Once a popxl.Session has compiled the Ir it owns it
+    (PopXL's rule), so the edit is refused before anything changes: the session would go on
+    running the program it compiled."""
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        _owning_ir(self)._check_not_prepared(f"its graphs ({type(self).__name__}.{method.__name__})")
+        return method(self, *args, **kwargs)
+    return checked
 
 def ir_view(ir) -> "Ir":
     return ir._pb_ir
@@ -229,6 +252,7 @@ class Op:
     def hasVirtualGraphId(self) -> bool:  # noqa: N802
         return self._op.ipu is not None
 
+    @edits
     def setVirtualGraphId(self, ipu: Optional[int]) -> None:  # noqa: N802
         self._op.ipu = ipu
 
@@ -325,6 +349,7 @@ class Op:
                 return t
         raise KeyError(f"No tensor {tensor_id!r} in graph {self._op.graph.id!r} (connecting {self.debugName()})")
 
+    @edits
     def connectInTensor(self, index: int, tensorId: str, *args) -> None:  # noqa: N802,N803
         """Connect tensor `tensorId` of the op's graph as input `index`."""
         t = self._tensor_by_id(tensorId)
@@ -349,6 +374,7 @@ class Op:
         if not any(c is op for c in t.consumers):
             t._add_consumer(op)
 
+    @edits
     def disconnectInTensor(self, index_or_tensor) -> None:  # noqa: N802
         op = self._op
         if isinstance(index_or_tensor, int):
@@ -374,18 +400,21 @@ class Op:
             ins.pop()
         self._op.inputs = tuple(ins)
 
+    @edits
     def disconnectAllInputs(self) -> None:  # noqa: N802
         op = self._op
         for t in set(op.inputs) - {None}:
             _drop_consumer(t, op)
         op.inputs = ()
 
+    @edits
     def disconnectAllOutputs(self) -> None:  # noqa: N802
         for t in self._op.outputs:
             if t is not None and t.producer is self._op:
                 t._set_producer(None)
         self._op.outputs = ()
 
+    @edits
     def disconnectOutTensor(self, t) -> None:  # noqa: N802
         t = unwrap_tensor(t)
         outs = list(self._op.outputs)
@@ -405,6 +434,7 @@ class Op:
         raise RuntimeError(f"{self.debugName()}: cannot infer the shape of output {index}; "
                            "create the op with its outputs (or clone it from an op that has them)")
 
+    @edits
     def createAndConnectOutTensor(self, index: int, tensorId: str) -> None:  # noqa: N802,N803
         """Create tensor `tensorId` in the op's graph as output `index` (shape and type from the op)."""
         from popxl.tensor import Tensor as XTensor
@@ -415,6 +445,7 @@ class Op:
         t = XTensor._create(g, tid, shape, dtype, meta, producer=op, ipu=op.ipu, tile_set=op.tile_set)
         self.connectOutTensor(index, t)
 
+    @edits
     def connectOutTensor(self, index: int, t) -> None:  # noqa: N802
         op = self._op
         t = unwrap_tensor(t)
@@ -469,6 +500,7 @@ class Op:
             from .schedule import restore_schedule
             restore_schedule(op.graph)
 
+    @edits
     def addModified(self, index: int, regions) -> None:  # noqa: N802
         """Mark input `index` modified by the op when `regions` are not empty."""
         if any_modified(regions):
@@ -476,6 +508,7 @@ class Op:
             self._op.modified = tuple(sorted(set(self._op.modified) | {i}))
             self._op.inplace = True
 
+    @edits
     def removeModified(self, index: int) -> None:  # noqa: N802
         i = self._ours_in(index)
         self._op.modified = tuple(m for m in self._op.modified if m != i)

@@ -230,3 +230,37 @@ def test_a_removed_graph_output_leaves_its_call_sites():
         ops.host_store(popxl.d2h_stream((2,), popxl.float32, "w"), w)
     with pytest.raises(RuntimeError, match="is used at call site"):
         w.producer.attrs["graph"]._pb_graph.removeOutput(1)
+
+
+def test_edits_through_the_views_are_refused_once_a_session_owns_the_ir():
+    """PopXL's rule: the Session owns the Ir it compiled. Edits that only remove or rewire (which
+    create nothing the Ir could refuse by itself) are refused too, before anything changes."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.array([1.0, 2.0], np.float32), name="x")
+        g = ir.create_graph(lambda a: (a + 1.0, a * 10.0), x)
+        y, unused = ops.call(g, x)
+        z = y * 2.0
+        s = popxl.d2h_stream((2,), popxl.float32, "z")
+        ops.host_store(s, z)
+    sess = popxl.Session(ir, "ipu_model")
+    main = ir.main_graph._pb_graph
+    call = y._pb_tensor.getProducer()
+    mul = z._pb_tensor.getProducer()
+    n_ops = len(ir.main_graph.ops)
+    edits = [
+        lambda: main.eraseOp(mul.id),
+        lambda: g._pb_graph.removeOutput(1),
+        lambda: main.removeIsolatedTensors(True),
+        lambda: mul.disconnectAllInputs(),
+        lambda: mul.disconnectInTensor(0),
+        lambda: main.topoCons().insert(mul, call),
+        lambda: call.addModified(0, [_ir.view.Region.getFull([2])]),
+    ]
+    for edit in edits:
+        with pytest.raises(RuntimeError, match="already compiled by a popxl.Session"):
+            edit()
+    # nothing changed: the same ops, inputs and outputs, and the session runs as compiled
+    assert len(ir.main_graph.ops) == n_ops and len(g.outputs) == 2 and z.producer.inputs[0] is y
+    with sess:
+        np.testing.assert_allclose(sess.run()[s], [4.0, 6.0])

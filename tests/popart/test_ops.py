@@ -95,6 +95,22 @@ def test_binary_broadcast(op, shapes, dtype, rng):
     check_against_reference(b.getModelProto(), {a_: da, c_: db}, [y], rtol=rtol)
 
 
+def test_add_with_an_empty_input(rng):
+    """An empty batch through ONNX Add (broadcast against a non-empty tensor, then an empty initializer)."""
+    b = popart.Builder()
+    a_ = b.addInputTensor(popart.TensorInfo("FLOAT", [0, 3]), "a")
+    c_ = b.addInputTensor(popart.TensorInfo("FLOAT", [3]), "b")
+    w = b.addInitializedInputTensor(np.zeros((0, 3), np.float32), "w")
+    y = b.aiOnnx.add([a_, c_])
+    z = b.aiOnnx.add([y, w])
+    got = check_against_reference(b.getModelProto(), {a_: np.zeros((0, 3), np.float32),
+                                                      c_: rng.normal(size=3).astype(np.float32)}, [y, z])
+    assert got[z].shape == (0, 3)
+    got = run_inference(b.getModelProto(), {a_: np.zeros((2, 0, 3), np.float32), c_: np.ones((2, 3), np.float32)},
+                        [z], bps=2)
+    assert got[z].shape == (2, 0, 3)
+
+
 @pytest.mark.parametrize("op", ["equal", "greater", "less"])
 def test_comparisons(op, rng):
     b = popart.Builder()

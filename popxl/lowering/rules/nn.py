@@ -34,8 +34,8 @@ def group_norm(ctx, op):
     groups = op.attrs["num_groups"]
     eps = op.attrs["epsilon"]
     n = x.shape[0]
-    g = x.reshape(n, groups, -1)
-    k = g.shape[2]
+    k = int(np.prod(x.shape[1:], dtype=np.int64)) // groups  # from the shape: n may be 0
+    g = x.reshape(n, groups, k)
     et = x.dtype
     mean = B.reduce(ctx, g, (2,), "sum", keepdims=True, suffix="sum")
     mean = B.binary(ctx, "mul", mean, B.scalar_constant(ctx, 1.0 / k, et, "inv_k"), suffix="mean")

@@ -18,7 +18,7 @@ def group_norm(ctx, op, ins):
     x, w, b = (wide(v) for v in ins)
     n, c = x.shape[:2]
     g = op.attrs["num_groups"]
-    x3 = x.reshape(n, g, -1)
+    x3 = x.reshape(n, g, int(np.prod(x.shape[1:], dtype=np.int64)) // g)  # not -1: n may be 0
     mean = x3.mean(-1)
     var = ((x3 - mean[..., None]) ** 2).mean(-1)
     inv = 1 / np.sqrt(var + x.dtype.type(op.attrs["epsilon"]))

@@ -58,7 +58,8 @@ def median(ctx, op, ins):
     x, axes = ins[0], tuple(op.attrs["axes"])
     kept = [i for i in range(x.ndim) if i not in axes]
     xt = np.transpose(x, kept + list(axes))
-    rows = xt.reshape(int(np.prod([x.shape[i] for i in kept], dtype=np.int64)), -1)
+    rows = xt.reshape(int(np.prod([x.shape[i] for i in kept], dtype=np.int64)),
+                      int(np.prod([x.shape[i] for i in axes], dtype=np.int64)))  # not -1: may be empty
     idx = np.argsort(rows, axis=1, kind="stable")[:, (rows.shape[1] - 1) // 2]
     vals = rows[np.arange(rows.shape[0]), idx]
     shape = op.outputs[0].shape
