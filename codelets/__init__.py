@@ -18,6 +18,7 @@ kernel, NumPy reference, cost model with its source; op codes are one IntEnum pe
 - rowwise: ArgMinMax, ArgMinMaxPartial, ArgMinMaxCombine, TopK, Median, CumSum
 - rng: RandomUniform, RandomNormal, Dropout, ModifySeed
 - histogram: Histogram, HistogramCombine
+- roi_align: RoiAlign, RoiAlignGrad
 - transpose: Transpose2d
 """
 from . import scaled_add  # noqa: F401
