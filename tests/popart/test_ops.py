@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper as oh
 
 import popart
 
@@ -440,7 +442,6 @@ def test_lstm_directions(direction, rng):
 def test_lstm_gradient_matches_finite_differences(rng):
     """Training through the LSTM loop: the weight gradient against central differences of the
     model evaluated in float64 by onnx.reference."""
-    import onnx
     from onnx import numpy_helper
     from onnx.reference import ReferenceEvaluator
     seq, batch, inp, hid = 3, 2, 3, 4
@@ -484,3 +485,70 @@ def test_lstm_gradient_matches_finite_differences(rng):
         wm[idx] -= eps
         num = (f(wp) - f(wm)) / (2 * eps)
         assert abs(grad[idx] - num) < 1e-3 * max(1.0, abs(num)), (idx, grad[idx], num)
+
+
+def test_ops_from_files_against_reference(rng):
+    """The ai.onnx rules the Builder's opsets (6 to 11) cannot all reach, from an opset-17 file:
+    Pad, Expand, CumSum, ConstantOfShape, Range, Size, GreaterOrEqual, LessOrEqual, IsNaN,
+    ReduceLogSum, PRelu, InstanceNormalization, LayerNormalization, Xor."""
+    F, B, c = onnx.TensorProto.FLOAT, onnx.TensorProto.BOOL, onnx.numpy_helper.from_array
+    inits = [c(np.array([1, 0, 0, 2], np.int64), "pads"), c(np.array([2, 1, 4], np.int64), "eshape"),
+             c(np.array(1, np.int64), "axis1"), c(np.array([2, 3], np.int64), "cshape"), c(np.array(1, np.int64), "r0"),
+             c(np.array(8, np.int64), "r1"), c(np.array(3, np.int64), "rd"), c(np.array([0.25], np.float32), "slope"),
+             c(np.full(3, 0.5, np.float32), "scale3"), c(np.arange(3, dtype=np.float32), "bias3"),
+             c(rng.normal(size=4).astype(np.float32), "ln_s"), c(rng.normal(size=4).astype(np.float32), "ln_b")]
+    nodes = [oh.make_node("Constant", [], ["padv"], value=c(np.array(1.5, np.float32), "pv")),
+             oh.make_node("Pad", ["x", "pads", "padv"], ["pad"]),
+             oh.make_node("Expand", ["col", "eshape"], ["expand"]),
+             oh.make_node("CumSum", ["x", "axis1"], ["cumsum"]),
+             oh.make_node("ConstantOfShape", ["cshape"], ["cos"], value=c(np.array([7.0], np.float32), "v")),
+             oh.make_node("Range", ["r0", "r1", "rd"], ["range"]),
+             oh.make_node("Size", ["x"], ["size"]),
+             oh.make_node("GreaterOrEqual", ["x", "y"], ["ge"]), oh.make_node("LessOrEqual", ["x", "y"], ["le"]),
+             oh.make_node("IsNaN", ["nanx"], ["isnan"]),
+             oh.make_node("ReduceLogSum", ["pos"], ["rls"], axes=[1], keepdims=0),
+             oh.make_node("PRelu", ["x", "slope"], ["prelu"]),
+             oh.make_node("InstanceNormalization", ["img", "scale3", "bias3"], ["inorm"], epsilon=1e-3),
+             oh.make_node("LayerNormalization", ["x", "ln_s", "ln_b"], ["lnorm"], epsilon=1e-4),
+             oh.make_node("Xor", ["b1", "b2"], ["xor"])]
+    vi = oh.make_tensor_value_info
+    g = oh.make_graph(nodes, "g", [vi("x", F, [3, 4]), vi("y", F, [3, 4]), vi("col", F, [1, 4]), vi("nanx", F, [5]),
+                                   vi("pos", F, [2, 5]), vi("img", F, [2, 3, 4, 5]), vi("b1", B, [6]), vi("b2", B, [6])],
+                      [vi("pad", F, [4, 6])], initializer=inits)
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    feeds = {"x": rng.integers(-2, 3, (3, 4)).astype(np.float32), "y": rng.integers(-2, 3, (3, 4)).astype(np.float32),
+             "col": rng.normal(size=(1, 4)).astype(np.float32), "nanx": np.array([1, np.nan, 0, np.nan, -3], np.float32),
+             "pos": rng.uniform(0.5, 2, (2, 5)).astype(np.float32), "img": rng.normal(size=(2, 3, 4, 5)).astype(np.float32),
+             "b1": rng.random(6) > 0.5, "b2": rng.random(6) > 0.5}
+    outs = [n.output[0] for n in nodes[1:]]
+    got = check_against_reference(m.SerializeToString(), feeds, outs, rtol=1e-4, atol=1e-5)
+    assert got["pad"].shape == (4, 6) and got["range"].tolist() == [1, 4, 7]
+
+
+def test_graphcore_tensor_ops_against_numpy(rng):
+    """ScaledAdd, DynamicSlice / DynamicUpdate at device offsets, GroupNormalization, Init, the
+    attribute forms of Reshape and Slice, ShapedDropout (the identity in inference)."""
+    X, Y = rng.normal(size=(4, 6)).astype(np.float32), rng.normal(size=(4, 6)).astype(np.float32)
+    U, IMG = rng.normal(size=(2, 3)).astype(np.float32), rng.normal(size=(2, 4, 3, 5)).astype(np.float32)
+    GW, GB = rng.normal(size=4).astype(np.float32), rng.normal(size=4).astype(np.float32)
+    OFF = np.array([1, 2], np.uint32)
+    b = popart.Builder()
+    x, y = (b.addInputTensor(popart.TensorInfo("FLOAT", [4, 6]), n) for n in ("x", "y"))
+    u = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), "u")
+    off = b.addInputTensor(popart.TensorInfo("UINT32", [2]), "off")
+    img = b.addInputTensor(popart.TensorInfo("FLOAT", list(IMG.shape)), "img")
+    gw, gb = b.addInitializedInputTensor(GW, "gw"), b.addInitializedInputTensor(GB, "gb")
+    gc = b.aiGraphcore
+    outs = [gc.scaledadd([x, y], scale0=0.5, scale1=-2.0), gc.dynamicslice([x, off], axes=[0, 1], sizes=[2, 3]),
+            gc.dynamicupdate([x, off, u], axes=[0, 1], sizes=[2, 3]), gc.groupnormalization([img, gw, gb], 2, 1e-3)[0],
+            gc.init([3, 2], popart.DataType.FLOAT, popart.InitType.Zero), gc.reshape([x], [3, 8]),
+            gc.slice([x], ends=[3, 5], starts=[1, 2], axes=[0, 1]), gc.shapeddropout([x], [4, 1], 0.5)]
+    got = run_inference(b.getModelProto(), {x: X, y: Y, u: U, off: OFF, img: IMG}, outs)
+    updated = X.copy()
+    updated[1:3, 2:5] = U
+    g = IMG.reshape(2, 2, -1)
+    gn = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-3)).reshape(IMG.shape)
+    gn = gn * GW.reshape(1, 4, 1, 1) + GB.reshape(1, 4, 1, 1)
+    want = [0.5 * X - 2 * Y, X[1:3, 2:5], updated, gn, np.zeros((3, 2), np.float32), X.reshape(3, 8), X[1:3, 2:5], X]
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-5, err_msg=o)
