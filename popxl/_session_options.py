@@ -36,6 +36,9 @@ class SessionOptions:
         self.instrumentWithHardwareCycleCounter = False
         self.logDir = ""  # where dot checkpoints go ("" = the working directory)
         self.dotChecks: set = set()  # dot checkpoints to write ("ALL" for every one)
+        self.separateCallOpPdfs = True  # a dot file per graph (else <check>_all.dot)
+        self.firstDotOp = 0  # the ops of the schedule drawn in dot files: [firstDotOp, finalDotOp)
+        self.finalDotOp = 10000
         # float8: stop the program (poplar_application_runtime_error) when a log2 scale tensor holds
         # a value outside [-32, 32) at run time; acted on by the float8 casts, matmul and conv
         self.throwIfLog2ScaleTensorNotInRange = True

@@ -341,10 +341,12 @@ class Ir:
     # -- debugging --------------------------------------------------------------------------------
     def dot_checkpoint(self, check: str, save_dir: Optional[Union[Path, str]] = None) -> None:
         """Write the Ir's graphs (ops, tensors, edges) in Graphviz DOT format, as PopART's dot
-        checkpoints do: to ``<logDir>/<check>_all.dot``.
+        checkpoints do: ``<logDir>/<check>_r.dot`` for the main graph and ``<check>_<graph id>.dot``
+        for each other graph with ops (session option ``separateCallOpPdfs``, on by default), or
+        all in ``<check>_all.dot`` when it is off; ``firstDotOp`` / ``finalDotOp`` bound the ops drawn.
 
         ``save_dir`` becomes the session option ``logDir`` (so it holds for later checkpoints);
-        without it the file goes to ``logDir``, or the working directory when that is empty. A
+        without it the files go to ``logDir``, or the working directory when that is empty. A
         checkpoint is written when it is named in the session option ``dotChecks`` or in the
         ``POPART_DOT_CHECKS`` environment variable (colon-separated; ``ALL`` for every one); when
         neither names any, this call turns on all checkpoints (``dotChecks = {"ALL"}``), as PopXL does.
@@ -361,8 +363,9 @@ class Ir:
         if "ALL" not in wanted and check not in wanted:
             return
         directory = Path(opts.logDir) if opts.logDir else Path(".")
-        from popxl._dot import ir_to_dot
-        (directory / f"{check}_all.dot").write_text(ir_to_dot(self, check))
+        from popxl._dot import dot_files
+        for name, text in dot_files(self, check, opts).items():
+            (directory / name).write_text(text)
 
     # -- identity -------------------------------------------------------------------------------
     def __hash__(self) -> int:

@@ -325,36 +325,65 @@ def _dot_ir():
 
 
 def test_dot_checkpoint_writes_popart_file_names_in_log_dir(tmp_path, monkeypatch):
+    """PopART's default (separateCallOpPdfs): a file per graph with ops, `<check>_r.dot` for the
+    main graph and `<check>_<graph id>.dot` for the others."""
     monkeypatch.delenv("POPART_DOT_CHECKS", raising=False)
     monkeypatch.chdir(tmp_path)
     ir = _dot_ir()
+    sub = ir.graphs[1].id
+    ir.create_empty_graph("empty")  # no ops: no file, as PopART opens a file at a graph's first op
     ir.dot_checkpoint("fwd", tmp_path / "dots")
-    text = (tmp_path / "dots" / "fwd_all.dot").read_text()
-    assert text.startswith("digraph") and "cluster_0" in text and "cluster_1" in text
-    assert "call" in text and "host_store" in text and "style=dashed" in text and "->" in text
+    assert sorted(p.name for p in (tmp_path / "dots").iterdir()) == sorted(["fwd_r.dot", f"fwd_{sub}.dot"])
+    main = (tmp_path / "dots" / "fwd_r.dot").read_text()
+    assert main.startswith("digraph") and f"call<{sub}>" in main and "host_store" in main and "->" in main
+    assert "style=dotted" in main and 'box, label="add' not in main  # the in_sequence edge; the add is elsewhere
+    text = (tmp_path / "dots" / f"fwd_{sub}.dot").read_text()
+    assert 'box, label="add' in text and "call" not in text
     opts = ir._pb_ir.getSessionOptions()
     assert opts.logDir == str(tmp_path / "dots") and opts.dotChecks == {"ALL"}  # as PopXL sets them
     ir.dot_checkpoint("again")  # the save_dir became logDir: later checkpoints go there too
-    assert (tmp_path / "dots" / "again_all.dot").exists()
+    assert (tmp_path / "dots" / "again_r.dot").exists()
     assert not list(tmp_path.glob("*.dot"))  # nothing in the working directory
+
+
+def test_dot_checkpoint_in_one_file_and_an_op_range(tmp_path, monkeypatch):
+    monkeypatch.delenv("POPART_DOT_CHECKS", raising=False)
+    ir = _dot_ir()
+    opts = ir._pb_ir.getSessionOptions()
+    opts.separateCallOpPdfs = False
+    ir.dot_checkpoint("one", tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["one_all.dot"]
+    text = (tmp_path / "one_all.dot").read_text()
+    assert "cluster_0" in text and "cluster_1" in text and "style=dashed" in text  # the call reaches its graph
+    opts.finalDotOp = 1  # the schedule's first op only: the main graph's call
+    ir.dot_checkpoint("first", tmp_path)
+    text = (tmp_path / "first_all.dot").read_text()
+    assert "call<" in text and "host_store" not in text and "cluster_1" not in text
+    opts.firstDotOp = 5
+    opts.finalDotOp = 2
+    with pytest.raises(RuntimeError, match=r"Invalid dot range \(5, 2\) with schedule of size 3"):
+        ir.dot_checkpoint("none", tmp_path)
 
 
 def test_dot_checkpoint_without_a_directory_uses_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.delenv("POPART_DOT_CHECKS", raising=False)
     monkeypatch.chdir(tmp_path)
-    _dot_ir().dot_checkpoint("here")
-    assert [p.name for p in tmp_path.iterdir()] == ["here_all.dot"]
+    ir = _dot_ir()
+    ir.dot_checkpoint("here")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["here_r.dot", f"here_{ir.graphs[1].id}.dot"])
 
 
 def test_dot_checks_select_which_checkpoints_are_written(tmp_path, monkeypatch):
     monkeypatch.setenv("POPART_DOT_CHECKS", "FWD0:FINAL")
     ir = _dot_ir()
+    ir._pb_ir.getSessionOptions().separateCallOpPdfs = False
     ir.dot_checkpoint("skipped", tmp_path)
     ir.dot_checkpoint("FINAL", tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["FINAL_all.dot"]
     monkeypatch.delenv("POPART_DOT_CHECKS")
     ir2 = _dot_ir()
     ir2._pb_ir.getSessionOptions().dotChecks = {"mine"}
+    ir2._pb_ir.getSessionOptions().separateCallOpPdfs = False
     ir2.dot_checkpoint("other", tmp_path)
     ir2.dot_checkpoint("mine", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["FINAL_all.dot", "mine_all.dot"]
