@@ -260,6 +260,20 @@ def print_tensor(node):
                             print_gradient=bool(int(node.attr("print_gradient", 1))))
 
 
+@onnx_op("Round")
+@onnx_op("Round", domain=GRAPHCORE)
+def round_(node):
+    """To the nearest integer, halves to the even one (ONNX's definition): floor(x), plus 1 above
+    a half, plus |fmod(floor(x), 2)| (1 when the floor is odd) at exactly a half."""
+    x = node.input(0)
+    f = ops.floor(x)
+    d = ops.sub(x, f)
+    half = _scalar(0.5, x)
+    up = ops.where(ops.greater(d, half), _scalar(1.0, x), _scalar(0.0, x))
+    tie = ops.where(ops.equal(d, half), ops.abs(ops.fmod(f, _scalar(2.0, x))), _scalar(0.0, x))
+    return ops.add(f, ops.add(up, tie))
+
+
 @onnx_op("Fmod", domain=GRAPHCORE)
 def gc_fmod(node):
     return ops.fmod(node.input(0), node.input(1))

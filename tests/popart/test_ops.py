@@ -552,3 +552,19 @@ def test_graphcore_tensor_ops_against_numpy(rng):
     want = [0.5 * X - 2 * Y, X[1:3, 2:5], updated, gn, np.zeros((3, 2), np.float32), X.reshape(3, 8), X[1:3, 2:5], X]
     for o, w in zip(outs, want):
         np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-5, err_msg=o)
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT", "FLOAT16"])
+def test_round_halves_to_even(dtype):
+    """ai.onnx Round (opset 11) against onnx.reference, ai.graphcore Round against NumPy (both
+    round halves to the even integer)."""
+    X = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -1.2, 1.7, 3.49, -3.51, 0, 7], np.float32)
+    X = X.astype(np.float32 if dtype == "FLOAT" else np.float16)
+    for graphcore in (False, True):
+        b = popart.Builder()
+        x = b.addInputTensor(popart.TensorInfo(dtype, [12]), "x")
+        y = b.aiGraphcore.round([x]) if graphcore else b.aiOnnxOpset11.round([x])
+        if graphcore:  # onnx.reference does not know ai.graphcore ops
+            np.testing.assert_array_equal(run_inference(b.getModelProto(), {x: X}, [y])[y], np.round(X))
+        else:
+            check_against_reference(b.getModelProto(), {x: X}, [y], rtol=0, atol=0)
