@@ -142,10 +142,14 @@ class PyStepIO:
     def _unknown_inputs(self) -> List[str]:
         return list(self.inputs)
 
+    def _check_outputs(self, anchors: Sequence[str]) -> None:
+        missing = [a for a in anchors if a not in self.outputs]
+        if missing:
+            raise popart_exception(f"PyStepIO has no output array for anchor(s) {missing} (use "
+                                   f"session.initAnchorArrays())")
+
     def _write_output(self, tid: str, data: np.ndarray) -> None:
-        out = self.outputs.get(tid)
-        if out is None:
-            return
+        out = self.outputs[tid]
         if not isinstance(out, np.ndarray):
             raise popart_exception(f"PyStepIO output for anchor {tid!r} must be a NumPy array, not {type(out).__name__}")
         if out.shape != data.shape and out.size != data.size:

@@ -266,6 +266,7 @@ class _Session:
             stepio = self._stepio_from_callbacks(stepio)
         if not isinstance(stepio, PyStepIO):
             raise popart_exception(f"run takes a popart.PyStepIO or PyStepIOCallback, not {type(stepio).__name__}")
+        stepio._check_outputs(self.dataFlow.anchors())
         rf = self._rf
         prog = self._program
         expected = [n for n, _ in self._io.inputs]
@@ -346,7 +347,10 @@ class _Session:
             batches = []
             for i in range(n):
                 x = np.asarray(cb.input_callback(name, False))
-                batches.append(x.reshape(info.shape()) if x.size == info.nelms() else x)
+                if x.size != info.nelms():
+                    raise popart_exception(f"PyStepIOCallback: input_callback({name!r}) returned shape "
+                                           f"{list(x.shape)} for batch {i}; the input is {info.shape()}")
+                batches.append(x.reshape(info.shape()))
                 cb.input_complete_callback(name)
             lead = input_leading_dims(bps, af, rf)
             inputs[name] = np.stack(batches).reshape(tuple(lead) + tuple(info.shape()))
@@ -419,11 +423,18 @@ class _CallbackOutputs(PyStepIO):
         super().__init__(inputs, {})
         self._cb, self._shapes = cb, shapes
 
+    def _check_outputs(self, anchors) -> None:
+        pass  # every anchor goes to the output callback
+
     def _write_output(self, tid, data):
         shape = self._shapes[tid]
-        for item in np.asarray(data).reshape((-1,) + tuple(shape)):
+        for i, item in enumerate(np.asarray(data).reshape((-1,) + tuple(shape))):
             out = self._cb.output_callback(tid)
-            np.asarray(out).reshape(shape)[...] = item
+            if not isinstance(out, np.ndarray) or out.size != item.size:
+                got = list(out.shape) if isinstance(out, np.ndarray) else type(out).__name__
+                raise popart_exception(f"PyStepIOCallback: output_callback({tid!r}) returned {got} for batch {i}; "
+                                       f"the anchor is {list(shape)} (a NumPy array of that size to write into)")
+            out.reshape(shape)[...] = item
             self._cb.output_complete_callback(tid)
 
 

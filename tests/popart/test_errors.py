@@ -177,3 +177,22 @@ def test_an_unsupported_optional_output_is_an_error_only_when_used():
     z = b.aiOnnx.cast([idx], "FLOAT")
     with pytest.raises(popart.popart_exception, match=f"'{idx}', an output of MaxPool node .* is not supported"):
         popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [z]), device())
+
+
+def test_missing_output_array_and_bad_callbacks_are_named():
+    s, x, y = _session()
+    s.prepareDevice()
+    data = np.zeros((2, 2, 3), np.float32)
+    with pytest.raises(popart.popart_exception, match=r"no output array for anchor\(s\) \['Relu:0'\]"):
+        s.run(popart.PyStepIO({x: data}, {}))
+
+    def callbacks(inp, out):
+        return popart.PyStepIOCallback(lambda tid, prefetch: inp, lambda tid: None, lambda tid: out, lambda tid: None)
+    with pytest.raises(popart.popart_exception, match=r"input_callback\('x'\) returned shape \[3, 3\] for batch 0; "
+                                                      r"the input is \[2, 3\]"):
+        s.run(callbacks(np.zeros((3, 3), np.float32), np.zeros((2, 3), np.float32)))
+    with pytest.raises(popart.popart_exception, match=r"Input 'x' is int32"):
+        s.run(callbacks(np.zeros((2, 3), np.int32), np.zeros((2, 3), np.float32)))
+    with pytest.raises(popart.popart_exception, match=r"output_callback\('Relu:0'\) returned \[5\] for batch 0; "
+                                                      r"the anchor is \[2, 3\]"):
+        s.run(callbacks(np.zeros((2, 3), np.float32), np.zeros(5, np.float32)))
