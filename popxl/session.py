@@ -123,12 +123,16 @@ class Session:
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
         try:
-            self.executable = ipu.compile(self._lowered.graph, self._lowered.main)
+            # program 0 is the main program; the weights fragments (lowering/context.py) follow it
+            fragments = self._lowered.fragments
+            self._fragment_programs = {name: i + 1 for i, name in enumerate(fragments)}
+            self.executable = ipu.compile(self._lowered.graph, [self._lowered.main, *fragments.values()])
         except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
             raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
         # the executable holds what running needs; the lowering's graph and program tree (index
         # arrays of every view, vertex field tables) would otherwise stay for the session's life
         self._lowered.graph = self._lowered.main = None
+        self._lowered.fragments = {}
         ir._mark_prepared()  # the session owns the Ir from here on (Ir._check_not_prepared)
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
@@ -222,7 +226,15 @@ class Session:
                 self._write_remote_variable(v, data)
                 continue
             self._write_variable(v, data)
+        self._run_fragment("WeightsFromHostFragment")  # PopART's WeightsFromHost program ends with these ops
         self._device_is_newer = False
+
+    def _run_fragment(self, name: str) -> None:
+        """Run the ops of the main graph in execution context `name`, if it has any (their cycles
+        count in the profile, not in total_cycles, which counts runs as the weight copies do not)."""
+        program = self._fragment_programs.get(name)
+        if program is not None:
+            self.engine.run(program)
 
     @_locked
     def weights_from_host(self) -> None:
@@ -232,6 +244,7 @@ class Session:
     @_locked
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
+        self._run_fragment("WeightsToHostFragment")  # before the weights are read, as PopART's WeightsToHost
         fetched = self._fetch_replicas(list(self._host_weights))
         for v in self._host_weights:
             self._host_weights[v] = _replication.host_value(v, lambda r: fetched[v][r], self._ir.replication_factor)

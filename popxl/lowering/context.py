@@ -4,6 +4,11 @@ Every popxl tensor gets an ipu tensor (a variable or a view of one); every op's 
 programs to the sequence being built. Called graphs are lowered once into an `ipu.Function` with
 variables for their inputs and outputs; call sites copy arguments in and results out, so the code
 of a graph called from several places is shared.
+
+Main-graph ops in the weights fragments of the execution context (PopART's WeightsFromHost /
+WeightsToHost programs) are lowered into programs of their own, which the Session runs when the
+weights go to the device and come back; the tensors such an op reads or writes cross programs,
+so they are always live.
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import ipu
+
+from popxl.context import ExecutionContext
 
 from .mapping import TileAllocator
 from .placement import IpuPlacement, tensor_ipu
@@ -40,6 +47,12 @@ class LoweredIr:
     op_names: dict = field(default_factory=dict)  # compute set / step name -> popxl op name
     remote_buffers: dict = field(default_factory=dict)  # popxl RemoteBuffer -> ipu.RemoteBuffer
     remote_variables: dict = field(default_factory=dict)  # popxl Variable -> (ipu.RemoteBuffer, entry)
+    # execution-context name -> the program of the main graph's ops in that fragment (FRAGMENTS)
+    fragments: dict = field(default_factory=dict)
+
+
+# the execution contexts whose ops run as programs of their own, around the main program
+FRAGMENTS = (ExecutionContext.WeightsFromHostFragment, ExecutionContext.WeightsToHostFragment)
 
 
 class Lowering:
@@ -59,6 +72,7 @@ class Lowering:
         self.remote_buffers: dict = {}  # popxl RemoteBuffer -> ipu.RemoteBuffer (rules/remote.py)
         self.remote_variables: dict = {}  # popxl Variable -> (ipu.RemoteBuffer, entry)
         self._seqs: list[ipu.Sequence] = []
+        self._fragments = {c: ipu.Sequence(name=c.name) for c in FRAGMENTS}
         self._lowering_stack: list = []
         self.op = None  # the op being lowered (for names)
         self.check_indices = index_checks.enabled(ir)
@@ -77,8 +91,21 @@ class Lowering:
                 continue
             self.values[v] = self.variables[v] = self._persistent(v, ipu.VARIABLE)
         seq = self.lower_ops(main)
+        for op in main.ops:
+            if op.execution_context in self._fragments:
+                self._keep_live(op)
+        fragments = {c.name: f for c, f in self._fragments.items() if f.programs}
         return LoweredIr(self.g, seq, self.variables, self.constants, self.h2d, self.d2h, self.op_names,
-                         remote_buffers=self.remote_buffers, remote_variables=self.remote_variables)
+                         remote_buffers=self.remote_buffers, remote_variables=self.remote_variables,
+                         fragments=fragments)
+
+    def _keep_live(self, op) -> None:
+        """The tensors a fragment op reads or writes hold their values from one program to another."""
+        for t in (*op.inputs, *op.outputs):
+            value = self.values.get(t)
+            var = getattr(value, "variable", value)
+            if isinstance(var, ipu.Variable) and var.category == ipu.TEMPORARY:
+                var.category = ipu.VARIABLE
 
     def _persistent(self, t, category):
         et = self.etype(t)
@@ -101,7 +128,11 @@ class Lowering:
             for c in graph.constants:
                 if c not in self.values:
                     self.values[c] = self.constants[c] = self._persistent(c, ipu.CONSTANT)
+            is_main = graph is self.ir.main_graph
             for op in sorted(graph.ops, key=lambda o: o.id):
+                fragment = self._fragments.get(op.execution_context) if is_main else None
+                if fragment is not None:  # the op's programs go to its fragment's program
+                    self._seqs.append(fragment)
                 prev, self.op = self.op, op
                 mark = self.placement.begin(op, self)
                 if self.check_indices:  # the debug.checkIndices engine option (index_checks.py)
@@ -109,6 +140,8 @@ class Lowering:
                 get_rule(op.type)(self, op)
                 self.placement.end(mark, op)  # onto the op's IPU (placement.py)
                 self.op = prev
+                if fragment is not None:
+                    self._seqs.pop()
         finally:
             self._seqs.pop()
             self._lowering_stack.pop()

@@ -264,3 +264,70 @@ def test_edits_through_the_views_are_refused_once_a_session_owns_the_ir():
     assert len(ir.main_graph.ops) == n_ops and len(g.outputs) == 2 and z.producer.inputs[0] is y
     with sess:
         np.testing.assert_allclose(sess.run()[s], [4.0, 6.0])
+
+
+def test_op_classes_of_io_copies_and_init():
+    """The isinstance classes popxl-addons' pipelining sorts ops by, with what it reads of them."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        s = popxl.h2d_stream((2,), popxl.float32, "x")
+        o = popxl.d2h_stream((2,), popxl.float32, "z")
+        with popxl.ipu(0):
+            x = ops.host_load(s, "x")
+            y = x.copy_to_ipu(1)
+        with popxl.ipu(1):
+            z = y + ops.init((2,), popxl.float32, "zeros")
+            ops.host_store(o, z)
+    load, copy, init, add, store = (op._pb_op for op in ir.main_graph.ops)
+    assert isinstance(load, _ir.op.exchange.HostLoadOp) and load.getHostStreamTensorId() == s.tensor_id
+    assert isinstance(copy, _ir.op.IpuCopyOp) and not isinstance(copy, _ir.op.exchange.HostLoadOp)
+    assert copy.getSourceIpu(x.id) == 0 and copy.getDestIpu() == 1
+    assert isinstance(init, _ir.op.InitOp) and init.outTensor(0).consumers.getOps() == [add]
+    assert isinstance(store, _ir.op.exchange.HostStoreOp) and store.getHostStreamTensorId() == o.tensor_id
+    assert not isinstance(add, (_ir.op.IpuCopyOp, _ir.op.InitOp, _ir.op.exchange.HostLoadOp))
+    with popxl.Session(ir, "ipu_model") as sess:
+        np.testing.assert_array_equal(sess.run({s: np.array([1.0, 2.0], np.float32)})[o], [1.0, 2.0])
+
+
+def test_weights_fragments_of_the_execution_context_run_with_the_weight_transfers():
+    """As popxl-addons' seed_variable: a remote load in the weights-from-host fragment and a store
+    in the weights-to-host fragment move a remote variable's value in and out around the program."""
+    from popxl.context import _execution_context
+    assert _ir.ExecutionContext is popxl.ExecutionContext
+    ir = popxl.Ir()
+    with ir.main_graph:
+        buf = popxl.remote_buffer((2,), popxl.float32, 1)
+        v = popxl.remote_variable(np.array([1.0, 2.0], np.float32), buf, 0, name="v")
+        with _execution_context(_ir.ExecutionContext.WeightsFromHostFragment):
+            t = ops.remote_load(buf, 0, "v_loaded")
+        with _execution_context(_ir.ExecutionContext.WeightsToHostFragment):
+            ops.remote_store(buf, 0, t)
+        ops.var_updates.accumulate_(t, popxl.constant(np.full(2, 10.0, np.float32)))
+    load = t._pb_tensor.getProducer()
+    assert isinstance(load, _ir.op.exchange.RemoteLoadOp)
+    with popxl.Session(ir, "ipu_model") as sess:
+        sess.run()
+        sess.run()
+    np.testing.assert_array_equal(sess.get_tensor_data(v), [21.0, 22.0])
+
+
+def test_bwd_graph_info_built_by_hand_makes_a_grad_graph_info():
+    """popxl-addons' autodiff and recomputation build an `_ir.BwdGraphInfo` from graph ids and
+    expected connections (forward ids from getInputId / getOutputId) and read it back."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        g = ir.create_graph(lambda a, b: a * b, popxl.TensorSpec((2,), popxl.float32),
+                            popxl.TensorSpec((2,), popxl.float32))
+        info = popxl.transforms.autodiff(g)
+    pg = g._pb_graph
+    assert pg.getOutputId(0) == g.outputs[0].id and pg.getInputId(1) == g.inputs[1].id
+    ins = [_ir.ExpectedConnection(ec._pb_ec.fwdId, ec._pb_ec.type) for ec in info.expected_inputs]
+    outs = [_ir.ExpectedConnection(pg.getInputId(i), _ir.ExpectedConnectionType.Fwd) for i in (1, 0)]
+    bwd = _ir.BwdGraphInfo(info.graph._pb_graph.id, ins, outs)
+    again = GradGraphInfo._from_pb(ir._pb_ir, pg, bwd)
+    assert again.graph is info.graph and again.forward_graph is g
+    assert again.expected_inputs == info.expected_inputs
+    assert [ec.fwd_tensor for ec in again.expected_outputs] == [g.inputs[1], g.inputs[0]]
+    with pytest.raises(KeyError):
+        _ir.BwdGraphInfo(_ir.GraphId("no_such_graph"), [], []) and GradGraphInfo._from_pb(
+            ir._pb_ir, pg, _ir.BwdGraphInfo(_ir.GraphId("no_such_graph"), [], []))
