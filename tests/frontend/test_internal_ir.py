@@ -328,6 +328,5 @@ def test_bwd_graph_info_built_by_hand_makes_a_grad_graph_info():
     assert again.graph is info.graph and again.forward_graph is g
     assert again.expected_inputs == info.expected_inputs
     assert [ec.fwd_tensor for ec in again.expected_outputs] == [g.inputs[1], g.inputs[0]]
-    with pytest.raises(KeyError):
-        _ir.BwdGraphInfo(_ir.GraphId("no_such_graph"), [], []) and GradGraphInfo._from_pb(
-            ir._pb_ir, pg, _ir.BwdGraphInfo(_ir.GraphId("no_such_graph"), [], []))
+    with pytest.raises(KeyError):  # a backward graph id the Ir does not have
+        GradGraphInfo._from_pb(ir._pb_ir, pg, _ir.BwdGraphInfo(_ir.GraphId("no_such_graph"), [], []))
