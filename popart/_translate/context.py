@@ -128,8 +128,10 @@ class Node:
             raise self.error(f"input {i} ({what or 'a constant'}) is missing")
         tid = self.proto.input[i]
         if tid not in self.tr.consts:
-            raise self.error(f"input {i} ({what or 'tensor ' + repr(tid)}) must be a constant (an initializer or "
-                             f"computed from constants); tensor {tid!r} is computed on the device")
+            raise self.error(f"input {i} ({what or 'tensor ' + repr(tid)}) must be a constant (a Constant node, an "
+                             f"integer initializer, or computed from them); tensor {tid!r} is only known on the "
+                             f"device: a model input, a weight (every floating-point initializer is one) or "
+                             f"computed from them")
         return self.tr.consts[tid]
 
     def value(self, i: int) -> Union[popxl.Tensor, np.ndarray]:
