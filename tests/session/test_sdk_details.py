@@ -73,6 +73,69 @@ def test_torch_tensors_as_host_data():
     np.testing.assert_array_equal(out, 2 * np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
+def _stand_in_torch():
+    """A module shaped like torch where popxl looks (torch is not installed here): `torch.dtype`
+    objects printing as 'torch.<name>', tensors of class torch.Tensor with `.dtype` and
+    `.detach().cpu().numpy()`; real torch has the same module and names."""
+    import types
+    torch = types.ModuleType("torch")
+
+    class dtype:  # noqa: N801 - torch's name
+        def __init__(self, name):
+            self.name = name
+
+        def __repr__(self):
+            return f"torch.{self.name}"
+
+    class Tensor:
+        def __init__(self, data, requires_grad=False):
+            self._data, self.requires_grad = np.asarray(data), requires_grad
+            self.dtype = getattr(torch, self._data.dtype.name)
+
+        def detach(self):
+            return Tensor(self._data)
+
+        def cpu(self):
+            return self
+
+        def numpy(self):
+            if self.requires_grad:
+                raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy()")
+            return self._data
+
+    for cls in (dtype, Tensor):
+        cls.__module__ = "torch"
+    torch.dtype, torch.Tensor = dtype, Tensor
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64", "bfloat16"):
+        setattr(torch, name, dtype(name))
+    return torch
+
+
+def test_torch_objects_as_host_data_without_torch(monkeypatch):
+    """The torch path of dtypes, variables and session inputs, run here without PyTorch."""
+    import sys
+    torch = _stand_in_torch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    from popxl.dtypes import dtype
+    assert dtype.as_dtype(torch.int32) is popxl.int32 and dtype.as_dtype(torch.float16) is popxl.float16
+    assert dtype.as_dtype(torch.Tensor(np.zeros(2, bool))) is popxl.bool
+    assert popxl.float32.as_torch() is torch.float32
+    with pytest.raises(TypeError):
+        popxl.uint32.as_torch()
+    with pytest.raises(ValueError, match="torch.bfloat16"):
+        dtype.as_dtype(torch.bfloat16)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        w = popxl.variable(torch.Tensor(np.arange(6.0).reshape(2, 3)), name="w")  # float64: downcast
+        s = popxl.h2d_stream((2, 3), popxl.float32, "s")
+        o = popxl.d2h_stream((2, 3), popxl.float32, "o")
+        ops.host_store(o, ops.host_load(s) * w)
+    assert w.dtype == popxl.float32
+    with popxl.Session(ir, "ipu_model") as sess:
+        out = sess.run({s: torch.Tensor(np.full((2, 3), 2.0, np.float32), requires_grad=True)})[o]
+    np.testing.assert_array_equal(out, 2 * np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
 def test_dtypes_do_not_import_torch(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "torch", None)  # importing torch would fail
