@@ -132,12 +132,16 @@ def variables(replication, R: int):
 PROGRAMS = {"collectives": collectives, "variables": variables}
 
 
-def run(program: str, replication, R: int, first: int = 0, local: int | None = None, device: str = "cpu"):
-    """(outputs of this process's replicas {name: (local, ...)}, variables read after the run)."""
+def run(program: str, replication, R: int, first: int = 0, local: int | None = None, device: str = "cpu",
+        stats: dict | None = None):
+    """(outputs of this process's replicas {name: (local, ...)}, variables read after the run);
+    `stats` receives the run's simulated cycles, in total and in collectives."""
     local = R if local is None else local
     ir, feeds, d2h, after = PROGRAMS[program](replication, R)
     with popxl.Session(ir, device) as session:
         res = session.run(feeds(first, local))
+        if stats is not None:  # before `after`, whose reads and writes are no part of the run
+            stats.update(total_cycles=session.total_cycles, collective_cycles=session.collective_cycles())
         got = after(session)
     outs = {k: (res[s] if local > 1 else res[s][None]) for k, s in d2h.items()}
     return outs, got

@@ -102,3 +102,16 @@ def test_variables_rts_and_remote_across_instances(launch):
         for name in single:
             if name.endswith("_written"):
                 assert (part[f"var/{name}"] == (0.25 if name == "rts_written" else 0.5)).all(), name
+
+
+@pytest.mark.parametrize("program", ["collectives", "variables"])
+def test_collectives_cost_what_they_cost_in_one_process(launch, program):
+    """A collective whose groups span instances costs what it costs on one IPU-POD: every
+    instance's run takes the cycles of one process running every replica, the collectives too."""
+    instances, R, out = launch
+    want = {}
+    run(program, R, R, stats=want)
+    assert want["collective_cycles"] > 0
+    for k, part in enumerate(_load(out, program, instances)):
+        have = {name: int(part[f"stat/{name}"]) for name in want}
+        assert have == want, (k, have, want)
