@@ -177,3 +177,21 @@ def test_rts_shapes_follow_popxl():
         assert buf.tensor_shape == (15,)
         with pytest.raises(ValueError, match="shard_over"):
             popxl.replica_sharded_variable(np.zeros(4, np.float32), shard_over=3)
+
+
+def test_shard_over_beyond_a_group_of_one_is_refused_in_popxl_words():
+    """PopXL's replica_sharded_buffer: shard_over counts replicas of one variable group, so a
+    grouping of size 1 (each replica its own value) cannot be sharded over 2; shard_over=1 (the
+    default for it) keeps the whole value on each replica."""
+    ir = popxl.Ir(replication=4)
+    rg = ir.replica_grouping(group_size=1)
+    with ir.main_graph:
+        for make in (lambda: popxl.replica_sharded_variable(np.zeros((4, 6), np.float32), replica_grouping=rg,
+                                                            shard_over=2),
+                     lambda: popxl.replica_sharded_buffer((4, 6), popxl.float32, rg, shard_over=2)):
+            with pytest.raises(ValueError, match=r"^The sharding group size \(2\) must be less than or equal to "
+                                                 r"the replica group size \(1\)\. Note that if no replica grouping"):
+                make()
+        v, shard = popxl.replica_sharded_variable(np.zeros((4, 6), np.float32), replica_grouping=rg)
+        assert v.shape == (6,) and shard.shape == (6,)
+        assert popxl.replica_sharded_buffer((4, 6), popxl.float32, rg).tensor_shape == (6,)
