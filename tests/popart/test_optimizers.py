@@ -208,3 +208,45 @@ def test_gradient_accumulation_sums_micro_batch_gradients():
         g["bias"] = g["bias"] + y.sum(0)
     _check(got, {"w": W0 - 0.01 * g["w"], "bias": B0 - 0.01 * g["bias"]})
     np.testing.assert_allclose(out[loss], [0.5 * ((xi @ W0 + B0) ** 2).sum() for xi in X2], rtol=1e-5)
+
+
+def _train_then_update(optimizer, updated):
+    """One step with `optimizer`, updateOptimizerFromHost(updated), a second step."""
+    proto, x, loss = _model()
+    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, optimizer, device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: X}, out))
+    s.updateOptimizerFromHost(updated)
+    s.run(popart.PyStepIO({x: X}, out))
+    s.weightsToHost()
+    got = {"w": np.zeros_like(W0), "bias": np.zeros_like(B0)}
+    s.readWeights(popart.PyWeightsIO(got))
+    return got
+
+
+def test_adam_and_adaptive_non_const_values_updated_from_host():
+    b2, eps = 0.999, 1e-6
+
+    def adam(lr, b1):
+        return popart.Adam({"defaultLearningRate": (lr, False), "defaultBeta1": (b1, False),
+                            "defaultBeta2": (b2, True), "defaultEps": (eps, True)})
+
+    def adam_step(k, w, g, st, t):
+        lr, b1 = (0.01, 0.9) if t == 1 else (0.002, 0.5)
+        m = b1 * st.get("m", 0) + (1 - b1) * g
+        v = b2 * st.get("v", 0) + (1 - b2) * g * g
+        st["m"], st["v"] = m, v
+        return w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    _check(_train_then_update(adam(0.01, 0.9), adam(0.002, 0.5)), _numpy(adam_step), rtol=1e-3)
+
+    def rmsprop(lr, alpha):
+        return popart.Adaptive({"defaultLearningRate": (lr, False), "defaultAlpha": (alpha, False),
+                                "defaultEps": (eps, True)}, mode=popart.AdaptiveMode.RMSProp)
+
+    def rmsprop_step(k, w, g, st, t):
+        lr, alpha = (0.01, 0.9) if t == 1 else (0.003, 0.8)
+        st["v"] = alpha * st.get("v", 0) + (1 - alpha) * g * g
+        return w - lr * g / (np.sqrt(st["v"]) + eps)
+    _check(_train_then_update(rmsprop(0.01, 0.9), rmsprop(0.003, 0.8)), _numpy(rmsprop_step), rtol=1e-3)
