@@ -285,6 +285,48 @@ def test_no_gradients_through_float8_ops():
         with pytest.raises(RuntimeError, match="not supported for training"):
             popxl.transforms.autodiff(graph)
 
+    def fwd_conv(op, wshape):
+        def fn(a):
+            s = popxl.constant(0, popxl.int32)
+            w8 = ops.pow2scale_cast_to_fp8(popxl.graph_input(wshape, popxl.float32, "w"), s, popxl.float8_143)
+            return op(ops.pow2scale_cast_to_fp8(a, s, popxl.float8_152), w8, s)
+        return fn
+
+    for op, wshape in ((ops.conv_pow2scaled, (2, 3, 2, 2)), (ops.conv_transpose_pow2scaled, (3, 2, 2, 2))):
+        ir = popxl.Ir()
+        graph = ir.create_graph(fwd_conv(op, wshape), popxl.TensorSpec((1, 3, 4, 4), popxl.float32))
+        with pytest.raises(RuntimeError, match=f"not supported for training: autodiff reached {op.__name__}"):
+            popxl.transforms.autodiff(graph)
+
+
+class _TorchLike:
+    """What popxl reads of a torch.Tensor (torch is not a dependency): detach().cpu().numpy()."""
+
+    def __init__(self, a):
+        self._a = np.asarray(a)
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self._a
+
+
+def test_torch_tensors_are_host_data_for_float8():
+    x = RNG.normal(size=(3, 4)).astype(np.float32) * 40
+    want = fu.host_pow2scale_cast_to_fp8(x, popxl.float8_143, -2, False)
+    got = fu.host_pow2scale_cast_to_fp8(_TorchLike(x), popxl.float8_143, -2, False)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(_TorchLike(x), popxl.float8_143, log2_scale=-2, nan_on_overflow=False)
+        c = popxl.constant(_TorchLike(x), popxl.float8_152, log2_scale=1)
+    assert v._data.tobytes() == want.tobytes()
+    assert c._data.tobytes() == fu.host_pow2scale_cast_to_fp8(x, popxl.float8_152, 1).tobytes()
+
 
 # -- data movement: float8 elements move whole ----------------------------------------------------
 
