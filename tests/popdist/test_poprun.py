@@ -89,6 +89,20 @@ def test_topology_verbose_and_sdk_flags(tmp_path):
     assert p.stdout.count("hello") == 2
 
 
+def test_mpi_args_reach_the_launcher(tmp_path):
+    """--mpi-global-args go to mpiexec itself, --mpi-local-args to the instances' part of its line."""
+    import argparse
+
+    from popdist.poprun import mpi_launcher
+
+    _, flavour = mpi_launcher(argparse.Namespace(mpi_command=None))
+    prog = _script(tmp_path, "import os\nprint('env', os.environ.get('G_ARG'), os.environ.get('L_ARG'))\n")
+    glob, loc = (("-genv G_ARG g1", "-env L_ARG l1") if flavour == "hydra" else ("-x G_ARG=g1", "-x L_ARG=l1"))
+    p = poprun(["--num-instances", "2", "--mpi-global-args", glob, "--mpi-local-args", loc, sys.executable, prog])
+    assert p.returncode == 0, p.stderr
+    assert "[1,0]<stdout>:env g1 l1" in p.stdout and "[1,1]<stdout>:env g1 l1" in p.stdout, p.stdout
+
+
 FAILING = """
 import os, sys, time, popdist
 popdist.init()
