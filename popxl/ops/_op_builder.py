@@ -15,15 +15,17 @@ __all__ = ["create_op", "single", "check_inputs_in_graph"]
 OutSpec = Tuple[Iterable[int], "dtypes.dtype"]
 
 
-def _not_in_graph_error(what: str, t: Tensor, g: Graph) -> ValueError:
+def _not_in_graph_error(name: str, t: Tensor, g: Graph) -> ValueError:
+    """PopXL's check_in_graph words for input `name`, then what went wrong and what to do."""
+    sdk = f"The input tensor `{name}` is not in the current Graph {g.name}."
     if t.graph.ir is not g.ir:
         return ValueError(
-            f"{what} {t} belongs to another popxl.Ir than the graph it is being used in ({g._label} of "
+            f"{sdk} The tensor {t} belongs to another popxl.Ir than the graph it is being used in ({g._label} of "
             f"Ir {g.ir.id}; the tensor is in {t.graph._label} of Ir {t.graph.ir.id}). An Ir can only use its "
             "own tensors: create the tensor (or a copy of its data, e.g. popxl.constant / popxl.variable) "
             "inside this Ir.")
     return ValueError(
-        f"{what} {t} is in {t.graph._label}, but it is being used in {g._label}. A graph can only use "
+        f"{sdk} The tensor {t} is in {t.graph._label}, but it is being used in {g._label}. A graph can only use "
         f"its own tensors: pass the tensor to {g._label} as a graph input (a tensor argument of the "
         "function given to `Ir.create_graph`, or `popxl.graph_input`) and provide it at the call site.")
 
@@ -31,11 +33,11 @@ def _not_in_graph_error(what: str, t: Tensor, g: Graph) -> ValueError:
 def check_inputs_in_graph(g: Graph, inputs: Sequence[Any], names: Optional[Sequence[str]] = None) -> None:
     """Raise TypeError for a non-tensor input, ValueError for a tensor of another graph."""
     for i, t in enumerate(inputs):
-        label = f"The input `{names[i]}`" if names else f"Input {i}"
+        name = names[i] if names else str(i)
         if not isinstance(t, Tensor):
-            raise TypeError(f"{label} is not a Tensor. Type: {type(t)}. Value: {t!r}.")
+            raise TypeError(f"The input `{name}` is not a Tensor. Type: {type(t)}. Value: {t!r}.")
         if t.graph is not g:
-            raise _not_in_graph_error(f"{label}, tensor", t, g)
+            raise _not_in_graph_error(name, t, g)
 
 
 def _check_placement(inputs: Sequence[Tensor]) -> None:

@@ -29,7 +29,7 @@ def check_in_graph(graph: Graph, *args, **tensors: Tensor):
         if not isinstance(t, Tensor):
             raise TypeError(f"The input `{name}` is not a Tensor. Type: {type(t)}. Value: {t!r}.")
         if t.graph is not graph:
-            raise _not_in_graph_error(f"The input `{name}`, tensor", t, graph)
+            raise _not_in_graph_error(name, t, graph)
 
 
 def check_tensor_ipu_and_tile_set(*args, **tensors: Tensor):

@@ -32,6 +32,26 @@ def test_tensor_of_another_graph_of_the_same_ir_keeps_the_graph_message():
             a + 1
 
 
+def test_tensors_of_another_graph_are_refused_in_popxl_words_first():
+    """PopXL's check_in_graph texts (users match on them); our explanation follows."""
+    from popxl.ops.utils import check_in_graph
+    ir = popxl.Ir()
+    with ir.main_graph:
+        a = popxl.variable(np.ones(3, np.float32), name="a")
+    g = ir.create_empty_graph("sub")
+    with g:
+        sub = g.id
+        with pytest.raises(ValueError, match=rf"^The input tensor `lhs` is not in the current Graph {sub}\. The tensor"):
+            ops.add(a, a)
+        with pytest.raises(ValueError, match=rf"^The input tensor `t` is not in the current Graph {sub}\. "):
+            check_in_graph(g, t=a)
+        with pytest.raises(TypeError, match=r"^The input `t` is not a Tensor\. Type: <class 'list'>\. Value: \[1\]\."):
+            check_in_graph(g, t=[1])
+    with popxl.Ir().main_graph:
+        with pytest.raises(ValueError, match=r"^The input tensor `lhs` is not in the current Graph \. .*another popxl.Ir"):
+            ops.add(a, a)
+
+
 def test_stream_of_another_ir_is_refused_where_it_is_used(monkeypatch):
     monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
     ir1, ir2 = popxl.Ir(), popxl.Ir()
