@@ -172,4 +172,5 @@ def main_popdist(args):
 
 
 if __name__ == "__main__":
-    main()
+    if main().get("identical") is False:  # poprun then reports instance 0 as failed
+        raise SystemExit("the instances' weights differ from one process's")
