@@ -568,3 +568,36 @@ def test_round_halves_to_even(dtype):
             np.testing.assert_array_equal(run_inference(b.getModelProto(), {x: X}, [y])[y], np.round(X))
         else:
             check_against_reference(b.getModelProto(), {x: X}, [y], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("opset", [6, 7, 8, 9, 10, 11])
+def test_each_builder_opset_against_reference(opset, rng):
+    """The ops of an MLP and a CNN through each aiOnnx opset the Builder has, with that opset's
+    signatures (Gemm / Add broadcast attributes before 7, MaxPool's second output from 8, Slice's
+    inputs from 10), against onnx.reference."""
+    b = popart.Builder(opsets={"ai.onnx": opset, "ai.graphcore": 1})
+    o = b.aiOnnx
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3, 4, 4]), "x")
+    w = b.addInitializedInputTensor(rng.normal(size=(48, 5)).astype(np.float32), "w")
+    c = b.addInitializedInputTensor(rng.normal(size=(5,)).astype(np.float32), "c")
+    k = b.addInitializedInputTensor(rng.normal(size=(2, 3, 3, 3)).astype(np.float32), "k")
+    old = {"broadcast": 1} if opset < 7 else {}
+    f = o.flatten([x], 1)
+    gm = o.gemm([f, w, c], **old)
+    pool = dict(kernel_shape=[2, 2], strides=[2, 2])
+    outs = [gm, o.add([gm, c], **old), o.sub([gm, c], **old), o.mul([gm, c], **old), o.div([gm, c], **old),
+            o.matmul([f, w]), o.softmax([gm]), o.logsoftmax([gm]), o.relu([gm]), o.sigmoid([gm]), o.tanh([gm]),
+            o.sqrt([o.abs([gm])]), o.pow([o.abs([gm]), gm]), o.transpose([gm]), o.concat([gm, gm], 1),
+            o.reshape([gm, o.constant(np.array([5, 2], np.int64))]), o.unsqueeze([gm], [0]),
+            o.squeeze([o.unsqueeze([gm], [0])], [0]), o.gather([gm, o.constant(np.array([1, 0], np.int32))], 1),
+            o.reducesum([gm], axes=[1]), o.reducemean([gm], axes=[0]), o.cast([gm], "INT32"), o.identity([gm]),
+            o.conv([x, k], [1, 1], 1, [3, 3], [1, 1, 1, 1], [1, 1]), o.averagepool([x], **pool),
+            o.maxpool([x], 1, **pool)[0] if opset >= 8 else o.maxpool([x], **pool), o.globalaveragepool([x])]
+    if opset >= 9:
+        outs += [o.erf([gm]), o.where([o.greater([gm, c]), gm, o.neg([gm])])]
+    if opset >= 10:
+        outs.append(o.slice([gm, o.constant(np.array([1], np.int64)), o.constant(np.array([4], np.int64))]))
+    else:
+        outs.append(o.slice([gm], axes=[1], starts=[1], ends=[4]))
+    check_against_reference(b.getModelProto(), {x: rng.normal(size=(2, 3, 4, 4)).astype(np.float32)}, outs,
+                            rtol=1e-4, atol=1e-4)
