@@ -176,15 +176,17 @@ def _defaults() -> Dict[str, Any]:
     }
 
 
-# the fields that change what the simulator builds or reports
+# the fields the session reads: they change what the simulator builds, runs or reports. Setting
+# any other field away from its default warns once (warn_unsupported)
 ACTED_ON = {"enableReplicatedGraphs", "replicatedGraphCount", "virtualGraphMode", "enablePipelining",
-            "enableGradientAccumulation", "accumulationFactor", "engineOptions", "constantWeights",
-            "instrumentWithHardwareCycleCounter", "hardwareInstrumentations",
-            "accumulationAndReplicationReductionType", "meanAccumulationAndReplicationReductionStrategy",
-            "syntheticDataMode", "constantWeights", "reportOptions", "enableStochasticRounding", "cachePath",
-            "enableEngineCaching", "logDir", "partialsTypeMatMuls", "convolutionOptions", "matmulOptions",
-            "lstmOptions", "numIOTiles", "enableDistributedReplicatedGraphs", "globalReplicationFactor",
-            "globalReplicaOffset"}
+            "enableGradientAccumulation", "accumulationFactor", "engineOptions",
+            "instrumentWithHardwareCycleCounter", "accumulationAndReplicationReductionType", "syntheticDataMode",
+            "enableDistributedReplicatedGraphs", "globalReplicationFactor", "globalReplicaOffset"}
+# fields whose effect on hardware is more than speed or placement: the warning says what happens here
+_NOT_SIMULATED = {
+    "enableStochasticRounding": "float16 results are rounded to nearest, as without stochastic rounding",
+    "constantWeights": "weights are always variables here, so results are the same either way",
+}
 _warned: set = set()
 
 
@@ -225,8 +227,9 @@ class SessionOptions:
         for k in self._changed():
             if k not in ACTED_ON and k not in _warned:
                 _warned.add(k)
-                warnings.warn(f"SessionOptions.{k} is recorded but has no effect in the simulator (it changes "
-                              f"performance or memory placement on hardware, not results)", stacklevel=3)
+                why = _NOT_SIMULATED.get(k, "it changes performance or memory placement on hardware, not results")
+                warnings.warn(f"SessionOptions.{k} is recorded but has no effect in the simulator ({why})",
+                              stacklevel=3)
 
     def __repr__(self) -> str:
         return f"SessionOptions({', '.join(f'{k}={v!r}' for k, v in self._changed().items())})"

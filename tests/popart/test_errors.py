@@ -141,6 +141,17 @@ def test_session_options_unknown_name_and_warn_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device(), userOptions=opts)
+    # fields the session does not read warn too, saying what happens here when that is not only speed
+    opts = popart.SessionOptions()
+    opts.enableStochasticRounding = True
+    opts.partialsTypeMatMuls = "half"
+    for name in ("enableStochasticRounding", "partialsTypeMatMuls"):
+        options_module._warned.discard(name)
+    with pytest.warns(UserWarning) as record:
+        popart.InferenceSession(b.getModelProto(), popart.DataFlow(1, [y]), device(), userOptions=opts)
+    said = " ".join(str(w.message) for w in record)
+    assert "enableStochasticRounding is recorded but has no effect in the simulator (float16 results are " \
+           "rounded to nearest" in said and "partialsTypeMatMuls is recorded but has no effect" in said
 
 
 def test_out_of_memory_is_out_of_memory_exception():
