@@ -40,16 +40,19 @@ def check_inputs_in_graph(g: Graph, inputs: Sequence[Any], names: Optional[Seque
             raise _not_in_graph_error(name, t, g)
 
 
-def _check_placement(inputs: Sequence[Tensor]) -> None:
-    ipus = [(t._ipu, t) for t in inputs if t._ipu is not None]
-    for ipu, t in ipus[1:]:
+def _check_placement(inputs: Sequence[Tensor], names: Optional[Sequence[str]] = None) -> None:
+    """PopXL's check_tensor_ipu_and_tile_set: inputs with a known IPU (tile set) must agree. The
+    SDK's words (naming the inputs by argument name where known), then what to do."""
+    named = list(zip(names if names else [t.id for t in inputs], inputs))
+    ipus = [(t._ipu, n) for n, t in named if t._ipu is not None]
+    for ipu, n in ipus[1:]:
         if ipu != ipus[0][0]:
-            raise ValueError(f"The input tensors {ipus[0][1].id} and {t.id} are on different IPUs: "
+            raise ValueError(f"The input tensors `{ipus[0][1]}` and `{n}` are located on different IPUs: "
                              f"{ipus[0][0]} != {ipu}. Copy one of them with `ops.ipu_copy` first.")
-    tiles = [(t._tile_set, t) for t in inputs if t._tile_set is not None]
-    for tile_set, t in tiles[1:]:
+    tiles = [(t._tile_set, n) for n, t in named if t._tile_set is not None]
+    for tile_set, n in tiles[1:]:
         if tile_set != tiles[0][0]:
-            raise ValueError(f"The input tensors {tiles[0][1].id} and {t.id} are on different tile sets: "
+            raise ValueError(f"The input tensors `{tiles[0][1]}` and `{n}` are located on different tile sets: "
                              f"{tiles[0][0]} != {tile_set}. Use `ops.io_tile_copy` first.")
 
 
@@ -83,7 +86,7 @@ def create_op(op_type: str, inputs: Sequence[Tensor], outputs: Sequence[OutSpec]
     inputs = tuple(inputs)
     check_inputs_in_graph(g, inputs, input_names)
     if check_placement:
-        _check_placement(inputs)
+        _check_placement(inputs, input_names)
     modified = tuple(sorted(set(int(i) for i in modified)))
     aliases = dict(aliases or {})
     for i in modified:

@@ -36,7 +36,7 @@ def check_tensor_ipu_and_tile_set(*args, **tensors: Tensor):
     """Raise ValueError if the tensors are placed on different IPUs or tile sets."""
     if args:
         raise TypeError("Internal error: pass the tensors as keyword arguments.")
-    _check_placement(list(tensors.values()))
+    _check_placement(list(tensors.values()), list(tensors))
 
 
 def handle_negative_axis(t: Tensor, axis: int) -> int:

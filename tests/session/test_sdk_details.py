@@ -189,3 +189,20 @@ def test_host_data_that_does_not_fit_its_narrower_type_is_refused():
         # a narrowing to a float type the user names follows IEEE (out of range is inf, with NumPy's warning)
         with pytest.warns(RuntimeWarning, match="overflow"):
             assert popxl.constant(1e300, popxl.float16).dtype == popxl.float16
+
+
+def test_inputs_on_different_ipus_are_refused_in_popxl_words():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(np.ones(4, np.float32))
+        with popxl.ipu(0):
+            x = ops.relu(v)
+        with popxl.ipu(1):
+            y = ops.relu(v)
+        with pytest.raises(ValueError, match=r"The input tensors `lhs` and `rhs` are located on different IPUs: "
+                                             r"0 != 1\. Copy one of them with `ops.ipu_copy` first"):
+            ops.add(x, y)
+        # PopXL's helper names the keyword arguments it is given
+        from popxl.ops.utils import check_tensor_ipu_and_tile_set
+        with pytest.raises(ValueError, match=r"`first` and `second` are located on different IPUs"):
+            check_tensor_ipu_and_tile_set(first=x, second=y)
