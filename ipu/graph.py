@@ -19,6 +19,7 @@ import numpy as np
 
 from .codelet import Codelet, get_codelet
 from .errors import MappingError
+from .memory import check_tensor_can_fit
 from .program import Program
 from .target import Target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
@@ -102,6 +103,7 @@ class Graph:
         self.remote_buffers: dict = {}  # name -> ipu.RemoteBuffer (streaming memory, ipu/remote.py)
         self._names: set[str] = set()
         self._next_suffix: dict[str, int] = {}  # base name -> first suffix that may be free
+        self._always_live_bytes = 0  # of the variables and constants so far (check_tensor_can_fit)
 
     # -- tensors ------------------------------------------------------------------------------
     def _unique(self, name: str) -> str:
@@ -126,14 +128,22 @@ class Graph:
         if category not in (VARIABLE, TEMPORARY, CONSTANT):
             raise ValueError(f"category must be 'variable', 'temporary' or 'constant', not {category!r}")
         v = Variable(self.id, self._unique(name), shape, dtype, category, debug=debug)
+        self._admit(v)
         self.variables.append(v)
         return v
+
+    def _admit(self, v: Variable) -> None:
+        """Refuse early a tensor that cannot fit the target's memory, before anything maps it."""
+        check_tensor_can_fit(self.target, v.name, v.nbytes, v.category, self._always_live_bytes)
+        if v.category != TEMPORARY:
+            self._always_live_bytes += v.nbytes
 
     def add_constant(self, name: str, data, dtype=None, tile: int | None = None, debug: str = "") -> Variable:
         """A constant initialised from `data` (copied); mapped to `tile` if given."""
         et = element_type(dtype if dtype is not None else np.asarray(data).dtype)
         arr = np.array(data, dtype=et.numpy, copy=True)
         v = Variable(self.id, self._unique(name), arr.shape, et, CONSTANT, initial=arr, debug=debug)
+        self._admit(v)
         self.variables.append(v)
         if tile is not None:
             self.set_tile_mapping(v, tile)

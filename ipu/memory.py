@@ -18,7 +18,7 @@ from numba import njit
 from .errors import OutOfMemoryError
 from .target import Target
 
-__all__ = ["CATEGORIES", "MemoryPlan", "align", "check_fits", "place_pieces"]
+__all__ = ["CATEGORIES", "MemoryPlan", "align", "check_fits", "check_tensor_can_fit", "place_pieces"]
 
 CATEGORIES = ("variables", "constants", "temporaries", "vertex_code", "vertex_state",
               "exchange_code", "control_code", "stack")
@@ -176,6 +176,23 @@ ADVICE = {
                     "a repeat loop",
     "code_loaded": "code loaded from streaming memory: load fewer graphs' code at a time",
 }
+
+
+def check_tensor_can_fit(target: Target, name: str, nbytes: int, category: str, always_live: int) -> None:
+    """Refuse, when it is created, a tensor that cannot fit whatever its mapping: its bytes plus the
+    always-live bytes created so far exceed all the tiles' memory together. Every always-live
+    tensor is placed, and a temporary is placed beside them wherever it is live, so the memory plan
+    would fail too, only after per-element mappings and tables of it were built (a 16384^2 float32
+    softmax took 62 s and 18 GB of host memory to be refused)."""
+    capacity = target.num_tiles * target.bytes_per_tile
+    if nbytes + always_live <= capacity:
+        return
+    plural = {"variable": "variables", "constant": "constants", "temporary": "temporaries"}[category]
+    held = f", beside {always_live:,} bytes of always-live data" if always_live else ""
+    raise OutOfMemoryError(
+        f"Out of tile memory: {category} {name!r} needs {nbytes:,} bytes{held}; all {target.num_tiles} tiles "
+        f"of a {target.name} hold {capacity:,} bytes together, so it cannot fit however it is mapped.\n"
+        f"To make it fit: {ADVICE[plural]}.", categories=[plural])
 
 
 def overflowing_categories(plan: MemoryPlan, tiles: np.ndarray) -> list[tuple[str, int]]:

@@ -88,3 +88,23 @@ def test_host_ram_is_the_simulated_bytes_in_use():
     g.map_linearly(x)
     engine = ipu.Engine(ipu.compile(g, ipu.Sync()))
     assert engine.memory.nbytes == 1472 * 16  # not 1472 x 624 KiB
+
+
+def test_a_tensor_that_cannot_fit_is_refused_when_it_is_created():
+    # the tiles' memory together is a bound no mapping can beat: refused before any per-element table
+    t = ipu.small_target(4)
+    capacity = t.num_tiles * t.bytes_per_tile
+    g = ipu.Graph(t)
+    with pytest.raises(ipu.OutOfMemoryError, match=r"temporary 'big' needs .* cannot fit however it is mapped") as e:
+        g.add_variable("big", (capacity // 4 + 1,), "float32", category="temporary")
+    assert e.value.categories == ["temporaries"]
+    assert "big" not in [v.name for v in g.variables]
+    # always-live data adds up; a temporary must fit beside it
+    g.add_variable("w", (capacity // 8,), "float32")
+    g.add_constant("c", np.zeros(capacity // 8, np.float32))
+    with pytest.raises(ipu.OutOfMemoryError, match=r"variable 'w2' .* beside .* always-live"):
+        g.add_variable("w2", (1,), "float32")
+    with pytest.raises(ipu.OutOfMemoryError, match="temporary"):
+        g.add_variable("x", (1,), "int8", category="temporary")
+    g2 = ipu.Graph(t)
+    g2.add_variable("fits", (capacity // 4,), "float32", category="temporary")  # exactly the capacity
