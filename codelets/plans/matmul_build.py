@@ -210,6 +210,7 @@ def _is_transposed(src3) -> bool:
 
 
 _MIN_BAND = 32  # elements: shortest exchange run a band split may make
+_MIN_REGROUP_BYTES = 32  # shortest exchange run of a regrouping (_regroup): 8 floats, 16 halves
 
 
 def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, name):
@@ -222,6 +223,8 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     estimator, codelets/transpose.py)."""
     if not _is_transposed(src3):
         seq.add(ipu.Copy(_view(src.variable, _gather(src3, cells, axes)), blocks, name=name))
+        return
+    if _regroup(graph, seq, src, src3, cells, axes, blocks, name):
         return
     (r0k, rsk), (c0k, csk) = axes
     # every cell's block is staged as up to 6 bands of its rows (one per worker), each band [c, r]
@@ -264,6 +267,103 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     graph.add_vertices(cs_, "Transpose2d", v_tile, {"src": (stage, *field), "dst": (blocks, *field)},
                        ip={"rows": v_rows, "cols": v_cols})
     seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
+
+
+def _regroup(graph, seq, src, src3, cells, axes, blocks, name) -> bool:
+    """Transpose a transposed operand once, before it is multicast, when several cells share a
+    block (what poplibs does with a badly laid out operand: it is rearranged once, on the tiles,
+    ahead of the exchange, not on every tile that receives it). Returns False, doing nothing,
+    when no block is shared.
+
+    Each distinct block [g, r, c] is cut into bands of its rows, one per tile that needs the block;
+    a band crosses a first exchange in the source's order into a staging area on that tile, where
+    Transpose2d vertices (the band cut further into up to one piece per worker) write it into
+    `regrouped`, the operand's blocks laid out row-major. The block then reaches every tile that
+    needs it as a few long runs (one per band), as an operand that was not transposed does. Each
+    element is transposed once instead of once per receiving tile: for the weight gradient of
+    an MNIST step (x^T @ dh, blocks shared by 16 tiles) the transposes went from 14,616 cycles
+    on one worker to a few hundred, and the host moves a sixteenth of the bytes through them."""
+    (r0k, rsk), (c0k, csk) = axes
+    gs, rs, cs = cells["gs"], cells[rsk], cells[csk]
+    live = np.flatnonzero(gs * rs * cs > 0)
+    if live.size == 0:
+        return False
+    key = np.stack([cells["g0"][live], cells[r0k][live], cells[c0k][live]], 1)
+    _, first, block_of = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    block_of = block_of.reshape(-1)
+    fan = np.bincount(block_of)
+    if fan.max(initial=0) < 2:
+        return False
+    workers = graph.target.worker_contexts
+    min_rows = max(1, _MIN_REGROUP_BYTES // blocks.dtype.itemsize)
+    d_cell = live[first]  # a cell holding each distinct block, for its origin and size
+    d_gs, d_rs, d_cs = gs[d_cell], rs[d_cell], cs[d_cell]
+    d_rows = d_gs * d_rs
+    d_size = d_rows * d_cs
+    d_start = np.cumsum(d_size) - d_size  # the blocks one after another in `regrouped`
+    # bands: block d is cut into nb <= f bands of at least min_rows rows (each row of a band is
+    # one exchange run); the j-th cell (in cell order) sharing the block takes band j, if any
+    order = np.argsort(block_of, kind="stable")
+    band_cell = live[order]
+    band_d = block_of[order]
+    j = np.arange(order.size) - np.repeat(np.cumsum(fan) - fan, fan)
+    nb = np.clip(d_rows // min_rows, 1, fan)[band_d]
+    j = np.minimum(j, nb)
+    a = d_rows[band_d] * j // nb
+    b = d_rows[band_d] * np.minimum(j + 1, nb) // nb
+    band_tile = cells["tile"][band_cell]
+    band_size = (b - a) * d_cs[band_d]
+    # pieces: each band in up to `workers` row ranges of at least min_rows rows, then cut
+    # where a matrix of the block ends
+    nsub = np.clip((b - a) // min_rows, 1, workers)
+    sub_band = np.repeat(np.arange(a.size), nsub)
+    k = np.arange(sub_band.size) - np.repeat(np.cumsum(nsub) - nsub, nsub)
+    lo = a[sub_band] + (b - a)[sub_band] * k // nsub[sub_band]
+    hi = a[sub_band] + (b - a)[sub_band] * (k + 1) // nsub[sub_band]
+    keep = hi > lo
+    sub_band, lo, hi = sub_band[keep], lo[keep], hi[keep]
+    rows_of = d_rs[band_d[sub_band]]
+    cuts = (hi - 1) // rows_of - lo // rows_of + 1  # matrices each row range touches
+    piece_sub = np.repeat(np.arange(lo.size), cuts)
+    m = np.arange(piece_sub.size) - np.repeat(np.cumsum(cuts) - cuts, cuts)
+    g_local = lo[piece_sub] // rows_of[piece_sub] + m
+    p_lo = np.maximum(lo[piece_sub], g_local * rows_of[piece_sub])
+    p_hi = np.minimum(hi[piece_sub], (g_local + 1) * rows_of[piece_sub])
+    p_band = sub_band[piece_sub]
+    p_d = band_d[p_band]
+    p_cols = d_cs[p_d]  # a piece is [cols of the block, its rows] in the source's order
+    p_rows = p_hi - p_lo
+    p_off = d_start[p_d] + p_lo * p_cols
+    p_tile = band_tile[p_band]
+    # the source elements of every piece, in the source's order, one fancy index per piece shape
+    src_t = src3.transpose(0, 2, 1)
+    g_abs = cells["g0"][d_cell][p_d] + g_local
+    r_abs = cells[r0k][d_cell][p_d] + p_lo - g_local * rows_of[piece_sub]
+    c_abs = cells[c0k][d_cell][p_d]
+    total = int(d_size.sum())
+    flat = np.empty(total, np.int64)
+    shape_key = p_cols * (int(p_rows.max(initial=0)) + 1) + p_rows
+    for sk in np.unique(shape_key):
+        sel = np.flatnonzero(shape_key == sk)
+        C, R = int(p_cols[sel[0]]), int(p_rows[sel[0]])
+        blk = src_t[g_abs[sel][:, None, None], c_abs[sel][:, None, None] + np.arange(C)[None, :, None],
+                    r_abs[sel][:, None, None] + np.arange(R)[None, None, :]]
+        flat[(p_off[sel][:, None] + np.arange(C * R)[None, :]).reshape(-1)] = blk.reshape(-1)
+    # bands in order of (block, sharer) cover `regrouped` from start to end
+    regrouped, _ = _blocks_variable(graph, f"{name}/regrouped", blocks.dtype, band_tile, band_size)
+    stage, _ = _blocks_variable(graph, f"{name}/regroup stage", blocks.dtype, band_tile, band_size)
+    seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=f"{name}/regroup"))
+    cs_ = graph.add_compute_set(f"{name}/transpose")
+    field = (p_off, p_cols * p_rows)
+    graph.add_vertices(cs_, "Transpose2d", p_tile, {"src": (stage, *field), "dst": (regrouped, *field)},
+                       ip={"rows": p_cols, "cols": p_rows})
+    seq.add(ipu.Execute(cs_, name=f"{name}/transpose"))
+    # every cell's block: one range of `regrouped` (on the tiles of its bands)
+    d_of_cell = np.empty(gs.size, np.int64)
+    d_of_cell[live] = block_of
+    runs = IndexRuns(d_start[d_of_cell[live]], d_size[d_of_cell[live]])
+    seq.add(ipu.Copy(_view(regrouped, runs), blocks, name=name))
+    return True
 
 
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,

@@ -48,8 +48,9 @@ def test_batched_head_transposes_match_numpy(rng):
 
 
 def test_exchange_code_of_a_transpose_is_small(rng):
-    """x^T @ w moves x as contiguous rows: about as much exchange code as x @ w with x already in
-    the right order, and far less than a transpose copied element by element."""
+    """x^T @ w moves x as contiguous runs: within twice the exchange code of x @ w with x already
+    in the right order (the regrouping before the multicast adds a phase of runs of at least 32
+    bytes), and far less than a transpose copied element by element."""
     k, m, n = 128, 96, 64
     x = rng.normal(0, 1, (k, m)).astype(np.float32)
     w = rng.normal(0, 1, (k, n)).astype(np.float32)
@@ -58,7 +59,7 @@ def test_exchange_code_of_a_transpose_is_small(rng):
     # an element-by-element transpose: the transposed tensor is also read by an add, so it is copied
     _, s_elem = run_popxl(lambda a, b: ops.transpose(a) + 0.0, [x, w], target="small:16")
     view, plain, elem = (int(_exchange_code(s).sum()) for s in (s_view, s_plain, s_elem))
-    assert view <= 1.5 * plain, (view, plain)
+    assert view <= 2 * plain, (view, plain)
     assert view * 4 < elem, (view, elem)
 
 
@@ -77,3 +78,24 @@ def test_transpose_cycles_follow_the_transpose2d_estimator(rng):
         np.testing.assert_array_equal(grp.vertex_cycles, expect)
         sched = ipu.costs.compute_set_tile_cycles(grp.tiles, expect, np.zeros(len(grp.tiles), bool), exe.target)
         np.testing.assert_array_equal(st.tile_cycles, sched)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_shared_transposed_operand_is_transposed_once(dtype, rng):
+    """When several tiles need the same block of a transposed operand, the block is regrouped
+    (transposed) once, on the tiles, before the multicast: the Transpose2d vertices move each
+    element of x once, not once per tile that receives it, spread over the tiles sharing a block."""
+    k, m, n = 128, 96, 64
+    x = rng.normal(0, 1, (k, m)).astype(dtype)
+    w = rng.normal(0, 1, (k, n)).astype(dtype)
+    got, session = run_popxl(lambda a, b: ops.transpose(a) @ b, [x, w], target="small:16")
+    tol = 1e-4 if dtype == np.float32 else 2e-2
+    np.testing.assert_allclose(got.astype(np.float32), x.astype(np.float32).T @ w.astype(np.float32),
+                               rtol=tol, atol=tol * np.sqrt(k))
+    steps = session.executable.steps
+    names = [st.name for st in steps]
+    assert "matmul/exchange a/regroup" in names
+    (tr,) = [st for st in steps if st.kind == "compute" and st.name == "matmul/exchange a/transpose"]
+    (grp,) = tr.payload.groups
+    assert int(grp.cnt[:, 0].sum()) == x.size
+    assert len(np.unique(grp.tiles)) >= 8
