@@ -62,3 +62,20 @@ def assert_matches_reference(got, want, what="output"):
     tol = dict(rtol=2e-2, atol=2e-2) if got.dtype == np.float16 else dict(rtol=2e-4, atol=2e-5)
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), equal_nan=True,
                                err_msg=f"{what} differs from popxl.reference", **tol)
+
+
+# Peak RSS of a test's subprocess, to paste into its script: the kernel's high-water mark of the
+# process's own memory (VmHWM). getrusage's ru_maxrss is no use there: Linux carries the parent's
+# high-water mark over the fork and exec, so a child of a 1.4 GB pytest process reports 1.4 GB.
+PEAK_RSS_SOURCE = '''
+def peak_rss():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+'''

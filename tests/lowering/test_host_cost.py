@@ -8,9 +8,11 @@ import subprocess
 import sys
 import textwrap
 
+from .helpers import PEAK_RSS_SOURCE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CHAIN = textwrap.dedent("""
+CHAIN = PEAK_RSS_SOURCE + textwrap.dedent("""
     import json, resource, sys, time
     import numpy as np
     import popxl, popxl.ops as ops
@@ -24,11 +26,11 @@ CHAIN = textwrap.dedent("""
         for i in range(n):
             x = (x * w, x + w, ops.relu(x))[i % 3]
         ops.host_store(popxl.d2h_stream((64, 64), popxl.float32, name="y"), x)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss0 = peak_rss()
     c0 = time.process_time()
     session = popxl.Session(ir, "ipu_model")
     print(json.dumps({"cpu": time.process_time() - c0, "steps": len(session.executable.steps),
-                      "grown": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0}))
+                      "grown": peak_rss() - rss0}))
 """)
 
 
@@ -47,7 +49,7 @@ def test_1200_unrolled_ops_lower_and_compile_in_seconds_and_little_memory():
     assert doc["grown"] < 600 * 2**20, f"{n} ops grew peak RSS by {doc['grown'] / 2**20:.0f} MiB"
 
 
-TOO_BIG = textwrap.dedent("""
+TOO_BIG = PEAK_RSS_SOURCE + textwrap.dedent("""
     import json, resource, time
     import numpy as np
     import popxl, popxl.ops as ops
@@ -64,7 +66,7 @@ TOO_BIG = textwrap.dedent("""
     except MemoryError as e:
         kind, msg = type(e).__name__, str(e)
     print(json.dumps({"kind": kind, "message": msg, "seconds": time.perf_counter() - t0,
-                      "max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                      "max_rss": peak_rss()}))
 """)
 
 

@@ -9,9 +9,11 @@ import textwrap
 
 import pytest
 
+from .helpers import PEAK_RSS_SOURCE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-SCRIPT = textwrap.dedent("""
+SCRIPT = PEAK_RSS_SOURCE + textwrap.dedent("""
     import json, resource, sys, time
     import numpy as np
     import popxl, popxl.ops as ops
@@ -32,7 +34,7 @@ SCRIPT = textwrap.dedent("""
         return {"n": n, "kind": kind, "message": msg, "seconds": time.perf_counter() - t0}
 
     out = [attempt(5120, None), attempt(4096, 0.05)]
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss()
     print(json.dumps({"attempts": out, "max_rss": rss}))
 """)
 
@@ -52,7 +54,7 @@ def test_matmuls_that_cannot_fit_are_refused_within_seconds_and_2_gb():
     assert doc["max_rss"] < 2 * 1024 ** 3, f"peak RSS {doc['max_rss'] / 2 ** 20:.0f} MiB"
 
 
-COMPILE_4096 = textwrap.dedent("""
+COMPILE_4096 = PEAK_RSS_SOURCE + textwrap.dedent("""
     import json, resource, time
     import numpy as np
     import popxl, popxl.ops as ops
@@ -67,7 +69,7 @@ COMPILE_4096 = textwrap.dedent("""
     s = popxl.Session(ir, "ipu_model")
     peak = int(s.executable.plan.tile_total().max())
     print(json.dumps({"seconds": time.perf_counter() - t0, "peak_tile": peak,
-                      "max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                      "max_rss": peak_rss()}))
 """)
 
 
