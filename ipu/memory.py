@@ -2,9 +2,9 @@
 
 Always-live data (variables, constants) is placed first at the bottom of each tile's memory;
 temporaries are placed first-fit in order of their first use, reusing the memory of temporaries
-that are not live at the same time (interval-graph allocation on every tile). A temporary may be
-live in several segments (`ipu.timeline`: a function's temporaries once per call), and shares
-bytes with any piece none of whose segments meets its own. The planner then adds the
+that are not live at the same time (interval-graph allocation on every tile, `ipu.placement`). A
+temporary may be live in several segments (`ipu.timeline`: a function's temporaries once per
+call), and shares bytes with any piece none of whose segments meets its own. The planner then adds the
 non-data categories (vertex code and state, exchange code, control code, stack) and raises
 OutOfMemoryError with a per-tile report when a tile overflows.
 """
@@ -13,115 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from .errors import OutOfMemoryError
+from .placement import place
 from .target import Target
 
 __all__ = ["CATEGORIES", "MemoryPlan", "align", "check_fits", "check_tensor_can_fit", "place_pieces"]
 
 CATEGORIES = ("variables", "constants", "temporaries", "vertex_code", "vertex_state",
               "exchange_code", "control_code", "stack")
-
-
-@njit(cache=True)
-def _overlap(ss, se, a0, a1, b0, b1):
-    """True if a segment of [a0, a1) intersects a segment of [b0, b1) (each sorted by start)."""
-    i = a0
-    j = b0
-    while i < a1 and j < b1:
-        if se[i] < ss[j]:
-            i += 1
-        elif se[j] < ss[i]:
-            j += 1
-        else:
-            return True
-    return False
-
-
-@njit(cache=True)
-def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
-    """First-fit placement of pieces (visited in `order`: by tile, then first use) on their tiles.
-
-    A piece is live over its segments [seg_start, seg_end] of the program timeline (a function's
-    temporaries have one per call); two pieces may share bytes when no segment of one intersects
-    a segment of the other. Always-live pieces (a segment starting before the program) are stacked
-    from address 0. The placed temporaries whose last segment has not ended yet stay on an active
-    list kept sorted by address (in contiguous arrays: this loop is the planner's hot spot); a new
-    piece goes into the lowest gap between the active pieces it conflicts with. Returns the
-    tile-local address of each piece and the high-water mark of each tile.
-    """
-    n = order.shape[0]
-    addr = np.zeros(n, np.int64)
-    peak = np.zeros(num_tiles, np.int64)
-    a_addr = np.empty(n, np.int64)  # the active pieces, sorted by address
-    a_size = np.empty(n, np.int64)
-    a_end = np.empty(n, np.int64)  # end of the last segment
-    a_piece = np.empty(n, np.int64)
-    i = 0
-    while i < n:
-        t = tile[order[i]]
-        floor = 0
-        j = i
-        while j < n and tile[order[j]] == t and seg_start[seg_ptr[order[j]]] < 0:
-            p = order[j]
-            addr[p] = floor
-            floor += size[p]
-            j += 1
-        if floor > peak[t]:
-            peak[t] = floor
-        na = 0
-        while j < n and tile[order[j]] == t:
-            p = order[j]
-            p0 = seg_ptr[p]
-            p1 = seg_ptr[p + 1]
-            first = seg_start[p0]
-            multi = p1 - p0 > 1
-            # one pass: drop actives that ended before this piece starts, find the lowest gap
-            # among the conflicting ones, and the insertion point (by address)
-            cur = floor
-            found = False
-            k = 0
-            for q in range(na):
-                if a_end[q] < first:
-                    continue
-                a_addr[k] = a_addr[q]
-                a_size[k] = a_size[q]
-                a_end[k] = a_end[q]
-                a_piece[k] = a_piece[q]
-                k += 1
-                if found:
-                    continue
-                if multi or seg_ptr[a_piece[k - 1] + 1] - seg_ptr[a_piece[k - 1]] > 1:
-                    o = a_piece[k - 1]
-                    if not _overlap(seg_start, seg_end, p0, p1, seg_ptr[o], seg_ptr[o + 1]):
-                        continue
-                if a_addr[k - 1] - cur >= size[p]:
-                    found = True
-                elif a_addr[k - 1] + a_size[k - 1] > cur:
-                    cur = a_addr[k - 1] + a_size[k - 1]
-            na = k
-            addr[p] = cur
-            pos = na
-            for q in range(na):
-                if a_addr[q] > cur:
-                    pos = q
-                    break
-            for q in range(na, pos, -1):
-                a_addr[q] = a_addr[q - 1]
-                a_size[q] = a_size[q - 1]
-                a_end[q] = a_end[q - 1]
-                a_piece[q] = a_piece[q - 1]
-            a_addr[pos] = cur
-            a_size[pos] = size[p]
-            a_end[pos] = seg_end[p1 - 1]
-            a_piece[pos] = p
-            na += 1
-            if cur + size[p] > peak[t]:
-                peak[t] = cur + size[p]
-            j += 1
-        i = j
-    return addr, peak
 
 
 def align(x, a):
@@ -154,8 +54,7 @@ def place_pieces(tile, nbytes, start, end, target: Target, seg_ptr=None):
     seg_ptr = np.asarray(seg_ptr, np.int64)
     first = start[seg_ptr[:-1]] if len(size) else np.zeros(0, np.int64)
     order = np.lexsort((-size, first, tile))
-    return _place(order.astype(np.int64), np.asarray(tile, np.int64), size, seg_ptr, start, end,
-                  target.num_tiles)
+    return place(order, tile, size, seg_ptr, start, end, target.num_tiles)
 
 
 # What to do about each category, when it is one of those that fill the overflowing tiles.
