@@ -93,8 +93,9 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     cats = {c: np.zeros(n, np.int64) for c in CATEGORIES}
     size = align(nbytes, target.alignment)
     always = start < 0
-    cat_of = np.array([{VARIABLE: 0, CONSTANT: 1, TEMPORARY: 2}[v.category]
-                       for v, s, _, _ in pieces_owner for _ in range(len(s))], dtype=np.int64)
+    code = {VARIABLE: 0, CONSTANT: 1, TEMPORARY: 2}
+    cat_of = np.repeat(np.array([code[v.category] for v, _, _, _ in pieces_owner], np.int64),
+                       [len(s) for _, s, _, _ in pieces_owner])
     if tile.size:
         cats["variables"] += np.bincount(tile[cat_of == 0], weights=size[cat_of == 0], minlength=n).astype(np.int64)
         cats["constants"] += np.bincount(tile[cat_of == 1], weights=size[cat_of == 1], minlength=n).astype(np.int64)
