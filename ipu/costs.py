@@ -80,7 +80,7 @@ EXCHANGE_CODE_RECEIVE = 4  # one put, whenever the sending tile changes or the d
 EXCHANGE_CODE_PHASE = 16  # entering and leaving the phase, on every tile that takes part
 
 
-def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles: int) -> np.ndarray:
+def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles: int, distinct=None) -> np.ndarray:
     """Bytes of exchange code every tile needs for one exchange phase, from its runs (in the
     order the copy lists them, which is the order each receiver takes them in).
 
@@ -88,7 +88,8 @@ def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles:
     EXCHANGE_CODE_RECEIVE per *receive region*, a stretch of runs from one sending tile landing
     at consecutive addresses (a new region starts when the sender changes or the destination is
     not contiguous with the previous run); plus EXCHANGE_CODE_PHASE per tile taking part. Runs
-    within one tile are on-tile copies and need no exchange code.
+    within one tile are on-tile copies and need no exchange code. `distinct`: distinct_runs of the
+    runs between tiles, when the caller has it (exchange_tile_cycles needs the same).
     """
     src_tile = np.asarray(src_tile, np.int64)
     dst_tile = np.asarray(dst_tile, np.int64)
@@ -98,7 +99,7 @@ def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles:
         return out
     st, dt = src_tile[remote], dst_tile[remote]
     so, do, nb = (np.asarray(x, np.int64)[remote] for x in (src_off, dst_off, nbytes))
-    first = distinct_runs(so, nb)
+    first = distinct_runs(so, nb) if distinct is None else distinct
     out += np.bincount(st[first], minlength=num_tiles) * EXCHANGE_CODE_SEND
     order = np.argsort(dt, kind="stable")
     st, dt, do, nb = st[order], dt[order], do[order], nb[order]
@@ -110,7 +111,7 @@ def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles:
     return out
 
 
-def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target) -> tuple[np.ndarray, int]:
+def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, distinct=None) -> tuple[np.ndarray, int]:
     """Per-tile cycles of one exchange phase, and the extra cycles of crossing IPUs.
 
     On-IPU: a tile sends and receives 4 bytes per cycle in each direction (poplibs
@@ -119,7 +120,7 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target) ->
     max(bytes sent, bytes received) / 4. Copies within one tile go through the load/store path at
     8 bytes written per cycle (Jia et al. 2019). Between IPUs: the bytes leaving each IPU share its
     IPU-Links (10 links x 128 Gbit/s x 0.85, poplibs test util), and the phase adds an inter-IPU
-    sync (poplibs test IPU model).
+    sync (poplibs test IPU model). `distinct`: as for exchange_code_bytes.
     """
     n = target.num_tiles
     src_tile = np.asarray(src_tile, np.int64)
@@ -129,7 +130,7 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target) ->
     local = ~remote
     # multicast: a source run goes out once however many tiles receive it
     if remote.any():
-        first = distinct_runs(src_off[remote], nbytes[remote])
+        first = distinct_runs(src_off[remote], nbytes[remote]) if distinct is None else distinct
         s_tiles = src_tile[remote][first]
         s_bytes = nbytes[remote][first]
         sent = np.bincount(s_tiles, weights=s_bytes, minlength=n)

@@ -36,10 +36,12 @@ def _copy_step(comp, p: Copy):
     src_off, dst_off, nbytes, src_tile, dst_tile = merge_runs(comp.address_runs(src, "Copy source"),
                                                               comp.address_runs(dst, "Copy destination"), isz)
     target = comp.target
-    tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target)
+    remote = src_tile != dst_tile
+    distinct = costs.distinct_runs(src_off[remote], nbytes[remote])  # what the exchange multicasts
+    tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target, distinct)
     # exchange code from the phase's messages: sends, receive regions, phase entry (costs.py)
-    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles),
-                           p.name or f"copy {src.name} -> {dst.name}")
+    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles,
+                                                     distinct), p.name or f"copy {src.name} -> {dst.name}")
     staged = src.variable is dst.variable
     return comp.add_step("exchange", p.name or f"copy {src.name} -> {dst.name}",
                          int(tile_cycles.max(initial=0)) + extra, tile_cycles,
