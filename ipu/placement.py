@@ -191,29 +191,33 @@ def _heap_pop(he, hp, nh):
 
 
 @njit(cache=True)
-def _summarise(b, cnt, ba, bs, bd, bq, bf, summ):
+def _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ):
     """Block b's summary, over its *awake* pieces (one segment, or a first segment not ended
     yet: they conflict with any piece placed now): the first one's address (-1: none), the highest
     end, the largest gap between one and the highest end of those before it; and over its
     dormant pieces (several segments, between two of them): how many, their common pattern (-2:
-    several or none), their earliest first segment start; and the highest end and largest gap
-    over all its pieces."""
+    several or none), their earliest and latest first segment starts, their longest segment; and
+    the highest end and largest gap over all its pieces."""
     first = -1
     me = 0
     mg = -1
     nd = 0
     pat = -1
     minf = 0
+    maxf = 0
+    maxlen = 0
     for k in range(cnt[b]):
         if bd[b, k]:
             if nd == 0:
                 pat = bq[b, k]
                 minf = bf[b, k]
+                maxf = bf[b, k]
             else:
                 if bq[b, k] != pat:
                     pat = -2
-                if bf[b, k] < minf:
-                    minf = bf[b, k]
+                minf = min(minf, bf[b, k])
+                maxf = max(maxf, bf[b, k])
+            maxlen = max(maxlen, be[b, k] - bf[b, k])
             nd += 1
             continue
         e = ba[b, k] + bs[b, k]
@@ -232,6 +236,12 @@ def _summarise(b, cnt, ba, bs, bd, bq, bf, summ):
     summ[b, 3] = nd
     summ[b, 4] = pat if pat >= 0 else -2
     summ[b, 5] = minf
+    summ[b, 8] = maxf
+    summ[b, 9] = maxlen
+    if nd == 0:  # all its pieces are awake
+        summ[b, 6] = me
+        summ[b, 7] = mg
+        return
     me = ba[b, 0] + bs[b, 0]  # the same over all its pieces
     mg = -1
     for k in range(1, cnt[b]):
@@ -243,6 +253,17 @@ def _summarise(b, cnt, ba, bs, bd, bq, bf, summ):
             me = e
     summ[b, 6] = me
     summ[b, 7] = mg
+
+
+@njit(cache=True)
+def _next_window(off_ptr, offsets, pat, now, minf, maxf, maxlen):
+    """A lower bound of the next segment start, after `now`, of every dormant piece of pattern
+    `pat` whose first segment starts in [minf, maxf] and lasts at most maxlen (their segment k
+    starts at f + offsets[k]): the earliest segment of any of them not over by `now`."""
+    for k in range(off_ptr[pat], off_ptr[pat + 1]):
+        if maxf + offsets[k] + maxlen >= now:
+            return minf + offsets[k]
+    return np.iinfo(np.int64).max
 
 
 @njit(cache=True)
@@ -290,7 +311,7 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
     be = np.empty((maxb, _CAP), np.int64)
     bq = np.empty((maxb, _CAP), np.int64)
     cnt = np.zeros(maxb, np.int64)
-    summ = np.zeros((maxb, 8), np.int64)  # _summarise
+    summ = np.zeros((maxb, 10), np.int64)  # _summarise
     blk = np.empty(maxb, np.int64)  # block ids in address order
     free_ids = np.empty(maxb, np.int64)
     he = np.empty(n, np.int64)  # active pieces by the end of their last segment (min-heap)
@@ -334,7 +355,7 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                 if active[q]:
                     x, b, k = _find(blk, nblk, ba, bp, cnt, addr[q], q)
                     bd[b, k] = True
-                    _summarise(b, cnt, ba, bs, bd, bq, bf, summ)
+                    _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ)
             # pieces whose last segment ended before this one starts leave
             while nh > 0 and he[0] < f_p:
                 q = hp[0]
@@ -358,7 +379,7 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                     free_ids[nfree] = b
                     nfree += 1
                 else:
-                    _summarise(b, cnt, ba, bs, bd, bq, bf, summ)
+                    _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ)
             # the lowest gap between the conflicting pieces. Awake pieces conflict with any new
             # piece; a block whose dormant pieces cannot conflict with this one (none, or all of
             # its own pattern within one call window) is skipped by its summary of awake pieces.
@@ -377,13 +398,25 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                         if summ[b, 1] > cur:
                             cur = summ[b, 1]
                         continue
-                elif not multi and dpat >= 0 and last_p - f_p >= widest[dpat]:
-                    if ba[b, 0] - cur >= s:
-                        break
-                    if summ[b, 7] < s:
-                        if summ[b, 6] > cur:
-                            cur = summ[b, 6]
-                        continue
+                elif not multi and dpat >= 0:
+                    if last_p - f_p >= widest[dpat]:  # all its pieces conflict
+                        if ba[b, 0] - cur >= s:
+                            break
+                        if summ[b, 7] < s:
+                            if summ[b, 6] > cur:
+                                cur = summ[b, 6]
+                            continue
+                    elif _next_window(off_ptr, offsets, dpat, f_p, summ[b, 5], summ[b, 8], summ[b, 9]) > last_p:
+                        # no dormant piece's next segment starts before this piece ends: only
+                        # the awake ones are in the way
+                        if summ[b, 0] < 0:
+                            continue
+                        if summ[b, 0] - cur >= s:
+                            break
+                        if summ[b, 2] < s:
+                            if summ[b, 1] > cur:
+                                cur = summ[b, 1]
+                            continue
                 found = False
                 for k in range(cnt[b]):
                     # the common cases inline: one segment or a first segment live now (conflict),
@@ -453,8 +486,8 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                     blk[y] = blk[y - 1]
                 blk[x + 1] = c
                 nblk += 1
-                _summarise(c, cnt, ba, bs, bd, bq, bf, summ)
-            _summarise(b, cnt, ba, bs, bd, bq, bf, summ)
+                _summarise(c, cnt, ba, bs, bd, bq, bf, be, summ)
+            _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ)
             active[p] = True
             nh = _heap_push(he, hp, nh, last_p, p)
             if multi:
