@@ -389,34 +389,23 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
             for x in range(nblk):
                 b = blk[x]
                 dpat = summ[b, 4]
+                use = 0  # which summary holds: 0 none (piece by piece), 1 awake pieces, 2 all pieces
                 if summ[b, 3] == 0 or (multi and dpat == pid_p and pid_p >= 0 and e_p - summ[b, 5] < least_p):
-                    if summ[b, 0] < 0:
-                        continue  # only dormant pieces, none in the way
-                    if summ[b, 0] - cur >= s:
-                        break
-                    if summ[b, 2] < s:
-                        if summ[b, 1] > cur:
-                            cur = summ[b, 1]
-                        continue
+                    use = 1
                 elif not multi and dpat >= 0:
-                    if last_p - f_p >= widest[dpat]:  # all its pieces conflict
-                        if ba[b, 0] - cur >= s:
-                            break
-                        if summ[b, 7] < s:
-                            if summ[b, 6] > cur:
-                                cur = summ[b, 6]
-                            continue
+                    if last_p - f_p >= widest[dpat]:
+                        use = 2
                     elif _next_window(off_ptr, offsets, dpat, f_p, summ[b, 5], summ[b, 8], summ[b, 9]) > last_p:
-                        # no dormant piece's next segment starts before this piece ends: only
-                        # the awake ones are in the way
-                        if summ[b, 0] < 0:
-                            continue
-                        if summ[b, 0] - cur >= s:
-                            break
-                        if summ[b, 2] < s:
-                            if summ[b, 1] > cur:
-                                cur = summ[b, 1]
-                            continue
+                        use = 1  # no dormant piece's next segment starts before this one ends
+                if use:
+                    first = summ[b, 0] if use == 1 else ba[b, 0]
+                    if first < 0:
+                        continue  # only dormant pieces, none in the way
+                    if first - cur >= s:
+                        break
+                    if summ[b, 2 if use == 1 else 7] < s:
+                        cur = max(cur, summ[b, 1 if use == 1 else 6])
+                        continue
                 found = False
                 for k in range(cnt[b]):
                     # the common cases inline: one segment or a first segment live now (conflict),
