@@ -213,6 +213,22 @@ _MIN_BAND = 32  # elements: shortest exchange run a band split may make
 _MIN_REGROUP_BYTES = 32  # shortest exchange run of a regrouping (_regroup): 8 floats, 16 halves
 
 
+def _band_sources(src_t, g, c, r, rows, cols, off, total):
+    """The source element of every band of a transposed operand, in the source's order: band i is
+    src_t[g[i], c[i]:c[i] + rows[i], r[i]:r[i] + cols[i]] (src_t: the operand as [G, C, R], its
+    rows contiguous), flattened to positions off[i]... of a `total`-element array; one fancy
+    index per band shape."""
+    flat = np.empty(total, np.int64)
+    shape_key = rows * (int(cols.max(initial=0)) + 1) + cols
+    for key in np.unique(shape_key):
+        sel = np.flatnonzero(shape_key == key)
+        R, C = int(rows[sel[0]]), int(cols[sel[0]])
+        blk = src_t[g[sel][:, None, None], c[sel][:, None, None] + np.arange(R)[None, :, None],
+                    r[sel][:, None, None] + np.arange(C)[None, None, :]]
+        flat[(off[sel][:, None] + np.arange(R * C)[None, :]).reshape(-1)] = blk.reshape(-1)
+    return flat
+
+
 def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, name):
     """Copy every cell's operand block [g, r, c] (row-major) into `blocks` on the cell's tile.
 
@@ -248,15 +264,7 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     v_off = off[cell] + g_local * rs[cell] * cs[cell] + b0 * cs[cell]
     v_tile = cells["tile"][cell]
     g_abs, c_abs, r_abs = cells["g0"][cell] + g_local, cells[c0k][cell], cells[r0k][cell] + b0
-    # the source indices of every band ([rows, cols] in source order), one fancy index per band shape
-    flat = np.empty(int(sizes.sum()), np.int64)
-    shape_key = v_rows * (int(v_cols.max(initial=0)) + 1) + v_cols
-    for key in np.unique(shape_key):
-        sel = np.flatnonzero(shape_key == key)
-        R, C = int(v_rows[sel[0]]), int(v_cols[sel[0]])
-        blk = src_t[g_abs[sel][:, None, None], c_abs[sel][:, None, None] + np.arange(R)[None, :, None],
-                    r_abs[sel][:, None, None] + np.arange(C)[None, None, :]]
-        flat[(v_off[sel][:, None] + np.arange(R * C)[None, :]).reshape(-1)] = blk.reshape(-1)
+    flat = _band_sources(src_t, g_abs, c_abs, r_abs, v_rows, v_cols, v_off, int(sizes.sum()))
     parts = v_tile.size
     stage, _ = _blocks_variable(graph, f"{name}/stage", blocks.dtype, cells["tile"], sizes)
     seq.add(ipu.Copy(ipu.Tensor(src.variable, flat, flat.shape), stage, name=name))
@@ -340,15 +348,7 @@ def _regroup(graph, seq, src, src3, cells, axes, blocks, name) -> bool:
     g_abs = cells["g0"][d_cell][p_d] + g_local
     r_abs = cells[r0k][d_cell][p_d] + p_lo - g_local * rows_of[piece_sub]
     c_abs = cells[c0k][d_cell][p_d]
-    total = int(d_size.sum())
-    flat = np.empty(total, np.int64)
-    shape_key = p_cols * (int(p_rows.max(initial=0)) + 1) + p_rows
-    for sk in np.unique(shape_key):
-        sel = np.flatnonzero(shape_key == sk)
-        C, R = int(p_cols[sel[0]]), int(p_rows[sel[0]])
-        blk = src_t[g_abs[sel][:, None, None], c_abs[sel][:, None, None] + np.arange(C)[None, :, None],
-                    r_abs[sel][:, None, None] + np.arange(R)[None, None, :]]
-        flat[(p_off[sel][:, None] + np.arange(C * R)[None, :]).reshape(-1)] = blk.reshape(-1)
+    flat = _band_sources(src_t, g_abs, c_abs, r_abs, p_cols, p_rows, p_off, int(d_size.sum()))
     # bands in order of (block, sharer) cover `regrouped` from start to end
     regrouped, _ = _blocks_variable(graph, f"{name}/regrouped", blocks.dtype, band_tile, band_size)
     stage, _ = _blocks_variable(graph, f"{name}/regroup stage", blocks.dtype, band_tile, band_size)
