@@ -103,14 +103,20 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
         cats["temporaries"] = np.maximum(tile_bytes - fixed, 0)
     cats["stack"][:] = target.stack_bytes_per_tile
 
-    # liveness over the timeline: not-always-live bytes (summed over tiles) at each position
+    # liveness over the timeline: not-always-live bytes (summed over tiles) at each position; the
+    # pieces of a variable share its segments, so each variable adds its bytes once per segment
     length = max(1, max((sg[-1][1] for sg in segments.values() if sg), default=0) + 1)
     diff = np.zeros(length + 1, np.int64)
-    temp = np.repeat(~always, counts)
-    if temp.any():
-        seg_size = np.repeat(size, counts)[temp]
-        np.add.at(diff, np.clip(seg_start[temp], 0, length), seg_size)
-        np.add.at(diff, np.clip(seg_end[temp] + 1, 0, length), -seg_size)
+    if tile.size:
+        per_var = np.add.reduceat(size, np.cumsum([0] + [len(s) for _, s, _, _ in pieces_owner[:-1]]))
+        var_ptr = np.cumsum([0] + [len(s) for _, s, _, _ in pieces_owner])  # first piece of each
+        for i, (v, _, _, _) in enumerate(pieces_owner):
+            if v.category != TEMPORARY:
+                continue
+            first = var_ptr[i]
+            segs = slice(seg_ptr[first], seg_ptr[first + 1])  # the variable's segments
+            np.add.at(diff, np.clip(seg_start[segs], 0, length), per_var[i])
+            np.add.at(diff, np.clip(seg_end[segs] + 1, 0, length), -per_var[i])
     liveness = np.cumsum(diff)[:length]
     return layouts, MemoryPlan(target, tile_bytes, tile_base, total, cats), liveness, cats["temporaries"].copy()
 
