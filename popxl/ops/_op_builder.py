@@ -10,7 +10,7 @@ from popxl.op import Op
 from popxl.op_table import check_op
 from popxl.tensor import Tensor
 
-__all__ = ["create_op", "single", "check_inputs_in_graph"]
+__all__ = ["create_op", "single", "check_inputs_in_graph", "not_a_tensor"]
 
 OutSpec = Tuple[Iterable[int], "dtypes.dtype"]
 
@@ -28,6 +28,13 @@ def _not_in_graph_error(name: str, t: Tensor, g: Graph) -> ValueError:
         f"{sdk} The tensor {t} is in {t.graph._label}, but it is being used in {g._label}. A graph can only use "
         f"its own tensors: pass the tensor to {g._label} as a graph input (a tensor argument of the "
         "function given to `Ir.create_graph`, or `popxl.graph_input`) and provide it at the call site.")
+
+
+def not_a_tensor(name: str, value: Any, op: str) -> TypeError:
+    """PopXL's words for an input that is not a tensor, then which op wanted it and what to do."""
+    return TypeError(f"The input `{name}` is not a Tensor. Type: {type(value)}. Value: {value!r}. {op} takes a "
+                     "popxl.Tensor there: make one with popxl.constant or popxl.variable, or pass a tensor of "
+                     "the graph being built.")
 
 
 def check_inputs_in_graph(g: Graph, inputs: Sequence[Any], names: Optional[Sequence[str]] = None) -> None:

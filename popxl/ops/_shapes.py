@@ -3,6 +3,7 @@ from typing import Iterable, Optional, Sequence, Tuple, Union
 
 from popxl import dtypes
 from popxl.tensor import Tensor, constant
+from ._op_builder import not_a_tensor
 
 Shape = Tuple[int, ...]
 
@@ -114,9 +115,9 @@ def check_numeric(op: str, t: Tensor) -> None:
         raise float8_unsupported(op, t)
 
 
-def check_float8(op: str, t: Tensor, what: str = "input") -> None:
+def check_float8(op: str, t: Tensor, what: str = "t") -> None:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: the {what} must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor(what, t, op)
     if t.dtype not in dtypes.FLOAT8_DTYPES:
         raise TypeError(f"{op}: the {what} {t.id} must be popxl.float8_143 or popxl.float8_152, not "
                         f"{t.dtype.name}. Convert float16/float32 data with ops.pow2scale_cast_to_fp8.")

@@ -5,7 +5,7 @@ from typing import List, Literal, Optional, Tuple
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
-from ._op_builder import single
+from ._op_builder import single, not_a_tensor
 from popxl import dtypes
 
 from ._shapes import check_float, check_float8, check_log2_scale, check_same_dtype, int_tuple, window_output_shape
@@ -28,7 +28,7 @@ def _spatial_args(op: str, t: Tensor, n: int, stride, padding, dilation):
 def _conv_inputs(op: str, t: Tensor, weight: Tensor, log2_scale=None) -> int:
     for name, x in (("t", t), ("weight", weight)):
         if not isinstance(x, Tensor):
-            raise TypeError(f"{op}: `{name}` must be a Tensor, got {type(x).__name__}.")
+            raise not_a_tensor(name, x, op)
     if op.endswith("_pow2scaled"):  # float8 operands (the formats may differ) and a scalar int32 scale
         check_float8(op, t, "t")
         check_float8(op, weight, "weight")
@@ -163,7 +163,7 @@ def receptive_attributes(strides, pads, out_pads, dilations, in_dilations, auto_
 def _pool(op_type: str, t: Tensor, kernel_size, stride, padding, out_pads, dilation, in_dilations, auto_pad,
           ceil_mode, extra) -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op_type}: t must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, op_type)
     check_float(op_type, t)
     kernel = int_tuple(kernel_size, None, f"{op_type} kernel_size")
     n = len(kernel)
@@ -215,7 +215,7 @@ def interpolate(t: Tensor, scale_factor: Optional[Tuple[float]] = (1.0, 1.0, 1.0
                 coordinate_transformation_mode: Optional[str] = "half_pixel") -> Tensor:
     """Resize ``t``: axis ``i`` becomes ``floor(shape[i] * scale_factor[i])`` long."""
     if not isinstance(t, Tensor):
-        raise TypeError(f"interpolate: t must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, "interpolate")
     check_float("interpolate", t)
     scales = tuple(float(s) for s in scale_factor)
     if len(scales) != t.rank:
@@ -235,7 +235,7 @@ def roi_align(t: Tensor, rois: Tensor, batch_index: Tensor, output_size: Tuple[i
     (N, C, H, W) to ``output_size``; the result is (K, C, *output_size)."""
     for name, x in (("t", t), ("rois", rois), ("batch_index", batch_index)):
         if not isinstance(x, Tensor):
-            raise TypeError(f"roi_align: `{name}` must be a Tensor, got {type(x).__name__}.")
+            raise not_a_tensor(name, x, "roi_align")
     check_float("roi_align", t)
     if t.rank != 4 or rois.rank != 2 or rois.shape[1] != 4 or batch_index.shape != (rois.shape[0],):
         raise ValueError(f"roi_align: expected t (N, C, H, W), rois (K, 4), batch_index (K,); got {t.shape}, "

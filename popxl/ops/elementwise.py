@@ -14,7 +14,7 @@ from popxl import dtypes, op_table
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor, TensorLike, constant
 
-from ._op_builder import single
+from ._op_builder import single, not_a_tensor
 from ._shapes import broadcast_shapes, check_float, check_numeric, check_same_dtype, coerce_operands
 from .utils import cast_if_needed
 
@@ -27,7 +27,7 @@ __all__ = [
 
 def _check_input(op_type: str, t: Tensor, rule: str) -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op_type}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor("t", t, op_type)
     if rule == "float":
         check_float(op_type, t)
     elif rule == "numeric":
@@ -208,7 +208,7 @@ def maximum(*ts: Tensor) -> Tensor:
 def where(condition: Tensor, lhs: TensorLike, rhs: TensorLike) -> Tensor:
     """Elements of ``lhs`` where ``condition`` is true, else of ``rhs`` (all three broadcast)."""
     if not isinstance(condition, Tensor):
-        raise TypeError(f"where: the condition must be a Tensor, got {type(condition).__name__}.")
+        raise not_a_tensor("condition", condition, "where")
     lhs, rhs = coerce_operands(lhs, rhs, what="where operands")
     condition = cast_if_needed(condition, dtypes.bool)
     dt = check_same_dtype("where", lhs, rhs)

@@ -10,7 +10,7 @@ from popxl.remote_buffer import RemoteBuffer
 from popxl.streams import DeviceToHostStream, HostToDeviceStream
 from popxl.tensor import Tensor, constant
 
-from ._op_builder import create_op, single
+from ._op_builder import create_op, single, not_a_tensor
 from .misc import init
 
 __all__ = ["host_load", "host_store", "remote_load", "remote_load_", "remote_store", "multiply_tuple",
@@ -42,7 +42,7 @@ def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:
     if not isinstance(d2h_stream, DeviceToHostStream):
         raise TypeError(f"host_store needs a DeviceToHostStream (popxl.d2h_stream), got {type(d2h_stream).__name__}.")
     if not isinstance(t, Tensor):
-        raise TypeError(f"host_store: t must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, "host_store")
     _check_stream_ir(d2h_stream, "host_store")
     if t.dtype != d2h_stream.dtype:
         raise ValueError(f"host_store: the dtype {t.dtype.name} of tensor {t.id} does not match the dtype "
@@ -101,7 +101,7 @@ def remote_load_(remote_buffer: RemoteBuffer, offset: Union[int, Tensor], t: Ten
     """Load entry ``offset`` of ``remote_buffer`` into ``t`` (in place); returns ``t``'s alias."""
     _check_buffer(remote_buffer, "remote_load_")
     if not isinstance(t, Tensor):
-        raise TypeError(f"remote_load_: t must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, "remote_load_")
     off = _offset_tensor(offset, "remote_load_")
     remote_buffer.validate_tensor_matches_buffer(t)
     return single("remote_load", [t, off], t.shape, t.dtype, {"remote_buffer": remote_buffer},
@@ -115,7 +115,7 @@ def remote_store(remote_buffer: RemoteBuffer, offset: Union[int, Tensor], t: Ten
     ``remote_buffer`` in streaming memory. ``t`` must have the buffer's shape and dtype."""
     _check_buffer(remote_buffer, "remote_store")
     if not isinstance(t, Tensor):
-        raise TypeError(f"remote_store: t must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, "remote_store")
     off = _offset_tensor(offset, "remote_store")
     remote_buffer.validate_tensor_matches_buffer(t)
     create_op("remote_store", [t, off], [], {"remote_buffer": remote_buffer}, input_names=["t", "offset"])

@@ -8,7 +8,7 @@ from popxl import dtypes
 from popxl.context import op_debug_context
 from popxl.tensor import Constant, Tensor, constant
 
-from ._op_builder import single
+from ._op_builder import single, not_a_tensor
 from ._shapes import check_int, check_same_dtype, normalize_axis
 
 __all__ = ["gather", "tied_gather", "groupedgather", "scatter", "scatter_reduce", "grouped_scatter_reduce",
@@ -17,9 +17,9 @@ __all__ = ["gather", "tied_gather", "groupedgather", "scatter", "scatter_reduce"
 SCATTER_REDUCTIONS = ("sum", "max", "min", "mul", "none")
 
 
-def _tensor(op: str, t, what: str = "input") -> Tensor:
+def _tensor(op: str, t, what: str = "t") -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: the {what} must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor(what, t, op)
     return t
 
 

@@ -8,7 +8,7 @@ from popxl._casts import integer_dims
 from popxl.context import get_current_context, op_debug_context
 from popxl.tensor import Tensor
 
-from ._op_builder import single
+from ._op_builder import single, not_a_tensor
 from ._shapes import check_float8, check_log2_scale
 
 __all__ = ["cast", "pow2scale_cast_to_fp8", "pow2scale_cast_from_fp8", "pow2scale_then_cast", "cast_then_pow2scale",
@@ -18,7 +18,7 @@ __all__ = ["cast", "pow2scale_cast_to_fp8", "pow2scale_cast_from_fp8", "pow2scal
 
 def _tensor(op: str, t) -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor("t", t, op)
     return t
 
 

@@ -5,7 +5,7 @@ from popxl import dtypes
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor, constant
 
-from ._op_builder import create_op, single
+from ._op_builder import create_op, single, not_a_tensor
 from ._shapes import check_float, check_int, check_same_dtype, normalize_axis
 
 __all__ = ["softmax", "group_norm", "layer_norm", "batch_norm_inference", "nll_loss",
@@ -16,7 +16,7 @@ REDUCTION_TYPE = Literal["mean", "sum", "none"]
 
 def _t(op: str, t, what: str) -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: `{what}` must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor(what, t, op)
     return t
 
 

@@ -7,7 +7,7 @@ from popxl._casts import integer_dims
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor, constant
 
-from ._op_builder import single
+from ._op_builder import single, not_a_tensor
 from ._shapes import broadcast_shapes, check_float, check_seed
 
 __all__ = ["random_uniform", "random_normal", "create_random_seed", "split_random_seed", "dropout",
@@ -62,7 +62,7 @@ def split_random_seed(seed: Tensor, n: int = 2) -> Tuple[Tensor, ...]:
 def dropout(t: Tensor, seed_tensor: Tensor, p: float):
     """Zero each element of ``t`` with probability ``p`` and scale the others by ``1 / (1 - p)``."""
     if not isinstance(t, Tensor):
-        raise TypeError(f"dropout: t must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, "dropout")
     check_float("dropout", t)
     check_seed("dropout", seed_tensor)
     if not 0.0 <= float(p) < 1.0:
@@ -75,7 +75,7 @@ def dropout(t: Tensor, seed_tensor: Tensor, p: float):
 def shaped_dropout(t: Tensor, seed_tensor: Tensor, shape: Iterable[int], ratio: float) -> Tensor:
     """Dropout with one mask of ``shape`` broadcast over ``t``."""
     if not isinstance(t, Tensor):
-        raise TypeError(f"shaped_dropout: t must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, "shaped_dropout")
     check_float("shaped_dropout", t)
     check_seed("shaped_dropout", seed_tensor)
     shape = integer_dims(shape, "shaped_dropout")

@@ -6,7 +6,7 @@ from popxl import dtypes
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
-from ._op_builder import create_op, single
+from ._op_builder import create_op, single, not_a_tensor
 from ._shapes import check_numeric, normalize_axes, normalize_axis, reduced_shape
 
 __all__ = ["sum", "mean", "max", "min", "prod", "logsum", "logsumexp", "l1", "l2", "sumsquare", "median",
@@ -20,7 +20,7 @@ REDUCE_OPS = ("sum", "mean", "max", "min", "prod", "logsum", "logsumexp", "l1", 
 
 def _reduce(op_type: str, t: Tensor, axis: Axis, keepdims: bool):
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op_type}: the input must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, op_type)
     check_numeric(op_type, t)
     axes = normalize_axes(axis, t.rank)
     empty = [a for a in axes if t.shape[a] == 0]

@@ -13,7 +13,7 @@ from popxl._casts import integer_dims
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
-from ._op_builder import create_op, single
+from ._op_builder import create_op, single, not_a_tensor
 from ._shapes import check_same_dtype, normalize_axes, normalize_axis
 
 __all__ = ["reshape", "reshape_", "reshape_handle_negative_axis", "flatten", "flatten_", "squeeze",
@@ -26,7 +26,7 @@ INT_MAX = 2**31 - 1
 
 def _check_tensor(op: str, t) -> None:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor("t", t, op)
 
 
 def _view(op_type: str, t: Tensor, shape, attrs, inplace: bool, name: Optional[str] = None) -> Tensor:

@@ -206,3 +206,18 @@ def test_inputs_on_different_ipus_are_refused_in_popxl_words():
         from popxl.ops.utils import check_tensor_ipu_and_tile_set
         with pytest.raises(ValueError, match=r"`first` and `second` are located on different IPUs"):
             check_tensor_ipu_and_tile_set(first=x, second=y)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: ops.relu([1.0]),
+    lambda: ops.gather([1.0], popxl.constant(np.zeros(1, np.int32))),
+    lambda: ops.sum([1.0]),
+    lambda: ops.host_store(popxl.d2h_stream((1,), popxl.float32), [1.0]),
+    lambda: ops.dropout([1.0], None, 0.5),
+    lambda: ops.where([True], popxl.constant(1.0), popxl.constant(2.0)),
+])
+def test_a_non_tensor_input_is_refused_in_popxl_words(build):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        with pytest.raises(TypeError, match=r"^The input `\w+` is not a Tensor\. Type: <class '\w+'>\. Value: "):
+            build()

@@ -7,7 +7,7 @@ from popxl.context import op_debug_context
 from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensor import Tensor
 
-from .._op_builder import single
+from .._op_builder import single, not_a_tensor
 from .collectives import _group, _normalise_axis, _rearrange_input, _rearrange_output
 
 __all__ = ["replicated_all_gather"]
@@ -36,7 +36,7 @@ def replicated_all_gather(t: Tensor, axis: int = 0, group: Optional[ReplicaGroup
         if output_shape == "auto":
             output_shape = "meta_shape" if t.meta_shape else "new_axis"
     if not isinstance(t, Tensor):
-        raise TypeError(f"replicated_all_gather: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor("t", t, "replicated_all_gather")
     group = _group(t, group, "replicated_all_gather")
     axis = _normalise_axis(t, axis, "replicated_all_gather")
     if output_shape == "auto":

@@ -5,7 +5,7 @@ from popxl.context import op_debug_context
 from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensor import Tensor
 
-from .._op_builder import single
+from .._op_builder import single, not_a_tensor
 from .collectives import CollectiveOps, _group, check_not_float8, to_collective_op
 
 __all__ = ["replicated_all_reduce", "replicated_all_reduce_"]
@@ -13,7 +13,7 @@ __all__ = ["replicated_all_reduce", "replicated_all_reduce_"]
 
 def _check(t: Tensor, op: str, what: str) -> None:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{what}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor("t", t, what)
     if op == "mean" and not t.dtype.is_floating_point:
         raise TypeError(f"{what}: op 'mean' needs a floating point tensor, {t.id} is {t.dtype}.")
 

@@ -5,7 +5,7 @@ from popxl.context import op_debug_context
 from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensor import Tensor
 
-from .._op_builder import single
+from .._op_builder import single, not_a_tensor
 from .collectives import (CollectiveOps, _group, _normalise_axis, _rearrange_input, _rearrange_output, check_not_float8,
                           to_collective_op)
 
@@ -15,7 +15,7 @@ __all__ = ["replicated_reduce_scatter", "replica_sharded_slice", "replicated_sli
 def _reduce_scatter(t: Tensor, op: str, group: Optional[ReplicaGrouping], configure_rts: bool, suffix: str,
                     what: str) -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{what}: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor("t", t, what)
     check_not_float8(t, op, what)
     if op == "mean" and not t.dtype.is_floating_point:
         raise TypeError(f"{what}: op 'mean' needs a floating point tensor, {t.id} is {t.dtype}.")
@@ -60,7 +60,7 @@ def replicated_slice(t: Tensor, axis: int = 0, group: Optional[ReplicaGrouping] 
         ValueError: if the group size does not divide ``t.shape[axis]``.
     """
     if not isinstance(t, Tensor):
-        raise TypeError(f"replicated_slice: the input must be a Tensor, got {type(t).__name__}: {t!r}.")
+        raise not_a_tensor("t", t, "replicated_slice")
     axis = _normalise_axis(t, axis, "replicated_slice")
     g = _group(t, group, "replicated_slice")
     if t.rank == 0 or t.shape[axis] % g.group_size != 0:

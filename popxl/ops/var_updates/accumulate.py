@@ -7,6 +7,7 @@ from popxl.tensor import Tensor
 
 from .._shapes import broadcast_shapes, check_float, check_int, check_numeric, normalize_axis
 from .utils import handle_optimizer_value, var_update
+from .._op_builder import not_a_tensor
 
 __all__ = ["accumulate_", "accumulate_square_", "accumulate_mean_", "accumulate_moving_average_",
            "accumulate_moving_average_square_", "accumulator_scale_", "accumulator_zero_", "sparse_accumulate_"]
@@ -17,7 +18,7 @@ _NAMES = {0: "t", 1: "X", 2: "f"}
 def _check(op: str, t: Tensor, X: Tensor):
     for name, x in (("t", t), ("X", X)):
         if not isinstance(x, Tensor):
-            raise TypeError(f"{op}: `{name}` must be a Tensor, got {type(x).__name__}.")
+            raise not_a_tensor(name, x, op)
     # integer accumulators are allowed, as in PopXL (its remote-variable example accumulates int32)
     check_numeric(op, t)
     check_numeric(op, X)
@@ -67,7 +68,7 @@ def accumulate_moving_average_square_(t: Tensor, X: Tensor, f: Union[float, Tens
 def accumulator_scale_(t: Tensor, f: Union[float, Tensor]) -> Tensor:
     """``t *= f`` (``f == 0`` zeroes ``t``)."""
     if not isinstance(t, Tensor):
-        raise TypeError(f"accumulator_scale_: `t` must be a Tensor, got {type(t).__name__}.")
+        raise not_a_tensor("t", t, "accumulator_scale_")
     check_float("accumulator_scale_", t)
     ins = {0: t}
     factor = handle_optimizer_value(f, ins, 2)
@@ -87,7 +88,7 @@ def sparse_accumulate_(t: Tensor, X: Tensor, indices: Tensor, axis: int = 0, f: 
     ``W`` is the weight ``t`` accumulates gradients of, when it is gathered with ``tied_gather``."""
     for name, x in (("t", t), ("X", X), ("indices", indices)):
         if not isinstance(x, Tensor):
-            raise TypeError(f"sparse_accumulate_: `{name}` must be a Tensor, got {type(x).__name__}.")
+            raise not_a_tensor(name, x, "sparse_accumulate_")
     check_float("sparse_accumulate_", t)
     check_int("sparse_accumulate_", indices)
     axis = normalize_axis(axis, t.rank)

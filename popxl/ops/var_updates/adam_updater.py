@@ -6,6 +6,7 @@ from popxl.tensor import Tensor
 
 from .._shapes import check_float
 from .utils import handle_optimizer_value, var_update
+from .._op_builder import not_a_tensor
 
 __all__ = ["weight_decay_is_required", "create_adamupdater", "adam_updater", "lamb_updater", "adamax_updater"]
 
@@ -26,7 +27,7 @@ def create_adamupdater(acc_first_order: Tensor, acc_second_order: Tensor, ins, m
     """Record the ``adam_updater`` op. ``ins`` maps input indices to the tensors already chosen."""
     for name, x in (("acc_first_order", acc_first_order), ("acc_second_order", acc_second_order)):
         if not isinstance(x, Tensor):
-            raise TypeError(f"{mode} updater: `{name}` must be a Tensor, got {type(x).__name__}.")
+            raise not_a_tensor(name, x, f"{mode} updater")
         check_float(f"{mode} updater", x)
     if acc_first_order.shape != acc_second_order.shape:
         raise ValueError(f"{mode} updater: the accumulators have different shapes: {acc_first_order.shape} "

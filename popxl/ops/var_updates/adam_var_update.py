@@ -6,6 +6,7 @@ from popxl.tensor import Tensor
 
 from .._shapes import check_float
 from .utils import handle_optimizer_value, var_update
+from .._op_builder import not_a_tensor
 
 __all__ = ["adam_var_update"]
 
@@ -22,7 +23,7 @@ def adam_var_update(t: Tensor, x: Tensor, r1: Tensor, r2: Tensor, learning_rate:
     """
     for name, v in (("t", t), ("x", x)):
         if not isinstance(v, Tensor):
-            raise TypeError(f"adam_var_update: `{name}` must be a Tensor, got {type(v).__name__}.")
+            raise not_a_tensor(name, v, "adam_var_update")
     check_float("adam_var_update", t)
     if x.shape != t.shape:
         raise ValueError(f"adam_var_update: the updater x {x.shape} must have the shape of t {t.shape}.")

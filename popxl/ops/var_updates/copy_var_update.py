@@ -3,6 +3,7 @@ from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
 from .utils import var_update
+from .._op_builder import not_a_tensor
 
 __all__ = ["copy_var_update_"]
 
@@ -12,7 +13,7 @@ def copy_var_update_(t: Tensor, X: Tensor) -> Tensor:
     """``t = X`` in place (same shape and dtype)."""
     for name, v in (("t", t), ("X", X)):
         if not isinstance(v, Tensor):
-            raise TypeError(f"copy_var_update_: `{name}` must be a Tensor, got {type(v).__name__}.")
+            raise not_a_tensor(name, v, "copy_var_update_")
     if t.shape != X.shape or t.dtype != X.dtype:
         raise ValueError(f"copy_var_update_: X ({X.dtype.name} {X.shape}) must have the shape and dtype of "
                          f"t ({t.dtype.name} {t.shape}).")
