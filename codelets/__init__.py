@@ -6,7 +6,8 @@ kernel, NumPy reference, cost model with its source; op codes are one IntEnum pe
 
 - scaled_add: ScaledAdd
 - matmul: MatMulBlock, MatMulReducePartials (the AMP); plans/: the multi-tile matmul planner
-  (matmul_plan.py) and the programs it leads to (matmul_build.py)
+  (matmul_plan.py), the programs it leads to (matmul_build.py) and how operand blocks reach
+  their tiles (matmul_operands.py)
 - elementwise: UnaryOp, BinaryOp (`UnaryOpCode`, `BinaryOpCode`; costs in elementwise_costs.py)
 - cast: Cast
 - cast_float8: Pow2ScaleThenCast, CastThenPow2Scale (float8, see float8.py for the formats)
