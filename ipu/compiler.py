@@ -94,8 +94,9 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     size = align(nbytes, target.alignment)
     always = start < 0
     code = {VARIABLE: 0, CONSTANT: 1, TEMPORARY: 2}
-    cat_of = np.repeat(np.array([code[v.category] for v, _, _, _ in pieces_owner], np.int64),
-                       [len(s) for _, s, _, _ in pieces_owner])
+    var_pieces = np.array([len(s) for _, s, _, _ in pieces_owner], np.int64)
+    var_ptr = np.concatenate(([0], np.cumsum(var_pieces)))  # each variable's first piece
+    cat_of = np.repeat(np.array([code[v.category] for v, _, _, _ in pieces_owner], np.int64), var_pieces)
     if tile.size:
         cats["variables"] += np.bincount(tile[cat_of == 0], weights=size[cat_of == 0], minlength=n).astype(np.int64)
         cats["constants"] += np.bincount(tile[cat_of == 1], weights=size[cat_of == 1], minlength=n).astype(np.int64)
@@ -108,8 +109,7 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     length = max(1, max((sg[-1][1] for sg in segments.values() if sg), default=0) + 1)
     diff = np.zeros(length + 1, np.int64)
     if tile.size:
-        per_var = np.add.reduceat(size, np.cumsum([0] + [len(s) for _, s, _, _ in pieces_owner[:-1]]))
-        var_ptr = np.cumsum([0] + [len(s) for _, s, _, _ in pieces_owner])  # first piece of each
+        per_var = np.add.reduceat(size, var_ptr[:-1])
         for i, (v, _, _, _) in enumerate(pieces_owner):
             if v.category != TEMPORARY:
                 continue
