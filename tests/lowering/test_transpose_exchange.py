@@ -22,12 +22,18 @@ def _exchange_code(session):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("k, m, n", [(96, 64, 48), (37, 13, 29), (1, 5, 3), (64, 1, 7)])
 def test_matmul_of_a_transposed_operand_matches_numpy(dtype, k, m, n, rng):
+    _transposed_matmul(dtype, k, m, n, rng)
+
+
+def _transposed_matmul(dtype, k, m, n, rng):
+    """x^T @ w on a 16-tile IPU, checked against NumPy: (x, the session)."""
     x = rng.normal(0, 1, (k, m)).astype(dtype)
     w = rng.normal(0, 1, (k, n)).astype(dtype)
-    got, _ = run_popxl(lambda a, b: ops.transpose(a) @ b, [x, w], target="small:16")
+    got, session = run_popxl(lambda a, b: ops.transpose(a) @ b, [x, w], target="small:16")
     tol = 1e-4 if dtype == np.float32 else 2e-2
     np.testing.assert_allclose(got.astype(np.float32), x.astype(np.float32).T @ w.astype(np.float32),
                                rtol=tol, atol=tol * np.sqrt(k))
+    return x, session
 
 
 def test_batched_head_transposes_match_numpy(rng):
@@ -85,13 +91,7 @@ def test_a_shared_transposed_operand_is_transposed_once(dtype, rng):
     """When several tiles need the same block of a transposed operand, the block is regrouped
     (transposed) once, on the tiles, before the multicast: the Transpose2d vertices move each
     element of x once, not once per tile that receives it, spread over the tiles sharing a block."""
-    k, m, n = 128, 96, 64
-    x = rng.normal(0, 1, (k, m)).astype(dtype)
-    w = rng.normal(0, 1, (k, n)).astype(dtype)
-    got, session = run_popxl(lambda a, b: ops.transpose(a) @ b, [x, w], target="small:16")
-    tol = 1e-4 if dtype == np.float32 else 2e-2
-    np.testing.assert_allclose(got.astype(np.float32), x.astype(np.float32).T @ w.astype(np.float32),
-                               rtol=tol, atol=tol * np.sqrt(k))
+    x, session = _transposed_matmul(dtype, 128, 96, 64, rng)
     steps = session.executable.steps
     names = [st.name for st in steps]
     assert "matmul/exchange a/regroup" in names
