@@ -91,19 +91,26 @@ def test_sgd_per_tensor_settings_and_const_sgd():
     _check(got, _numpy(lambda k, w, g, st, t: w - 0.01 * (g + 0.1 * w)))
 
 
-def test_sgd_non_const_learning_rate_updated_from_host():
-    opt = popart.SGD({"defaultLearningRate": (0.01, False)})
+def _train_then_update(optimizer, updated):
+    """One step with `optimizer`, updateOptimizerFromHost(updated), a second step: the weights
+    and the session."""
     proto, x, loss = _model()
-    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, opt, device())
+    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, optimizer, device())
     s.prepareDevice()
     s.weightsFromHost()
     out = s.initAnchorArrays()
     s.run(popart.PyStepIO({x: X}, out))
-    s.updateOptimizerFromHost(popart.SGD({"defaultLearningRate": (0.002, False)}))
+    s.updateOptimizerFromHost(updated)
     s.run(popart.PyStepIO({x: X}, out))
     s.weightsToHost()
     got = {"w": np.zeros_like(W0), "bias": np.zeros_like(B0)}
     s.readWeights(popart.PyWeightsIO(got))
+    return got, s
+
+
+def test_sgd_non_const_learning_rate_updated_from_host():
+    got, s = _train_then_update(popart.SGD({"defaultLearningRate": (0.01, False)}),
+                                popart.SGD({"defaultLearningRate": (0.002, False)}))
     _check(got, _numpy(lambda k, w, g, st, t: w - (0.01 if t == 1 else 0.002) * g))
     with pytest.raises(popart.popart_exception, match="must match"):
         s.updateOptimizerFromHost(popart.SGD({"defaultLearningRate": (0.002, True)}))
@@ -210,22 +217,6 @@ def test_gradient_accumulation_sums_micro_batch_gradients():
     np.testing.assert_allclose(out[loss], [0.5 * ((xi @ W0 + B0) ** 2).sum() for xi in X2], rtol=1e-5)
 
 
-def _train_then_update(optimizer, updated):
-    """One step with `optimizer`, updateOptimizerFromHost(updated), a second step."""
-    proto, x, loss = _model()
-    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, optimizer, device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({x: X}, out))
-    s.updateOptimizerFromHost(updated)
-    s.run(popart.PyStepIO({x: X}, out))
-    s.weightsToHost()
-    got = {"w": np.zeros_like(W0), "bias": np.zeros_like(B0)}
-    s.readWeights(popart.PyWeightsIO(got))
-    return got
-
-
 def test_adam_and_adaptive_non_const_values_updated_from_host():
     b2, eps = 0.999, 1e-6
 
@@ -239,7 +230,7 @@ def test_adam_and_adaptive_non_const_values_updated_from_host():
         v = b2 * st.get("v", 0) + (1 - b2) * g * g
         st["m"], st["v"] = m, v
         return w - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
-    _check(_train_then_update(adam(0.01, 0.9), adam(0.002, 0.5)), _numpy(adam_step), rtol=1e-3)
+    _check(_train_then_update(adam(0.01, 0.9), adam(0.002, 0.5))[0], _numpy(adam_step), rtol=1e-3)
 
     def rmsprop(lr, alpha):
         return popart.Adaptive({"defaultLearningRate": (lr, False), "defaultAlpha": (alpha, False),
@@ -249,4 +240,4 @@ def test_adam_and_adaptive_non_const_values_updated_from_host():
         lr, alpha = (0.01, 0.9) if t == 1 else (0.003, 0.8)
         st["v"] = alpha * st.get("v", 0) + (1 - alpha) * g * g
         return w - lr * g / (np.sqrt(st["v"]) + eps)
-    _check(_train_then_update(rmsprop(0.01, 0.9), rmsprop(0.003, 0.8)), _numpy(rmsprop_step), rtol=1e-3)
+    _check(_train_then_update(rmsprop(0.01, 0.9), rmsprop(0.003, 0.8))[0], _numpy(rmsprop_step), rtol=1e-3)
