@@ -22,11 +22,16 @@ def test_tensor_of_another_ir_is_named_as_such():
     assert "is in the main graph, but it is being used in the main graph" not in str(e.value)
 
 
-def test_tensor_of_another_graph_of_the_same_ir_keeps_the_graph_message():
+def _main_variable_and_subgraph():
+    """A variable `a` of an Ir's main graph, and an empty graph 'sub' of the same Ir."""
     ir = popxl.Ir()
     with ir.main_graph:
         a = popxl.variable(np.ones(3, np.float32), name="a")
-    g = ir.create_empty_graph("sub")
+    return a, ir.create_empty_graph("sub")
+
+
+def test_tensor_of_another_graph_of_the_same_ir_keeps_the_graph_message():
+    a, g = _main_variable_and_subgraph()
     with g:
         with pytest.raises(ValueError, match="is in the main graph, but it is being used in graph 'sub"):
             a + 1
@@ -35,10 +40,7 @@ def test_tensor_of_another_graph_of_the_same_ir_keeps_the_graph_message():
 def test_tensors_of_another_graph_are_refused_in_popxl_words_first():
     """PopXL's check_in_graph texts (users match on them); our explanation follows."""
     from popxl.ops.utils import check_in_graph
-    ir = popxl.Ir()
-    with ir.main_graph:
-        a = popxl.variable(np.ones(3, np.float32), name="a")
-    g = ir.create_empty_graph("sub")
+    a, g = _main_variable_and_subgraph()
     with g:
         sub = g.id
         with pytest.raises(ValueError, match=rf"^The input tensor `lhs` is not in the current Graph {sub}\. The tensor"):
