@@ -8,8 +8,9 @@ the 6 workers), k is the input channels and n the output channels.
 `MatMulReducePartials` sums P partial blocks laid out one after another ([P, len] contiguous) into
 `out` (float32, or float16 rounded to nearest even): poplin's ReduceAdd over the k-split of a plan.
 
-The kernels do their arithmetic at the host's BLAS speed: each vertex takes contiguous typed slices
-of tile memory, reshapes them to 2-D and calls `np.dot` (float32). float16 operands are widened to
+The kernels do their arithmetic at the host's BLAS speed: each vertex hands its contiguous blocks of
+tile memory to SciPy's `sgemm` (codelets/_sgemm.py: the routine `np.dot` uses, without Numba's
+per-call wrapping, which costs more than a small block's arithmetic). float16 operands are widened to
 float32 first, as the AMP accumulates halves into float partials, and a float16 output is rounded
 to nearest even. Both conversions work on the bits of whole blocks (`_widen_half`, `_narrow_half`,
 through ipu.half's run converters): exactly what `ipu.load` / `ipu.store` give, at about 1 ns per
@@ -25,16 +26,12 @@ import ipu
 from ipu import IN, INOUT, OUT, Codelet, Field
 from ipu.half import f32_to_half_bits, half_bits_to_f32
 
+from ._sgemm import gemm_rows, gemm_scratch
+
 _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
 
 # ------------------------------------------------------------------------------------------------
 # kernels
-
-
-def _block_f32(view, start, count):  # pragma: no cover - replaced by the Numba overload
-    """A float32 array of `count` elements of a typed view from `start` (a slice when the view is
-    float32, a widened copy when it is float16)."""
-    raise NotImplementedError
 
 
 def _write_block(view, start, c, accumulate):  # pragma: no cover - replaced by the Numba overload
@@ -42,8 +39,14 @@ def _write_block(view, start, c, accumulate):  # pragma: no cover - replaced by 
     raise NotImplementedError
 
 
-def _dot_into(view, start, a, b, accumulate):  # pragma: no cover - replaced by the Numba overload
-    """view[start:start + m*n] (=|+=) a @ b, written in the view's type."""
+def _operand(view, start, count):  # pragma: no cover - replaced by the Numba overload
+    """(a float32 array, the offset of the block in it): the view itself when it is float32 (no
+    copy), else a widened copy of the `count` elements from `start` (offset 0)."""
+    raise NotImplementedError
+
+
+def _dot_into(view, start, a, a0, b, b0, m, k, n, accumulate, scratch):  # pragma: no cover - Numba overload
+    """view[start:start + m*n] (=|+=) a[a0:] @ b[b0:] (float32 arrays), written in the view's type."""
     raise NotImplementedError
 
 
@@ -65,17 +68,6 @@ def _narrow_half(view, start, values):
     f32_to_half_bits(values, view[start:start + values.size].view(np.uint16))
 
 
-@overload(_block_f32)
-def _ov_block_f32(view, start, count):
-    if _is_f32(view):
-        def impl(view, start, count):
-            return view[start:start + count]
-    else:
-        def impl(view, start, count):
-            return _widen_half(view, start, count)
-    return impl
-
-
 @overload(_write_block)
 def _ov_write_block(view, start, c, accumulate):
     if _is_f32(view):
@@ -95,28 +87,27 @@ def _ov_write_block(view, start, c, accumulate):
     return impl
 
 
-@overload(_dot_into)
-def _ov_dot_into(view, start, a, b, accumulate):
+@overload(_operand)
+def _ov_operand(view, start, count):
     if _is_f32(view):
-        def impl(view, start, a, b, accumulate):
-            m = a.shape[0]
-            n = b.shape[1]
-            dst = view[start:start + m * n].reshape(m, n)
-            if a.shape[1] == 0:
+        return lambda view, start, count: (view, start)
+    return lambda view, start, count: (_widen_half(view, start, count), 0)
+
+
+@overload(_dot_into)
+def _ov_dot_into(view, start, a, a0, b, b0, m, k, n, accumulate, scratch):
+    if _is_f32(view):
+        def impl(view, start, a, a0, b, b0, m, k, n, accumulate, scratch):
+            if k == 0:
                 if not accumulate:
-                    dst[:, :] = 0.0
-            elif accumulate:
-                dst += np.dot(a, b)
-            else:
-                np.dot(a, b, dst)  # BLAS writes straight into tile memory
+                    view[start:start + m * n] = 0.0
+            else:  # BLAS writes straight into tile memory
+                gemm_rows(a, a0, b, b0, view, start, m, k, n, accumulate, scratch)
     else:
-        def impl(view, start, a, b, accumulate):
-            m = a.shape[0]
-            n = b.shape[1]
-            if a.shape[1] == 0:
-                c = np.zeros((m, n), np.float32)
-            else:
-                c = np.dot(a, b)
+        def impl(view, start, a, a0, b, b0, m, k, n, accumulate, scratch):
+            c = np.zeros(m * n, np.float32)
+            if k != 0:
+                gemm_rows(a, a0, b, b0, c, 0, m, k, n, False, scratch)
             _write_block(view, start, c, accumulate)
     return impl
 
@@ -127,6 +118,7 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
     av = views[0]
     bv = views[1]
     ov = views[2]
+    scratch = gemm_scratch()
     for v in range(off.shape[0]):
         m = ip[v, 0]
         k = ip[v, 1]
@@ -134,9 +126,9 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
         acc = ip[v, 3] != 0
         if m == 0 or n == 0:
             continue
-        a = _block_f32(av, off[v, 0], m * k).reshape(m, k)
-        b = _block_f32(bv, off[v, 1], k * n).reshape(k, n)
-        _dot_into(ov, off[v, 2], a, b, acc)
+        a, a0 = _operand(av, off[v, 0], m * k)
+        b, b0 = _operand(bv, off[v, 1], k * n)
+        _dot_into(ov, off[v, 2], a, a0, b, b0, m, k, n, acc, scratch)
 
 
 @njit(cache=True)

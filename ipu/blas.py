@@ -1,7 +1,7 @@
 """How many threads the kernels' BLAS runs on while an engine runs.
 
-The matmul vertices call `np.dot` from Numba, which binds it to SciPy's BLAS
-(`scipy.linalg.cython_blas`); PyPI wheels of SciPy carry their own OpenBLAS, apart from NumPy's.
+The matmul vertices call SciPy's BLAS `sgemm` (`scipy.linalg.cython_blas`, the routine Numba's
+`np.dot` binds to; codelets/_sgemm.py); PyPI wheels of SciPy carry their own OpenBLAS, apart from NumPy's.
 The engine already spreads a compute set over host threads (ipu/native.py), so a BLAS pool inside
 each vertex only competes with them and with NumPy's pool: on a 2-core host the spinning pools
 stall each other (examples/mlp_inference.py ran 30% slower under load). While `Engine.run` runs,
@@ -21,7 +21,7 @@ import threading
 
 __all__ = ["blas_threads", "kernel_blas_libraries", "single_threaded_kernel_blas"]
 
-_BINDINGS = "scipy.linalg.cython_blas"  # what Numba's np.dot calls through
+_BINDINGS = "scipy.linalg.cython_blas"  # what the kernels' sgemm comes from
 
 
 def blas_threads() -> int:
@@ -46,7 +46,7 @@ def _under(path: str, module) -> bool:
 
 
 def kernel_blas_libraries():
-    """threadpoolctl controllers of the BLAS the kernels' np.dot calls (SciPy's), or None while
+    """threadpoolctl controllers of the BLAS the kernels call (SciPy's), or None while
     SciPy's BLAS bindings are not loaded yet (then no kernel can have called them)."""
     if _BINDINGS not in sys.modules:
         return None
