@@ -13,7 +13,8 @@ over the other (popops BroadcastScalar1D: `x * 0.5`); otherwise all counts are e
 
 Numerics
 --------
-float32 is computed in float32 (IEEE, no fast-math); float16 is loaded into float32, computed
+float32 is computed in float32 (IEEE, no fast-math; tanh, also inside gelu, is codelets/_tanh.py's
+correctly rounded float32 tanh, which vectorises); float16 is loaded into float32, computed
 there and rounded once to half (round to nearest even). int32 wraps (two's complement) on
 overflow; integer division and fmod truncate toward zero as C does, rem takes the divisor's sign
 (Python / NumPy `%`), and dividing an integer by zero gives 0 (the IPU's software division
@@ -42,6 +43,7 @@ from ipu import IN, OUT, Codelet, Field, load
 
 from .elementwise_costs import INT_TYPES, binary_cycles, nonlinearity_1d_cycles, unary_cycles  # noqa: F401
 from ._kernels import from_f32, kind, to_f32
+from ._tanh import tanh32
 
 # ------------------------------------------------------------------------------------------------
 # op codes: one enum per codelet, from which the name tables are built. The kernels compare with
@@ -167,14 +169,14 @@ def _unary_float(op, x, o, n):
     elif op == U.GELU:
         for i in range(n):
             v = x[i]
-            o[i] = _FHALF * v * (_F1 + math.tanh(_GELU_K * (v + _GELU_C * v * v * v)))
+            o[i] = _FHALF * v * (_F1 + tanh32(_GELU_K * (v + _GELU_C * v * v * v)))
     elif op == U.GELUERF:
         for i in range(n):
             v = x[i]
             o[i] = _FHALF * v * (_F1 + np.float32(math.erf(v * _RSQRT2)))
     elif op == U.TANH:
         for i in range(n):
-            o[i] = math.tanh(x[i])
+            o[i] = tanh32(x[i])
     elif op == U.SIGMOID:
         for i in range(n):
             o[i] = _F1 / (_F1 + math.exp(-x[i]))
@@ -485,7 +487,7 @@ def _binary_kernel(views, off, cnt, fp, ip):
         av = a[off[v, 0]:off[v, 0] + cnt[v, 0]]
         bv = b[off[v, 1]:off[v, 1] + cnt[v, 1]]
         ov = o[off[v, 2]:off[v, 2] + n]
-        if cnt[v, 0] == n and cnt[v, 1] == n and _same_float_arith(ip[v, 0], av, bv, ov, n):
+        if _same_float_arith(ip[v, 0], av, bv, ov, n):
             continue
         _binary_apply(ip[v, 0], av, bv, ov, n)
 
@@ -496,25 +498,57 @@ def _same_float_arith(op, a, b, o, n):  # pragma: no cover - replaced by the Num
 
 @overload(_same_float_arith, inline="always")
 def _same_float_arith_ov(op, a, b, o, n):
-    """The hot case inlined into the kernel: float32 operands and result of one size, + - * /.
-    Plain loops over slices here vectorise; returns False for everything else. (These four loops
-    repeat _binary_float's on purpose: calling that non-inlined function from here measured 35%
-    slower on the 4M-element add benchmark.)"""
+    """The hot cases inlined into the kernel: float32 operands and result, + - * /, both operands of
+    the output's size or one of them a broadcast scalar (read once: no scratch array per vertex).
+    Plain loops over slices here vectorise; returns False for everything else. (These loops repeat
+    _binary_float's on purpose: calling that non-inlined function from here measured 35% slower
+    on the 4M-element add benchmark.)"""
     f32 = types.float32
     if a.dtype == f32 and b.dtype == f32 and o.dtype == f32:
         def impl(op, a, b, o, n):
-            if op == B.ADD:
-                for i in range(n):
-                    o[i] = a[i] + b[i]
-            elif op == B.SUB:
-                for i in range(n):
-                    o[i] = a[i] - b[i]
-            elif op == B.MUL:
-                for i in range(n):
-                    o[i] = a[i] * b[i]
-            elif op == B.DIV:
-                for i in range(n):
-                    o[i] = a[i] / b[i]
+            if op > B.DIV or op < B.ADD:
+                return False
+            if a.shape[0] == n and b.shape[0] == n:
+                if op == B.ADD:
+                    for i in range(n):
+                        o[i] = a[i] + b[i]
+                elif op == B.SUB:
+                    for i in range(n):
+                        o[i] = a[i] - b[i]
+                elif op == B.MUL:
+                    for i in range(n):
+                        o[i] = a[i] * b[i]
+                else:
+                    for i in range(n):
+                        o[i] = a[i] / b[i]
+            elif a.shape[0] == 1 and b.shape[0] == n:
+                x = a[0]
+                if op == B.ADD:
+                    for i in range(n):
+                        o[i] = x + b[i]
+                elif op == B.SUB:
+                    for i in range(n):
+                        o[i] = x - b[i]
+                elif op == B.MUL:
+                    for i in range(n):
+                        o[i] = x * b[i]
+                else:
+                    for i in range(n):
+                        o[i] = x / b[i]
+            elif b.shape[0] == 1 and a.shape[0] == n:
+                y = b[0]
+                if op == B.ADD:
+                    for i in range(n):
+                        o[i] = a[i] + y
+                elif op == B.SUB:
+                    for i in range(n):
+                        o[i] = a[i] - y
+                elif op == B.MUL:
+                    for i in range(n):
+                        o[i] = a[i] * y
+                else:
+                    for i in range(n):
+                        o[i] = a[i] / y
             else:
                 return False
             return True

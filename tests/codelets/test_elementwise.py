@@ -394,3 +394,30 @@ def test_binary_narrow_and_unsigned_integers_wrap(dtype, name, rng, cl):
             "min": lambda: np.minimum(x, y), "div": lambda: np.trunc(x / y).astype(np.int64)}
     want = ops_[name]().astype(dtype)
     np.testing.assert_array_equal(got, want)
+
+
+def test_tanh_kernel_is_the_correctly_rounded_float32_tanh():
+    """codelets/_tanh.py (tanh and gelu's tanh): float64 tanh rounded once to float32, over random
+    bit patterns (every exponent), a fine grid over the range that matters and the edge cases."""
+    from numba import njit
+
+    from codelets._tanh import tanh32
+
+    @njit(error_model="numpy")
+    def run(x, out):
+        for i in range(x.size):
+            out[i] = tanh32(x[i])
+
+    rng = np.random.default_rng(7)
+    x = np.concatenate([
+        rng.integers(0, 2 ** 32, 2_000_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+        np.linspace(-11, 11, 1_000_001, dtype=np.float32),
+        np.array([0.0, -0.0, np.inf, -np.inf, 1e-4, -1e-4, 9.999999, 10.0, 1e-45, -1e-45, np.nan], np.float32),
+    ])
+    got = np.empty_like(x)
+    run(x, got)
+    nan = np.isnan(x)
+    assert np.isnan(got[nan]).all()
+    with np.errstate(invalid="ignore"):
+        expect = np.tanh(x[~nan].astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), expect.view(np.uint32))  # signed zeros too
