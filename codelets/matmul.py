@@ -134,18 +134,33 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
 @njit(cache=True)
 def _reduce_partials_kernel(views, off, cnt, fp, ip):
     """All MatMulReducePartials vertices: out = sum over p of partials[p, :] (float32 sums, in order
-    p = 0, 1, ...), written in out's type."""
+    p = 0, 1, ... from 0), written in out's type. One scratch row serves every vertex; short rows
+    (a k-split of a narrow output) sum each element down its column instead of row by row."""
     pv = views[0]
     ov = views[1]
+    longest = 0
+    for v in range(off.shape[0]):
+        longest = max(longest, cnt[v, 1])
+    scratch = np.empty(longest, np.float32)
     for v in range(off.shape[0]):
         n = cnt[v, 1]
         num = ip[v, 0]
         if n == 0:
             continue
         p0 = off[v, 0]
-        acc = np.zeros(n, np.float32)
-        for p in range(num):
-            acc += pv[p0 + p * n:p0 + (p + 1) * n]
+        acc = scratch[:n]
+        if n <= 4:
+            for j in range(n):
+                total = np.float32(0.0)
+                for p in range(num):
+                    total += pv[p0 + p * n + j]
+                acc[j] = total
+        else:
+            acc[:] = 0.0
+            for p in range(num):
+                row = pv[p0 + p * n:p0 + (p + 1) * n]
+                for j in range(n):
+                    acc[j] += row[j]
         _write_block(ov, off[v, 1], acc, False)
 
 
