@@ -40,6 +40,7 @@ from numba.extending import overload
 
 import ipu
 from ipu import IN, OUT, Codelet, Field, load
+from ipu.half import half_bits_to_f32
 
 from .elementwise_costs import INT_TYPES, binary_cycles, nonlinearity_1d_cycles, unary_cycles  # noqa: F401
 from ._kernels import from_f32, kind, to_f32
@@ -278,9 +279,12 @@ def _unary_apply_ov(op, x, o, n):
         return lambda op, x, o, n: _unary_pred(op, x, o, n)
     if half_in:
         def impl(op, x, o, n):
-            t = to_f32(x, n)
-            _unary_float(op, t, t, n)
-            from_f32(t, o, n)
+            buf = np.empty(2 * n, np.float32)  # one allocation; the result apart from the input
+            t = buf[:n]  # (a loop writing over its input would not vectorise)
+            r = buf[n:]
+            half_bits_to_f32(x[:n].view(np.uint16), t)
+            _unary_float(op, t, r, n)
+            from_f32(r, o, n)
         return impl
     if kx == "f":
         return lambda op, x, o, n: _unary_float(op, x, o, n)
@@ -452,6 +456,15 @@ def _operand_f32(x, n):
     return t
 
 
+@njit(cache=True)
+def _widen_operand(x, n, out):
+    """A float16 operand slice widened into `out` (n float32), a 1-element operand repeated."""
+    if x.shape[0] == n:
+        half_bits_to_f32(x[:n].view(np.uint16), out)
+    else:
+        out[:] = load(x, 0)
+
+
 def _binary_apply(op, a, b, o, n):  # pragma: no cover - replaced by the Numba overload
     raise NotImplementedError
 
@@ -466,9 +479,14 @@ def _binary_apply_ov(op, a, b, o, n):
         return lambda op, a, b, o, n: _binary_bool_out(op, _operand(a, n), _operand(b, n), o, n)
     if half_in:
         def impl(op, a, b, o, n):
-            t = _operand_f32(a, n)
-            _binary_float(op, t, _operand_f32(b, n), t, n)
-            from_f32(t, o, n)
+            buf = np.empty(3 * n, np.float32)  # one allocation; the result apart from the operands
+            ta = buf[:n]  # (a loop writing over one of its inputs would not vectorise)
+            tb = buf[n:2 * n]
+            r = buf[2 * n:]
+            _widen_operand(a, n, ta)
+            _widen_operand(b, n, tb)
+            _binary_float(op, ta, tb, r, n)
+            from_f32(r, o, n)
         return impl
     if ka == "f":
         return lambda op, a, b, o, n: _binary_float(op, _operand(a, n), _operand(b, n), o, n)
