@@ -39,9 +39,10 @@ from numba.extending import overload
 
 import ipu
 from ipu import IN, OUT, Codelet, Field
+from ipu.half import half_bits_to_f32
 
 from ._costs import ceil_div
-from ._kernels import from_f32, to_f32
+from ._kernels import from_f32
 
 
 
@@ -149,9 +150,8 @@ def _min_run(x, base, k, step):
 
 
 @njit(cache=True, error_model="numpy")
-def _reduce_float(op, layout, x, r, n, k):
-    """Reduce float32 x (n outputs x k) into float32 r[:n]."""
-    lanes = np.empty(LANES, np.float32)
+def _reduce_float(op, layout, x, r, n, k, lanes):
+    """Reduce float32 x (n outputs x k) into float32 r[:n] (lanes: LANES float32 of scratch)."""
     if layout == ROWS or n == 1:
         for j in range(n):
             base = j * k
@@ -256,38 +256,61 @@ def _reduce_bool(op, layout, x, o, n, k):
         o[j] = acc
 
 
-def _reduce_apply(op, layout, x, o, n, k):  # pragma: no cover - replaced by the Numba overload
+def _reduce_apply(op, layout, x, o, n, k, scratch):  # pragma: no cover - replaced by the Numba overload
     raise NotImplementedError
 
 
 @overload(_reduce_apply)
-def _reduce_apply_ov(op, layout, x, o, n, k):
+def _reduce_apply_ov(op, layout, x, o, n, k, scratch):
     dt = x.dtype
     if isinstance(dt, types.Record):  # float16 in: to float32 first
-        def impl(op, layout, x, o, n, k):
-            r = np.empty(n, np.float32)
-            _reduce_float(op, layout, to_f32(x, n * k), r, n, k)
+        def impl(op, layout, x, o, n, k, scratch):
+            lanes, r, wide = scratch
+            half_bits_to_f32(x[:n * k].view(np.uint16), wide[:n * k])
+            _reduce_float(op, layout, wide[:n * k], r, n, k, lanes)
             from_f32(r, o, n)
         return impl
     if isinstance(dt, types.Float):
-        def impl2(op, layout, x, o, n, k):
-            r = np.empty(n, np.float32)
-            _reduce_float(op, layout, x, r, n, k)
+        def impl2(op, layout, x, o, n, k, scratch):
+            lanes, r, wide = scratch
+            _reduce_float(op, layout, x, r, n, k, lanes)
             from_f32(r, o, n)
         return impl2
     if isinstance(dt, types.Boolean):
-        return lambda op, layout, x, o, n, k: _reduce_bool(op, layout, x, o, n, k)
-    return lambda op, layout, x, o, n, k: _reduce_int(op, layout, x, o, n, k)
+        return lambda op, layout, x, o, n, k, scratch: _reduce_bool(op, layout, x, o, n, k)
+    return lambda op, layout, x, o, n, k, scratch: _reduce_int(op, layout, x, o, n, k)
+
+
+def _wide_scratch(view, size):  # pragma: no cover - replaced by the Numba overload
+    """float32 scratch for a float16 input of `size` elements (empty for other types)."""
+    raise NotImplementedError
+
+
+@overload(_wide_scratch)
+def _wide_scratch_ov(view, size):
+    if isinstance(view.dtype, types.Record):
+        return lambda view, size: np.empty(size, np.float32)
+    return lambda view, size: np.empty(0, np.float32)
 
 
 @njit(cache=True, error_model="numpy")
 def _reduce_kernel(views, off, cnt, fp, ip):
+    """Every Reduce vertex, with one set of scratch arrays for the whole call (lanes, the float32
+    results, a float16 input widened) instead of new ones per vertex."""
     x = views[0]
     o = views[1]
+    most_out = 0
+    most_in = 0
+    for v in range(off.shape[0]):
+        most_out = max(most_out, cnt[v, 1])
+        most_in = max(most_in, cnt[v, 1] * ip[v, 1])
+    scratch = (np.empty(LANES, np.float32), np.empty(most_out, np.float32), _wide_scratch(x, most_in))
     for v in range(off.shape[0]):
         n = cnt[v, 1]
         k = ip[v, 1]
-        _reduce_apply(ip[v, 0], ip[v, 2], x[off[v, 0]:off[v, 0] + n * k], o[off[v, 1]:off[v, 1] + n], n, k)
+        lanes, r, wide = scratch
+        _reduce_apply(ip[v, 0], ip[v, 2], x[off[v, 0]:off[v, 0] + n * k], o[off[v, 1]:off[v, 1] + n], n, k,
+                      (lanes, r[:n], wide))
 
 
 # ------------------------------------------------------------------------------------------------
