@@ -131,11 +131,46 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
         _dot_into(ov, off[v, 2], a, a0, b, b0, m, k, n, acc, scratch)
 
 
+@njit(cache=True, inline="always")
+def _sum_partials(pv, p0, n, num, acc):
+    """acc[:n] = sum over p of pv[p0 + p*n:][:n], in float32 from 0 in order p = 0, 1, ... Short
+    rows (a k-split of a narrow output) are summed down their columns, long ones row by row."""
+    if n <= 4:
+        for j in range(n):
+            total = np.float32(0.0)
+            for p in range(num):
+                total += pv[p0 + p * n + j]
+            acc[j] = total
+    else:
+        acc[:] = 0.0
+        for p in range(num):
+            row = pv[p0 + p * n:p0 + (p + 1) * n]
+            for j in range(n):
+                acc[j] += row[j]
+
+
+def _reduce_into(ov, o0, pv, p0, n, num, scratch):  # pragma: no cover - replaced by the Numba overload
+    """ov[o0:o0 + n] = the float32 sums of the partials, in ov's type."""
+    raise NotImplementedError
+
+
+@overload(_reduce_into)
+def _ov_reduce_into(ov, o0, pv, p0, n, num, scratch):
+    if _is_f32(ov):  # summed straight into the output (a variable apart from the partials)
+        return lambda ov, o0, pv, p0, n, num, scratch: _sum_partials(pv, p0, n, num, ov[o0:o0 + n])
+
+    def impl(ov, o0, pv, p0, n, num, scratch):
+        acc = scratch[:n]
+        _sum_partials(pv, p0, n, num, acc)
+        _narrow_half(ov, o0, acc)
+    return impl
+
+
 @njit(cache=True)
 def _reduce_partials_kernel(views, off, cnt, fp, ip):
     """All MatMulReducePartials vertices: out = sum over p of partials[p, :] (float32 sums, in order
-    p = 0, 1, ... from 0), written in out's type. One scratch row serves every vertex; short rows
-    (a k-split of a narrow output) sum each element down its column instead of row by row."""
+    p = 0, 1, ... from 0), written in out's type; a float16 output is summed in one scratch row
+    that serves every vertex."""
     pv = views[0]
     ov = views[1]
     longest = 0
@@ -144,24 +179,8 @@ def _reduce_partials_kernel(views, off, cnt, fp, ip):
     scratch = np.empty(longest, np.float32)
     for v in range(off.shape[0]):
         n = cnt[v, 1]
-        num = ip[v, 0]
-        if n == 0:
-            continue
-        p0 = off[v, 0]
-        acc = scratch[:n]
-        if n <= 4:
-            for j in range(n):
-                total = np.float32(0.0)
-                for p in range(num):
-                    total += pv[p0 + p * n + j]
-                acc[j] = total
-        else:
-            acc[:] = 0.0
-            for p in range(num):
-                row = pv[p0 + p * n:p0 + (p + 1) * n]
-                for j in range(n):
-                    acc[j] += row[j]
-        _write_block(ov, off[v, 1], acc, False)
+        if n != 0:
+            _reduce_into(ov, off[v, 1], pv, off[v, 0], n, ip[v, 0], scratch)
 
 
 # ------------------------------------------------------------------------------------------------
