@@ -42,9 +42,9 @@ import ipu
 from ipu import IN, OUT, Codelet, Field, load
 from ipu.half import half_bits_to_f32
 
-from .elementwise_costs import INT_TYPES, binary_cycles, nonlinearity_1d_cycles, unary_cycles  # noqa: F401
 from ._kernels import from_f32, kind, to_f32
 from ._tanh import tanh32
+from .elementwise_costs import INT_TYPES, binary_cycles, nonlinearity_1d_cycles, unary_cycles  # noqa: F401
 
 # ------------------------------------------------------------------------------------------------
 # op codes: one enum per codelet, from which the name tables are built. The kernels compare with

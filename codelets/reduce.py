@@ -45,7 +45,6 @@ from ._costs import ceil_div
 from ._kernels import from_f32
 
 
-
 class ReduceOpCode(IntEnum):
     """The `op` parameter (the kernels compare with the members; Numba folds them to constants)."""
     SUM = 0
@@ -272,7 +271,7 @@ def _reduce_apply_ov(op, layout, x, o, n, k, scratch):
         return impl
     if isinstance(dt, types.Float):
         def impl2(op, layout, x, o, n, k, scratch):
-            lanes, r, wide = scratch
+            lanes, r, _ = scratch
             _reduce_float(op, layout, x, r, n, k, lanes)
             from_f32(r, o, n)
         return impl2

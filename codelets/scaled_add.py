@@ -6,10 +6,9 @@ from numba import njit, types
 from numba.extending import overload
 
 import ipu
-from ipu import INOUT, IN, Codelet, Field, load, store
+from ipu import IN, INOUT, Codelet, Field, load, store
 
 from ._kernels import from_f32, to_f32
-
 
 _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
 
