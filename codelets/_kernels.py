@@ -63,6 +63,24 @@ def _convert_store(view, i, x):
 # float16 <-> float32 of whole runs, by ipu.half's run converters
 
 
+def widen_into(x, n, out):  # pragma: no cover - replaced by the Numba overload
+    """out[:n] = the first n elements of view x as float32 (float16 widened exactly)."""
+    raise NotImplementedError
+
+
+@overload(widen_into)
+def _widen_into(x, n, out):
+    if isinstance(x.dtype, types.Record):
+        def impl(x, n, out):
+            half_bits_to_f32(x[:n].view(np.uint16), out[:n])
+        return impl
+
+    def impl2(x, n, out):
+        for i in range(n):
+            out[i] = x[i]
+    return impl2
+
+
 def to_f32(x, n):  # pragma: no cover - replaced by the Numba overload
     """A new float32 array holding the first n elements of view x (float16 widened exactly)."""
     raise NotImplementedError
@@ -70,19 +88,11 @@ def to_f32(x, n):  # pragma: no cover - replaced by the Numba overload
 
 @overload(to_f32)
 def _to_f32(x, n):
-    if isinstance(x.dtype, types.Record):
-        def impl(x, n):
-            t = np.empty(n, np.float32)
-            half_bits_to_f32(x[:n].view(np.uint16), t)
-            return t
-        return impl
-
-    def impl2(x, n):
+    def impl(x, n):
         t = np.empty(n, np.float32)
-        for i in range(n):
-            t[i] = x[i]
+        widen_into(x, n, t)
         return t
-    return impl2
+    return impl
 
 
 def from_f32(t, o, n):  # pragma: no cover - replaced by the Numba overload

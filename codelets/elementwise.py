@@ -40,9 +40,8 @@ from numba.extending import overload
 
 import ipu
 from ipu import IN, OUT, Codelet, Field, load
-from ipu.half import half_bits_to_f32
 
-from ._kernels import from_f32, kind, to_f32
+from ._kernels import from_f32, kind, to_f32, widen_into
 from ._tanh import tanh32
 from .elementwise_costs import INT_TYPES, binary_cycles, nonlinearity_1d_cycles, unary_cycles  # noqa: F401
 
@@ -282,7 +281,7 @@ def _unary_apply_ov(op, x, o, n):
             buf = np.empty(2 * n, np.float32)  # one allocation; the result apart from the input
             t = buf[:n]  # (a loop writing over its input would not vectorise)
             r = buf[n:]
-            half_bits_to_f32(x[:n].view(np.uint16), t)
+            widen_into(x, n, t)
             _unary_float(op, t, r, n)
             from_f32(r, o, n)
         return impl
@@ -448,21 +447,20 @@ def _operand(x, n):
 
 
 @njit(cache=True)
-def _operand_f32(x, n):
-    if x.shape[0] == n:
-        return to_f32(x, n)
-    t = np.empty(n, np.float32)
-    t[:] = load(x, 0)
-    return t
-
-
-@njit(cache=True)
 def _widen_operand(x, n, out):
     """A float16 operand slice widened into `out` (n float32), a 1-element operand repeated."""
     if x.shape[0] == n:
-        half_bits_to_f32(x[:n].view(np.uint16), out)
+        widen_into(x, n, out)
     else:
         out[:] = load(x, 0)
+
+
+@njit(cache=True)
+def _operand_f32(x, n):
+    """_widen_operand into a new array."""
+    t = np.empty(n, np.float32)
+    _widen_operand(x, n, t)
+    return t
 
 
 def _binary_apply(op, a, b, o, n):  # pragma: no cover - replaced by the Numba overload

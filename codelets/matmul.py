@@ -34,11 +34,6 @@ _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
 # kernels
 
 
-def _write_block(view, start, c, accumulate):  # pragma: no cover - replaced by the Numba overload
-    """Write (or add) the float32 array `c` into a typed view from `start`."""
-    raise NotImplementedError
-
-
 def _operand(view, start, count):  # pragma: no cover - replaced by the Numba overload
     """(a float32 array, the offset of the block in it): the view itself when it is float32 (no
     copy), else a widened copy of the `count` elements from `start` (offset 0)."""
@@ -68,25 +63,6 @@ def _narrow_half(view, start, values):
     f32_to_half_bits(values, view[start:start + values.size].view(np.uint16))
 
 
-@overload(_write_block)
-def _ov_write_block(view, start, c, accumulate):
-    if _is_f32(view):
-        def impl(view, start, c, accumulate):
-            n = c.size
-            dst = view[start:start + n]
-            if accumulate:
-                dst += c.reshape(n)
-            else:
-                dst[:] = c.reshape(n)
-    else:
-        def impl(view, start, c, accumulate):
-            flat = np.ascontiguousarray(c).reshape(c.size)
-            if accumulate:
-                flat = flat + _widen_half(view, start, flat.size)
-            _narrow_half(view, start, flat)
-    return impl
-
-
 @overload(_operand)
 def _ov_operand(view, start, count):
     if _is_f32(view):
@@ -108,7 +84,9 @@ def _ov_dot_into(view, start, a, a0, b, b0, m, k, n, accumulate, scratch):
             c = np.zeros(m * n, np.float32)
             if k != 0:
                 gemm_rows(a, a0, b, b0, c, 0, m, k, n, False, scratch)
-            _write_block(view, start, c, accumulate)
+            if accumulate:  # the float32 sum, rounded once to half
+                c += _widen_half(view, start, m * n)
+            _narrow_half(view, start, c)
     return impl
 
 

@@ -39,10 +39,9 @@ from numba.extending import overload
 
 import ipu
 from ipu import IN, OUT, Codelet, Field
-from ipu.half import half_bits_to_f32
 
 from ._costs import ceil_div
-from ._kernels import from_f32
+from ._kernels import from_f32, widen_into
 
 
 class ReduceOpCode(IntEnum):
@@ -265,7 +264,7 @@ def _reduce_apply_ov(op, layout, x, o, n, k, scratch):
     if isinstance(dt, types.Record):  # float16 in: to float32 first
         def impl(op, layout, x, o, n, k, scratch):
             lanes, r, wide = scratch
-            half_bits_to_f32(x[:n * k].view(np.uint16), wide[:n * k])
+            widen_into(x, n * k, wide)
             _reduce_float(op, layout, wide[:n * k], r, n, k, lanes)
             from_f32(r, o, n)
         return impl
@@ -303,11 +302,12 @@ def _reduce_kernel(views, off, cnt, fp, ip):
     for v in range(off.shape[0]):
         most_out = max(most_out, cnt[v, 1])
         most_in = max(most_in, cnt[v, 1] * ip[v, 1])
-    scratch = (np.empty(LANES, np.float32), np.empty(most_out, np.float32), _wide_scratch(x, most_in))
+    lanes = np.empty(LANES, np.float32)
+    r = np.empty(most_out, np.float32)
+    wide = _wide_scratch(x, most_in)
     for v in range(off.shape[0]):
         n = cnt[v, 1]
         k = ip[v, 1]
-        lanes, r, wide = scratch
         _reduce_apply(ip[v, 0], ip[v, 2], x[off[v, 0]:off[v, 0] + n * k], o[off[v, 1]:off[v, 1] + n], n, k,
                       (lanes, r[:n], wide))
 
