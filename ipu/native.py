@@ -1,69 +1,45 @@
-"""The compiled step loop: the straight-line parts of a program run in one Numba call.
+"""Plans for the compiled step loop: a program's straight-line parts as op tables.
 
 The engine's Python walk over the node tree (`Engine(..., compiled=False)`) is the readable
 reference. With `compiled=True` (the default) every maximal part of a program whose steps need
 no Python (compute sets, exchanges, syncs, code loads, host streams without callbacks, loops,
-calls and If / Switch of those) becomes a *segment*: a table of ops that `_run_ops` walks in
-compiled code, calling the codelet kernels, copying the exchange tables, moving stream elements
-and deciding branches without returning to Python. Stream callbacks, streaming memory and
-collectives stay in Python between segments. A segment is walked in Python instead when a
-stream it moves is not connected (or its device-to-host buffer is not contiguous), so errors
-and results are the Python walk's, and when it branches and several replicas run it (they may
-take different sides; the Python walk splits them).
+calls and If / Switch of those) becomes a *segment*: a table of ops that ipu/step_loop.py's
+`run_ops` walks in compiled code, calling the codelet kernels, copying the exchange tables, moving
+stream elements and deciding branches without returning to Python. Stream callbacks, streaming
+memory and collectives stay in Python between segments. A segment is walked in Python instead
+when a stream it moves is not connected (or its device-to-host buffer is not contiguous), so
+errors and results are the Python walk's, and when it branches and several replicas run it (they
+may take different sides; the Python walk splits them).
 
-Calling many kernels from one compiled loop: each kernel group's kernel is compiled for the
-argument types the Python path uses, and the loop calls that overload's native entry point by
-address (`_make_caller`: one Numba intrinsic per number of fields, which builds the typed views
-of tile memory in place and calls through Numba's own calling convention). Every 1-D view has the
-same machine representation whatever its element type, so the loop itself is compiled once
-(and cached) for all programs; nothing is compiled per program or per kernel.
+A `Plan` (one per executable) holds the segments and the tables they share: kernel groups with
+their kernels' addresses, copy tables as merged runs, host transfers and branch conditions.
 
 Copies: an exchange's runs in destination order with neighbours merged (`merged_runs`), one
 memcpy each. (Grouping a multicast's destinations behind one read of its source was measured
 slower: the source stays in cache either way, and destination order keeps the writes sequential.)
 
 Threads: the vertices of one kernel group are independent by BSP construction, and the runs of
-an exchange write disjoint bytes, so a large group or table is split into one contiguous part
-per thread. Each vertex and each run computes exactly what it computes alone, so memory and
-cycles are identical on any thread count. Groups whose vertices' memory overlaps (a vertex
-reading what another writes) and tables whose destinations overlap run on one thread, in order.
+an exchange write disjoint bytes, so a large group or table is marked to be split into one
+contiguous part per thread. Groups whose vertices' memory overlaps (a vertex reading what another
+writes) and tables whose destinations overlap are not split.
 """
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 
 import numpy as np
-from llvmlite import ir
-from numba import carray, njit, prange, typeof, types
-from numba.core import cgutils
-from numba.core.dispatcher import Dispatcher
-from numba.extending import intrinsic
 
 from .codelet import IN, INOUT, OUT
 from .compute import Vertices
-from .copytables import CopyTable, copy_runs, copy_runs_staged
+from .copytables import CopyTable
 from .errors import IpuError
 from .kinds import kind_of_payload
+from .step_loop import (BIG, BOOL, COPY, END, FLOAT, IF, JUMP, KERNEL, LOOP, MAX_DEPTH, MAX_FIELDS, SIGNED, SMALL,
+                        SPLIT, STAGED, STEP, STREAM, SWITCH, UNSIGNED, kernel_address, run_ops)
 from .streams import HostTransfer
 
 __all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "Plan", "merged_runs"]
-
-# OpenMP workers that spin between parallel steps take the core the step loop itself needs (and
-# stall badly when the host is shared): let them sleep unless the user chose otherwise. Read by
-# libgomp when Numba first starts its thread pool.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-MAX_FIELDS = 8  # kernels with more fields run through the Python path
-
-# op codes of a segment's table (rows of int64[3])
-_STEP, _KERNEL, _COPY, _STAGED, _LOOP, _END, _STREAM, _IF, _SWITCH, _JUMP = range(10)
-# how a branch condition is read (its storage type)
-_SIGNED, _UNSIGNED, _FLOAT, _BOOL = range(4)
-# how a group or table may use threads: not at all (small), replicas at once, or split in parts
-_SMALL, _BIG, _SPLIT = range(3)
-_MAX_DEPTH = 64
 
 # split a group / table over the threads only above this much work: below it, waking the other
 # threads and waiting for the slowest costs more than it saves. Measured on a shared 2-vCPU host
@@ -72,291 +48,6 @@ _MAX_DEPTH = 64
 # 1024^3 matmul (tens of MB per exchange) still splits.
 PARALLEL_MIN_ELEMENTS = 1 << 20
 PARALLEL_MIN_BYTES = 1 << 22
-
-
-# ------------------------------------------------------------------------------------------------
-# calling a kernel by address
-
-
-def _make_caller(nfields: int):
-    view_t = types.Array(types.uint8, 1, "C")
-    tup_t = types.UniTuple(view_t, nfields)
-
-    @intrinsic
-    def call(typingctx, addr, mem, isz, off, cnt, fp, ip):
-        sig = types.int32(addr, mem, isz, off, cnt, fp, ip)
-
-        def codegen(context, builder, signature, args):
-            a_addr, a_mem, a_isz, a_off, a_cnt, a_fp, a_ip = args
-            memv = context.make_array(signature.args[1])(context, builder, a_mem)
-            iszv = context.make_array(signature.args[2])(context, builder, a_isz)
-            nbytes = cgutils.unpack_tuple(builder, memv.shape, 1)[0]
-            views = []
-            for f in range(nfields):
-                s = builder.load(builder.gep(iszv.data, [ir.Constant(ir.IntType(64), f)]))
-                v = context.make_array(view_t)(context, builder)
-                context.populate_array(v, data=memv.data, shape=cgutils.pack_array(builder, [builder.sdiv(nbytes, s)]),
-                                       strides=cgutils.pack_array(builder, [s]), itemsize=s, meminfo=memv.meminfo)
-                views.append(v._getvalue())
-            tup = context.make_tuple(builder, tup_t, views)
-            argtypes = [tup_t] + list(signature.args[3:])
-            fnty = context.call_conv.get_function_type(types.none, argtypes)
-            fn = builder.inttoptr(a_addr, fnty.as_pointer())
-            status, _ = context.call_conv.call_function(builder, fn, types.none, argtypes,
-                                                        [tup, a_off, a_cnt, a_fp, a_ip])
-            return builder.select(status.is_ok, ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 1))
-
-        return sig, codegen
-
-    return call
-
-
-_c1, _c2, _c3, _c4, _c5, _c6, _c7, _c8 = (_make_caller(f) for f in range(1, MAX_FIELDS + 1))
-
-
-@njit(cache=True, nogil=True)
-def _call_kernel(addr, nf, mem, isz, off, cnt, fp, ip):
-    if nf == 1:
-        return _c1(addr, mem, isz, off, cnt, fp, ip)
-    if nf == 2:
-        return _c2(addr, mem, isz, off, cnt, fp, ip)
-    if nf == 3:
-        return _c3(addr, mem, isz, off, cnt, fp, ip)
-    if nf == 4:
-        return _c4(addr, mem, isz, off, cnt, fp, ip)
-    if nf == 5:
-        return _c5(addr, mem, isz, off, cnt, fp, ip)
-    if nf == 6:
-        return _c6(addr, mem, isz, off, cnt, fp, ip)
-    if nf == 7:
-        return _c7(addr, mem, isz, off, cnt, fp, ip)
-    return _c8(addr, mem, isz, off, cnt, fp, ip)
-
-
-_A2I = typeof(np.zeros((1, 1), np.int64))
-_A2F = typeof(np.zeros((1, 1), np.float64))
-
-
-def kernel_address(group):
-    """The native entry point of the group's kernel for the Python path's argument types, or
-    None when the kernel cannot be called from compiled code."""
-    kern = group.codelet.kernel()
-    if not isinstance(kern, Dispatcher) or not 1 <= len(group.types) <= MAX_FIELDS:
-        return None
-    views = typeof(tuple(np.zeros(1, t.storage) for t in group.types))
-    sig = (views, _A2I, _A2I, _A2F, _A2I)
-    try:
-        kern.compile(sig)
-        cres = kern.overloads[sig]
-    except Exception:  # noqa: BLE001 - a kernel that does not compile for these types: Python path
-        return None
-    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
-
-
-# ------------------------------------------------------------------------------------------------
-# the loop
-
-
-@intrinsic
-def _byte_pointer(typingctx, address):
-    """A uint8 pointer from an address (a host stream buffer the caller keeps alive)."""
-    sig = types.CPointer(types.uint8)(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-
-    return sig, codegen
-
-
-@njit(cache=True, nogil=True)
-def _condition(m, off, kind, size):
-    """A branch condition as the Python walk reads it: the scalar's value (float16: its bits);
-    a float becomes 1 when nonzero (If only: NaN counts as nonzero, as `if v` does)."""
-    if kind == _FLOAT:
-        x = m[off:off + 4].view(np.float32)[0]
-        return 0 if x == 0.0 else 1
-    if kind == _BOOL:
-        return 1 if m[off] != 0 else 0
-    if kind == _SIGNED:
-        if size == 1:
-            return np.int64(m[off:off + 1].view(np.int8)[0])
-        if size == 2:
-            return np.int64(m[off:off + 2].view(np.int16)[0])
-        return np.int64(m[off:off + 4].view(np.int32)[0])
-    if size == 1:
-        return np.int64(m[off])
-    if size == 2:
-        return np.int64(m[off:off + 2].view(np.uint16)[0])
-    return np.int64(m[off:off + 4].view(np.uint32)[0])
-
-
-@njit(cache=True, nogil=True)
-def _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip, v0, v1):
-    """The group's vertices [v0, v1): their rows of the flat tables, then the kernel."""
-    k = v1 - v0
-    return _call_kernel(addr, nf, m, isz, off_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
-                        cnt_all[o0 + v0 * nf:o0 + v1 * nf].reshape((k, nf)),
-                        fp_all[f0 + v0 * nfp:f0 + v1 * nfp].reshape((k, nfp)),
-                        ip_all[i0 + v0 * nip:i0 + v1 * nip].reshape((k, nip)))
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
-    """The group's vertices in `parts` contiguous parts, one per thread."""
-    fails = np.zeros(parts, np.int32)
-    for t in prange(parts):
-        fails[t] = _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
-                               nv * t // parts, nv * (t + 1) // parts)
-    return 1 if fails.any() else 0
-
-
-@njit(cache=True, nogil=True)
-def _copy_range(m, c_src, c_dst, c_n, a, b):
-    copy_runs(m, m, c_src[a:b], c_dst[a:b], c_n[a:b])
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _call_kernel_reps(memory, reps, addr, nf, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
-    """The whole group on every replica, the replicas at once (their memories are apart)."""
-    fails = np.zeros(reps.size, np.int32)
-    for j in prange(reps.size):
-        fails[j] = _call_range(addr, nf, memory[reps[j]], isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
-                               0, nv)
-    return 1 if fails.any() else 0
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _copy_reps(memory, reps, c_src, c_dst, c_n, lo, hi):
-    """The whole table on every replica, the replicas at once."""
-    for j in prange(reps.size):
-        _copy_range(memory[reps[j]], c_src, c_dst, c_n, lo, hi)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
-    """The table's runs [lo, hi) in `parts` contiguous parts, one per thread."""
-    for t in prange(parts):
-        _copy_range(m, c_src, c_dst, c_n, lo + (hi - lo) * t // parts, lo + (hi - lo) * (t + 1) // parts)
-
-
-@njit(cache=True, nogil=True)
-def _run_ops(ops, memory, reps, clock, log_on, counts, room, log_ids, log_starts, nthreads,
-             buf_addr, buf_len, s_per, s_perrep, s_own, s_pos, h_si, h_dir, h_r0, h_r1, h_src, h_dst, h_n,
-             c_off, c_kind, c_size, w_k0, w_k1, w_default, w_keys, w_pcs,
-             g_addr, g_nf, g_isz, g_nv, g_off0, g_nfp, g_fp0, g_nip, g_ip0, g_par, off_all, cnt_all, fp_all, ip_all,
-             t_r0, t_r1, t_par, c_src, c_dst, c_n, s_src, s_dst, s_n, s_r0, s_r1):
-    """Walk a segment's ops; returns (status, clock, steps executed, trace entries recorded, op
-    index). With log_on, every executed step is counted in `counts` and the first `room` are
-    traced. status != 0: the kernel of the group at that op raised (the caller re-runs it in
-    Python for the message)."""
-    pc = 0
-    nops = ops.shape[0]
-    nlog = 0
-    executed = 0
-    stack = np.zeros(_MAX_DEPTH, np.int64)
-    depth = 0
-    while pc < nops:
-        code = ops[pc, 0]
-        a = ops[pc, 1]
-        if code == _STEP:
-            if log_on:
-                counts[a] += 1
-                executed += 1
-                if nlog < room:
-                    log_ids[nlog] = a
-                    log_starts[nlog] = clock
-                    nlog += 1
-            clock += ops[pc, 2]
-        elif code == _KERNEL:
-            nv = g_nv[a]
-            nf = g_nf[a]
-            nfp = g_nfp[a]
-            nip = g_nip[a]
-            o0 = g_off0[a]
-            f0 = g_fp0[a]
-            i0 = g_ip0[a]
-            isz = g_isz[a]
-            addr = g_addr[a]
-            if nthreads > 1 and reps.size > 1 and g_par[a] >= _BIG:
-                if _call_kernel_reps(memory, reps, addr, nf, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
-                                     nfp, nip) != 0:
-                    return 1, clock, executed, nlog, pc
-                pc += 1
-                continue
-            parts = nthreads if (g_par[a] == _SPLIT and nv >= nthreads) else 1
-            for r in reps:
-                m = memory[r]
-                if parts == 1:
-                    st = _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip, 0, nv)
-                else:
-                    st = _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0,
-                                            nfp, nip)
-                if st != 0:
-                    return 1, clock, executed, nlog, pc
-        elif code == _COPY:
-            lo = t_r0[a]
-            hi = t_r1[a]
-            if nthreads > 1 and reps.size > 1 and t_par[a] >= _BIG:
-                _copy_reps(memory, reps, c_src, c_dst, c_n, lo, hi)
-                pc += 1
-                continue
-            parts = nthreads if t_par[a] == _SPLIT else 1
-            for r in reps:
-                m = memory[r]
-                if parts == 1:
-                    copy_runs(m, m, c_src[lo:hi], c_dst[lo:hi], c_n[lo:hi])
-                else:
-                    _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi)
-        elif code == _STAGED:
-            r0 = s_r0[a]
-            r1 = s_r1[a]
-            for r in reps:
-                copy_runs_staged(memory[r], s_src[r0:r1], s_dst[r0:r1], s_n[r0:r1])
-        elif code == _STREAM:  # the stream's next element: same layout as Engine.stream_element
-            si = h_si[a]
-            buf = carray(_byte_pointer(buf_addr[si]), buf_len[si])
-            per = s_per[si]
-            k = s_pos[si] % s_perrep[si]
-            lo = h_r0[a]
-            hi = h_r1[a]
-            for r in reps:
-                base = ((r if s_own[si] else 0) * s_perrep[si] + k) * per
-                if h_dir[a]:
-                    copy_runs(buf[base:base + per], memory[r], h_src[lo:hi], h_dst[lo:hi], h_n[lo:hi])
-                else:
-                    copy_runs(memory[r], buf[base:base + per], h_src[lo:hi], h_dst[lo:hi], h_n[lo:hi])
-            s_pos[si] += 1
-        elif code == _IF:  # one replica (Plan.run_segment): nonzero runs the then-branch
-            if _condition(memory[reps[0]], c_off[a], c_kind[a], c_size[a]) == 0:
-                pc = ops[pc, 2]  # the else-branch
-                continue
-        elif code == _SWITCH:
-            value = _condition(memory[reps[0]], c_off[a], c_kind[a], c_size[a])
-            w = ops[pc, 2]
-            target = w_default[w]
-            for k in range(w_k0[w], w_k1[w]):
-                if w_keys[k] == value:
-                    target = w_pcs[k]
-                    break
-            pc = target
-            continue
-        elif code == _JUMP:
-            pc = a
-            continue
-        elif code == _LOOP:
-            if a == 0:
-                pc = ops[pc, 2]  # the matching _END: skip the body
-            else:
-                stack[depth] = a
-                depth += 1
-        elif code == _END:
-            stack[depth - 1] -= 1
-            if stack[depth - 1] > 0:
-                pc = a  # the matching _LOOP: the body starts after it
-            else:
-                depth -= 1
-        pc += 1
-    return 0, clock, executed, nlog, pc
 
 
 # ------------------------------------------------------------------------------------------------
@@ -402,10 +93,10 @@ def _condition_kind(storage: np.dtype, branch: str):
     """How the compiled loop reads a branch condition of this storage type, or None when only
     the Python walk reads it as it should (a float Switch: Python truncates, and refuses NaN)."""
     if storage.names:  # float16: the Python walk uses its bits
-        return _UNSIGNED
+        return UNSIGNED
     if storage.kind == "f":
-        return _FLOAT if branch == "if" and storage.itemsize == 4 else None
-    return {"i": _SIGNED, "u": _UNSIGNED, "b": _BOOL}.get(storage.kind)
+        return FLOAT if branch == "if" and storage.itemsize == 4 else None
+    return {"i": SIGNED, "u": UNSIGNED, "b": BOOL}.get(storage.kind)
 
 
 def merged_runs(src_off, dst_off, nbytes):
@@ -497,7 +188,7 @@ class Plan:
                 return None
             k = self._group_index[id(g)] = len(self._groups)
             big = int(g.cnt.sum()) >= PARALLEL_MIN_ELEMENTS
-            self._groups.append((g, addr, (_SPLIT if _group_parallel(g) else _BIG) if big else _SMALL))
+            self._groups.append((g, addr, (SPLIT if _group_parallel(g) else BIG) if big else SMALL))
         return None if k < 0 else k
 
     def capable(self, node) -> bool:
@@ -528,56 +219,56 @@ class Plan:
         kind = node[0]
         if kind == "step":
             step = self.exe.steps[node[1]]
-            ops.append((_STEP, step.id, step.cycles))
+            ops.append((STEP, step.id, step.cycles))
             p = step.payload
             if isinstance(p, Vertices):
                 for g in p.groups:
-                    ops.append((_KERNEL, self._group(g), 0))
+                    ops.append((KERNEL, self._group(g), 0))
             elif isinstance(p, CopyTable):
                 if p.staged:
-                    ops.append((_STAGED, self._staged_table(p), 0))
+                    ops.append((STAGED, self._staged_table(p), 0))
                 else:
-                    ops.append((_COPY, self._table(p), 0))
+                    ops.append((COPY, self._table(p), 0))
             elif isinstance(p, HostTransfer):
-                ops.append((_STREAM, self._host(p), 0))
+                ops.append((STREAM, self._host(p), 0))
             return 1
         if kind == "seq":
             return sum(self._emit(n, ops, depth) for n in node[1])
         if kind == "repeat":
-            if depth >= _MAX_DEPTH:
-                raise IpuError(f"loops nested deeper than {_MAX_DEPTH}")
+            if depth >= MAX_DEPTH:
+                raise IpuError(f"loops nested deeper than {MAX_DEPTH}")
             start = len(ops)
-            ops.append([_LOOP, node[1], 0])
+            ops.append([LOOP, node[1], 0])
             n = self._emit(node[2], ops, depth + 1)
             ops[start][2] = len(ops)
-            ops.append((_END, start, 0))
+            ops.append((END, start, 0))
             return n * node[1]
         if kind == "call":
             return self._emit(self.exe.functions[node[1]], ops, depth)
         if kind in ("if", "switch"):
             step = self.exe.steps[node[1]]
-            ops.append((_STEP, step.id, step.cycles))  # deciding costs its cycles first, as in Engine.walk
+            ops.append((STEP, step.id, step.cycles))  # deciding costs its cycles first, as in Engine.walk
             storage, element = node[2]
             cond = len(self._conds)
             self._conds.append((element * storage.itemsize, _condition_kind(storage, kind), storage.itemsize))
             jumps, most = [], 0
             if kind == "if":
                 at = len(ops)
-                ops.append([_IF, cond, 0])
+                ops.append([IF, cond, 0])
                 most = self._emit(node[3], ops, depth)
                 jumps.append(len(ops))
-                ops.append([_JUMP, 0, 0])
+                ops.append([JUMP, 0, 0])
                 ops[at][2] = len(ops)
                 most = max(most, self._emit(node[4], ops, depth))
             else:
                 w = len(self._switches)
-                ops.append((_SWITCH, cond, w))
+                ops.append((SWITCH, cond, w))
                 cases = {}
                 for value, branch in node[3].items():
                     cases[int(value)] = len(ops)
                     most = max(most, self._emit(branch, ops, depth))
                     jumps.append(len(ops))
-                    ops.append([_JUMP, 0, 0])
+                    ops.append([JUMP, 0, 0])
                 self._switches.append((cases, len(ops)))
                 most = max(most, self._emit(node[4], ops, depth))
             for j in jumps:
@@ -590,7 +281,7 @@ class Plan:
         if k is None:
             s, d, n, disjoint = merged_runs(t.src_off, t.dst_off, t.nbytes)
             big = int(n.sum()) >= PARALLEL_MIN_BYTES
-            par = (_SPLIT if disjoint and n.size > 1 else _BIG) if big else _SMALL
+            par = (SPLIT if disjoint and n.size > 1 else BIG) if big else SMALL
             k = self._table_index[id(t)] = len(self._tables)
             self._tables.append((s, d, n, par))
         return k
@@ -617,8 +308,8 @@ class Plan:
         ops: list = []
         nlog = sum(self._emit(n, ops, 0) for n in nodes)
         table = np.array(ops, np.int64).reshape(-1, 3)
-        streams = tuple(sorted({self._hosts[k][1] for k in table[table[:, 0] == _STREAM, 1].tolist()}))
-        branches = bool(np.isin(table[:, 0], (_IF, _SWITCH)).any())
+        streams = tuple(sorted({self._hosts[k][1] for k in table[table[:, 0] == STREAM, 1].tolist()}))
+        branches = bool(np.isin(table[:, 0], (IF, SWITCH)).any())
         self.segments.append(Segment(table, nlog, tuple(nodes), streams, branches))
         self._arrays = None
         return ("native", len(self.segments) - 1)
@@ -810,7 +501,7 @@ class Plan:
         ids = np.empty(room, np.int64)
         starts = np.empty(room, np.int64)
         counts = np.zeros(len(self.exe.steps) if log_on else 1, np.int64)
-        status, clock, executed, logged, pc = _run_ops(seg.ops, engine.memory, np.asarray(reps, np.int64), clock,
+        status, clock, executed, logged, pc = run_ops(seg.ops, engine.memory, np.asarray(reps, np.int64), clock,
                                                        log_on, counts, room, ids, starts, engine.threads, buf_addr,
                                                        buf_len, s_per, s_perrep, s_own, s_pos, *self.arrays())
         del keep  # the stream buffers the loop read by address, alive until here
