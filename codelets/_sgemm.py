@@ -10,8 +10,8 @@ routine on the same operands.
     gemm_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch)
 
 c[c0:c0 + m*n] (=|+=) a[a0:a0 + m*k] @ b[b0:b0 + k*n], all row-major float32 1-D arrays (a row-major
-product is the column-major product of the transposes: C^T = B^T A^T). `scratch` is an int32
-array of at least 4 elements and a float32 array of at least 2, made once per kernel call.
+product is the column-major product of the transposes: C^T = B^T A^T). `scratch` is the
+buffer from gemm_scratch(), made once per kernel call.
 """
 from __future__ import annotations
 
@@ -44,27 +44,56 @@ def _address(typingctx, arr, index):
     return sig, codegen
 
 
+@intrinsic
+def _store(typingctx, ptr, index, value):
+    """Store `value` (int32 or float32) as element `index` of the buffer of its type at `ptr`."""
+    sig = types.void(ptr, index, value)
+
+    def codegen(context, builder, signature, args):
+        ltype = context.get_value_type(signature.args[2])
+        typed = builder.bitcast(args[0], ltype.as_pointer())
+        builder.store(args[2], builder.gep(typed, [args[1]]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _offset(typingctx, ptr, nbytes):
+    """ptr + nbytes, a void pointer."""
+    sig = types.voidptr(ptr, nbytes)
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True)
 def gemm_scratch():
-    """The scratch one kernel call hands to every gemm_rows call: (int32[4], float32[2], uint8[1])."""
-    ints = np.zeros(4, np.int32)
-    floats = np.zeros(2, np.float32)
-    trans = np.full(1, _N, np.uint8)
-    return ints, floats, trans
+    """The scratch one kernel call hands to every gemm_rows call: sgemm's by-pointer arguments
+    (int32 n, m, k, then float32 alpha, beta, then the transpose flag), 24 bytes. Keep it
+    referenced until the kernel's last gemm_rows call: the calls see only its address."""
+    buf = np.zeros(24, np.uint8)
+    buf[20] = _N
+    return buf
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def gemm_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
-    """c[c0:] (=|+=) a[a0:] @ b[b0:] for row-major m x k and k x n float32 blocks (m, k, n >= 1)."""
+    """c[c0:] (=|+=) a[a0:] @ b[b0:] for row-major m x k and k x n float32 blocks (m, k, n >= 1).
+
+    Inlined, and handing sgemm addresses only: a call that passed the arrays on would take and
+    release a reference to each (atomic counts), which cost more than a small block's arithmetic."""
     if a0 < 0 or b0 < 0 or c0 < 0 or a0 + m * k > a.size or b0 + k * n > b.size or c0 + m * n > c.size:
         raise IndexError("gemm_rows: a block reaches outside its array")
-    ints, floats, trans = scratch
-    ints[0] = n
-    ints[1] = m
-    ints[2] = k
-    floats[0] = 1.0
-    floats[1] = 1.0 if accumulate else 0.0
-    t = _address(trans, 0)
-    _sgemm(t, t, _address(ints, 0), _address(ints, 1), _address(ints, 2), _address(floats, 0),
-           _address(b, b0), _address(ints, 0), _address(a, a0), _address(ints, 2), _address(floats, 1),
-           _address(c, c0), _address(ints, 0))
+    p = _address(scratch, 0)
+    _store(p, 0, np.int32(n))
+    _store(p, 1, np.int32(m))
+    _store(p, 2, np.int32(k))
+    _store(p, 3, np.float32(1.0))
+    _store(p, 4, np.float32(1.0) if accumulate else np.float32(0.0))
+    t = _offset(p, 20)
+    _sgemm(t, t, p, _offset(p, 4), _offset(p, 8), _offset(p, 12),
+           _address(b, b0), p, _address(a, a0), _offset(p, 8), _offset(p, 16),
+           _address(c, c0), p)
