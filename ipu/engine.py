@@ -18,6 +18,7 @@ from .blas import single_threaded_kernel_blas
 from .copytables import copy_runs
 from .errors import IpuError, StreamError
 from .executable import Executable
+from .hostmem import zeroed_memory
 from .kinds import run_payload
 from .native import Plan
 from .remote import StreamingMemory
@@ -120,7 +121,7 @@ class Engine:
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, not {threads}")
         nbytes = -(-max(executable.total_bytes, 8) // 8) * 8  # whole 8-byte words: views of any type fit
-        self.memory = np.zeros((self.replicas, nbytes), np.uint8)
+        self.memory = zeroed_memory(self.replicas, nbytes)
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}
         self._stream_pos: dict[str, int] = {}

@@ -1,0 +1,40 @@
+"""Host memory for the simulated tiles: one zeroed block per engine, on huge pages where the host has them.
+
+A step touches every tile's slice of the engine memory: an exchange of 200,000 short runs, a compute
+set of thousands of vertices each on its own tile. Tiles are a few KB to 624 KB apart, so with 4 KiB
+pages nearly every run and vertex needs its own TLB entry, and on a virtual machine a TLB miss is a
+two-level page walk. Transparent huge pages (2 MiB) cover a whole small program in a handful of
+entries. Linux gives them to an anonymous mapping that asks (`madvise(MADV_HUGEPAGE)`, honoured
+when /sys/kernel/mm/transparent_hugepage/enabled is `always` or `madvise`); elsewhere, or for
+blocks under one huge page, this is a plain zeroed NumPy array. The contents and results are the
+same either way: only the host's address translation changes. IPU_SIM_HUGE_PAGES=0 turns it off.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+__all__ = ["zeroed_memory"]
+
+HUGE_PAGE = 1 << 21
+
+
+def _wanted() -> bool:
+    return os.environ.get("IPU_SIM_HUGE_PAGES", "1").strip() != "0" and hasattr(mmap, "MADV_HUGEPAGE")
+
+
+def zeroed_memory(rows: int, row_bytes: int) -> np.ndarray:
+    """A zeroed uint8 array of shape (rows, row_bytes), on huge pages when the host grants them."""
+    nbytes = rows * row_bytes
+    if nbytes < HUGE_PAGE or not _wanted():
+        return np.zeros((rows, row_bytes), np.uint8)
+    size = -(-nbytes // HUGE_PAGE) * HUGE_PAGE
+    try:
+        block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        block.madvise(mmap.MADV_HUGEPAGE)
+    except (OSError, ValueError):  # no such advice here: ordinary pages
+        return np.zeros((rows, row_bytes), np.uint8)
+    # the array keeps the mapping alive (its base); anonymous pages start zeroed
+    return np.frombuffer(block, np.uint8, nbytes).reshape(rows, row_bytes)
