@@ -26,6 +26,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, OUT, Codelet, Field, load
 
+from ._borrow import piece
 from ._costs import ceil_div
 from ._kernels import convert_store, from_f32, to_f32
 
@@ -64,7 +65,7 @@ def _cast_kernel(views, off, cnt, fp, ip):
     o = views[1]
     for v in range(off.shape[0]):
         n = cnt[v, 1]
-        _cast_apply(x[off[v, 0]:off[v, 0] + n], o[off[v, 1]:off[v, 1] + n], n)
+        _cast_apply(piece(x, off[v, 0], n), piece(o, off[v, 1], n), n)
 
 
 _POPLIBS_NAME = {"float32": "FLOAT", "float16": "HALF", "int32": "INT", "uint32": "UNSIGNED_INT",

@@ -17,6 +17,7 @@ from numba.extending import overload
 
 from ipu import load
 
+from ._borrow import piece
 from ._kernels import from_f32, kind, to_f32, widen_into
 from ._tanh import tanh32
 
@@ -268,7 +269,7 @@ def unary_kernel(views, off, cnt, fp, ip):
     o = views[1]
     for v in range(off.shape[0]):
         n = cnt[v, 1]
-        _unary_apply(ip[v, 0], x[off[v, 0]:off[v, 0] + n], o[off[v, 1]:off[v, 1] + n], n)
+        _unary_apply(ip[v, 0], piece(x, off[v, 0], n), piece(o, off[v, 1], n), n)
 
 
 @njit(cache=True, error_model="numpy")
@@ -470,9 +471,9 @@ def binary_kernel(views, off, cnt, fp, ip):
     o = views[2]
     for v in range(off.shape[0]):
         n = cnt[v, 2]
-        av = a[off[v, 0]:off[v, 0] + cnt[v, 0]]
-        bv = b[off[v, 1]:off[v, 1] + cnt[v, 1]]
-        ov = o[off[v, 2]:off[v, 2] + n]
+        av = piece(a, off[v, 0], cnt[v, 0])
+        bv = piece(b, off[v, 1], cnt[v, 1])
+        ov = piece(o, off[v, 2], n)
         if _same_float_arith(ip[v, 0], av, bv, ov, n):
             continue
         _binary_apply(ip[v, 0], av, bv, ov, n)

@@ -19,6 +19,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
+from ._borrow import piece
 from ._costs import ceil_div, vector_width
 from ._kernels import convert_store
 from .float8 import FORMATS, encode
@@ -49,7 +50,7 @@ def _fill_kernel(views, off, cnt, fp, ip):
         n = cnt[v, 0]
         if n == 0:
             continue
-        os = o[off[v, 0]:off[v, 0] + n]
+        os = piece(o, off[v, 0], n)
         _store_value(os, fp[v, 0])
         for i in range(1, n):
             os[i] = os[0]

@@ -26,6 +26,7 @@ import ipu
 from ipu import IN, INOUT, OUT, Codelet, Field
 from ipu.half import f32_to_half_bits, half_bits_to_f32
 
+from ._borrow import borrow, piece
 from ._sgemm import gemm_rows, gemm_scratch
 
 _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
@@ -133,19 +134,19 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
 
 
 @njit(cache=True, inline="always")
-def _sum_partials(pv, p0, n, num, acc):
-    """acc[:n] = sum over p of pv[p0 + p*n:][:n], in float32 from 0 in order p = 0, 1, ... Short
+def _sum_partials(parts, n, num, acc):
+    """acc[:n] = sum over p of parts[p*n:][:n], in float32 from 0 in order p = 0, 1, ... Short
     rows (a k-split of a narrow output) are summed down their columns, long ones row by row."""
     if n <= 4:
         for j in range(n):
             total = np.float32(0.0)
             for p in range(num):
-                total += pv[p0 + p * n + j]
+                total += parts[p * n + j]
             acc[j] = total
     else:
         acc[:] = 0.0
         for p in range(num):
-            row = pv[p0 + p * n:p0 + (p + 1) * n]
+            row = borrow(parts, p * n, n)  # inside `parts` (checked by the caller)
             for j in range(n):
                 acc[j] += row[j]
 
@@ -155,14 +156,15 @@ def _reduce_into(ov, o0, pv, p0, n, num, scratch):  # pragma: no cover - replace
     raise NotImplementedError
 
 
-@overload(_reduce_into)
+@overload(_reduce_into, inline="always")
 def _ov_reduce_into(ov, o0, pv, p0, n, num, scratch):
     if _is_f32(ov):  # summed straight into the output (a variable apart from the partials)
-        return lambda ov, o0, pv, p0, n, num, scratch: _sum_partials(pv, p0, n, num, ov[o0:o0 + n])
+        return lambda ov, o0, pv, p0, n, num, scratch: _sum_partials(piece(pv, p0, n * num), n, num,
+                                                                     piece(ov, o0, n))
 
     def impl(ov, o0, pv, p0, n, num, scratch):
-        acc = scratch[:n]
-        _sum_partials(pv, p0, n, num, acc)
+        acc = borrow(scratch, 0, n)
+        _sum_partials(piece(pv, p0, n * num), n, num, acc)
         _narrow_half(ov, o0, acc)
     return impl
 

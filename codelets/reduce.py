@@ -40,6 +40,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
+from ._borrow import piece
 from ._costs import ceil_div
 from ._kernels import from_f32, widen_into
 
@@ -308,7 +309,7 @@ def _reduce_kernel(views, off, cnt, fp, ip):
     for v in range(off.shape[0]):
         n = cnt[v, 1]
         k = ip[v, 1]
-        _reduce_apply(ip[v, 0], ip[v, 2], x[off[v, 0]:off[v, 0] + n * k], o[off[v, 1]:off[v, 1] + n], n, k,
+        _reduce_apply(ip[v, 0], ip[v, 2], piece(x, off[v, 0], n * k), piece(o, off[v, 1], n), n, k,
                       (lanes, r[:n], wide))
 
 

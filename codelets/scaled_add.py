@@ -8,6 +8,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, INOUT, Codelet, Field, load, store
 
+from ._borrow import piece
 from ._kernels import from_f32, to_f32
 
 _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
@@ -49,7 +50,7 @@ def _scaled_add(views, off, cnt, fp, ip):
     deltas = views[1]
     for v in range(off.shape[0]):
         n = cnt[v, 0]
-        _axpby(data[off[v, 0]:off[v, 0] + n], deltas[off[v, 1]:off[v, 1] + n], n, np.float32(fp[v, 0]),
+        _axpby(piece(data, off[v, 0], n), piece(deltas, off[v, 1], n), n, np.float32(fp[v, 0]),
                np.float32(fp[v, 1]))
 
 

@@ -21,6 +21,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
+from ._borrow import piece
 from ._costs import vector_width
 from ._kernels import from_f32, to_f32
 
@@ -52,8 +53,8 @@ def _clamp_kernel(views, off, cnt, fp, ip):
     o = views[1]
     for v in range(off.shape[0]):
         n = cnt[v, 1]
-        xs = x[off[v, 0]:off[v, 0] + n]
-        os = o[off[v, 1]:off[v, 1] + n]
+        xs = piece(x, off[v, 0], n)
+        os = piece(o, off[v, 1], n)
         _clamp_run(xs, os, n, fp[v, 0], fp[v, 1])
 
 
