@@ -3,11 +3,12 @@
 A copy table lists runs (source byte offset, destination byte offset, bytes) that are contiguous
 at both ends. The compiler builds them once (`runs`); the engine copies them with `copy_runs`,
 one `memcpy` per run (LLVM's memcpy intrinsic: several times faster than an element loop for
-the short runs exchanges are made of).
+the short runs exchanges are made of), and runs of 4-64 bytes as inlined fixed-size moves.
 """
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -128,12 +129,59 @@ def _memcpy(typingctx, dst, dst_off, src, src_off, count):
     return sig, codegen
 
 
+def _fixed_copy(nbytes: int):
+    """An intrinsic copying `nbytes` bytes (a constant, so LLVM emits a few vector moves in place
+    of a library call) from byte `src_at` of `src` to byte `dst_at` of `dst`."""
+
+    @intrinsic
+    def copy(typingctx, dst, dst_at, src, src_at):
+        sig = types.void(dst, dst_at, src, src_at)
+
+        def codegen(context, builder, signature, args):
+            d, d_at, s, s_at = args
+            byte_ptr = ir.IntType(8).as_pointer()
+            dp = builder.bitcast(context.make_array(signature.args[0])(context, builder, d).data, byte_ptr)
+            sp = builder.bitcast(context.make_array(signature.args[2])(context, builder, s).data, byte_ptr)
+            cgutils.raw_memcpy(builder, builder.gep(dp, [d_at]), builder.gep(sp, [s_at]),
+                               ir.Constant(ir.IntType(64), nbytes), 1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return copy
+
+
+_copy4, _copy8, _copy16, _copy32 = (_fixed_copy(n) for n in (4, 8, 16, 32))
+
+
 @njit(cache=True, nogil=True)
 def copy_runs(src, dst, src_off, dst_off, count):
     """Copy runs of elements (in units of the arrays' type, which must be the same); runs must not
-    overlap their own destination (sources and destinations of different runs may)."""
+    overlap their own destination (sources and destinations of different runs may).
+
+    Most exchange runs are short (an MNIST step: two thirds of 200,000 runs are 17-64 bytes), and
+    a library memcpy call costs more than moving them: a run of 4-64 bytes is two fixed-size
+    copies of the largest power of two that fits, one from each end (they overlap in the middle,
+    writing the same bytes), inlined."""
+    isz = src.itemsize
     for i in range(src_off.shape[0]):
-        _memcpy(dst, dst_off[i], src, src_off[i], count[i])
+        n = count[i] * isz
+        s = src_off[i] * isz
+        d = dst_off[i] * isz
+        if n > 64 or n < 4:
+            _memcpy(dst, dst_off[i], src, src_off[i], count[i])
+        elif n >= 32:
+            _copy32(dst, d, src, s)
+            _copy32(dst, d + n - 32, src, s + n - 32)
+        elif n >= 16:
+            _copy16(dst, d, src, s)
+            _copy16(dst, d + n - 16, src, s + n - 16)
+        elif n >= 8:
+            _copy8(dst, d, src, s)
+            _copy8(dst, d + n - 8, src, s + n - 8)
+        else:
+            _copy4(dst, d, src, s)
+            _copy4(dst, d + n - 4, src, s + n - 4)
 
 
 @njit(cache=True)
