@@ -72,7 +72,12 @@ class HostStream:
 
     @property
     def numel(self) -> int:
-        return math.prod(int(d) for d in self.shape)  # read several times per run: no NumPy call
+        # read several times per run: computed once per shape (a stream's shape does not change
+        # once a program uses it, but a reassigned one is still seen)
+        cached = self.__dict__.get("_numel")
+        if cached is None or cached[0] is not self.shape:
+            cached = self.__dict__["_numel"] = (self.shape, math.prod(int(d) for d in self.shape))
+        return cached[1]
 
     @property
     def nbytes(self) -> int:

@@ -451,12 +451,11 @@ class Plan:
         device-to-host buffer is not C-contiguous (the Python walk then says so, or copes, exactly
         as without the compiled loop)."""
         n = len(self._streams)
-        s_per = np.ones(n, np.int64)
-        s_perrep = np.ones(n, np.int64)
+        ints = np.zeros((5, n), np.int64)  # one allocation for the five integer tables
+        s_per, s_perrep, s_pos, addr, size = ints
+        s_per[:] = 1
+        s_perrep[:] = 1
         s_own = np.zeros(n, np.bool_)
-        s_pos = np.zeros(n, np.int64)
-        addr = np.zeros(n, np.int64)
-        size = np.zeros(n, np.int64)
         keep = []
         for si in seg.streams:
             s = self._streams[si]
@@ -465,15 +464,15 @@ class Plan:
                 return None
             flat, per_replica, own, contiguous = layout
             if s.to_device:
-                buf = np.ascontiguousarray(flat).view(np.uint8)
+                buf = flat if contiguous else np.ascontiguousarray(flat)
             elif contiguous:
-                buf = flat.view(np.uint8)
+                buf = flat
             else:
                 return None
             keep.append(buf)
-            addr[si] = buf.ctypes.data
-            size[si] = buf.size
-            s_per[si] = s.numel * s.dtype.itemsize
+            addr[si] = buf.__array_interface__["data"][0]
+            size[si] = buf.nbytes
+            s_per[si] = s.nbytes
             s_perrep[si] = per_replica
             s_own[si] = own
             s_pos[si] = engine.stream_position(s)

@@ -25,6 +25,7 @@ class Stream:
         self._ir = ir
         self._tensor_id = tensor_id
         self._spec = TensorSpec(shape, dtype)
+        self._hash = hash((tensor_id, id(ir)))  # looked up a dozen times per Session.run
         return self
 
     @property
@@ -49,7 +50,7 @@ class Stream:
         return self._ir
 
     def __hash__(self):
-        return hash((self._tensor_id, id(self._ir)))
+        return self._hash
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Stream) and type(self) is type(other)
