@@ -44,9 +44,12 @@ __all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "Plan", 
 # split a group / table over the threads only above this much work: below it, waking the other
 # threads and waiting for the slowest costs more than it saves. Measured on a shared 2-vCPU host
 # (MNIST step, batch 128, median of 64 runs): thresholds of 16 K elements / 128 KiB made two
-# threads 1.6x slower than one; at 1 M elements / 4 MiB two threads are as fast as one, and a
-# 1024^3 matmul (tens of MB per exchange) still splits.
-PARALLEL_MIN_ELEMENTS = 1 << 20
+# threads 1.6x slower than one; at 1 M elements / 4 MiB two threads were as fast as one. Once the
+# kernels got cheaper per vertex, the batch 32 step's two 1.1 M-element AMP groups (~0.2 ms each)
+# no longer paid for the split (1 thread vs 2, alternating runs in one process: best 1.92 vs
+# 2.08 ms, 10th percentile 2.28 vs 2.41), while the batch 128 step's 3 M-element groups still do
+# (4.24 vs 4.66 ms): 2 M elements. A 1024^3 matmul (tens of MB per exchange) splits throughout.
+PARALLEL_MIN_ELEMENTS = 1 << 21
 PARALLEL_MIN_BYTES = 1 << 22
 
 
