@@ -40,7 +40,7 @@ from numba.extending import overload
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
-from ._borrow import piece
+from ._borrow import borrow, piece
 from ._costs import ceil_div
 from ._kernels import from_f32, widen_into
 
@@ -259,7 +259,7 @@ def _reduce_apply(op, layout, x, o, n, k, scratch):  # pragma: no cover - replac
     raise NotImplementedError
 
 
-@overload(_reduce_apply)
+@overload(_reduce_apply, inline="always")
 def _reduce_apply_ov(op, layout, x, o, n, k, scratch):
     dt = x.dtype
     if isinstance(dt, types.Record):  # float16 in: to float32 first
@@ -310,7 +310,7 @@ def _reduce_kernel(views, off, cnt, fp, ip):
         n = cnt[v, 1]
         k = ip[v, 1]
         _reduce_apply(ip[v, 0], ip[v, 2], piece(x, off[v, 0], n * k), piece(o, off[v, 1], n), n, k,
-                      (lanes, r[:n], wide))
+                      (lanes, borrow(r, 0, n), wide))
 
 
 # ------------------------------------------------------------------------------------------------
