@@ -135,20 +135,51 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
 
 @njit(cache=True, inline="always")
 def _sum_partials(parts, n, num, acc):
-    """acc[:n] = sum over p of parts[p*n:][:n], in float32 from 0 in order p = 0, 1, ... Short
-    rows (a k-split of a narrow output) are summed down their columns, long ones row by row."""
-    if n <= 4:
+    """acc[:n] = sum over p of parts[p*n:][:n], in float32 from 0 in order p = 0, 1, ... Long
+    rows (32 or more, enough for the vector loop) are summed row by row, rows under 8 down their
+    columns, and the rest down their columns eight at a time in eight registers (independent
+    chains, so the adds overlap instead of waiting on each other), then one column at a time."""
+    if n < 8:
         for j in range(n):
             total = np.float32(0.0)
             for p in range(num):
                 total += parts[p * n + j]
             acc[j] = total
-    else:
+        return
+    if n >= 32:
         acc[:] = 0.0
         for p in range(num):
             row = borrow(parts, p * n, n)  # inside `parts` (checked by the caller)
             for j in range(n):
                 acc[j] += row[j]
+        return
+    j = 0
+    while j + 8 <= n:
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.float32(0.0)
+        for p in range(num):
+            c = borrow(parts, p * n + j, 8)
+            s0 += c[0]
+            s1 += c[1]
+            s2 += c[2]
+            s3 += c[3]
+            s4 += c[4]
+            s5 += c[5]
+            s6 += c[6]
+            s7 += c[7]
+        acc[j] = s0
+        acc[j + 1] = s1
+        acc[j + 2] = s2
+        acc[j + 3] = s3
+        acc[j + 4] = s4
+        acc[j + 5] = s5
+        acc[j + 6] = s6
+        acc[j + 7] = s7
+        j += 8
+    for c in range(j, n):
+        total = np.float32(0.0)
+        for p in range(num):
+            total += parts[p * n + c]
+        acc[c] = total
 
 
 def _reduce_into(ov, o0, pv, p0, n, num, scratch):  # pragma: no cover - replaced by the Numba overload
