@@ -83,15 +83,9 @@ def _ov_all_f32(a, b, c):
 
 @overload(_block_product, inline="always")
 def _ov_block_product(ov, o0, av, a0, bv, b0, m, k, n, accumulate, scratch):
-    if _is_f32(ov) and _is_f32(av) and _is_f32(bv):
-        # inlined, BLAS reading and writing tile memory in place: per vertex no copy, no call
-        # and no reference counting (a 1x8x10 block costs ~30 ns)
-        def impl(ov, o0, av, a0, bv, b0, m, k, n, accumulate, scratch):
-            if k != 0:
-                gemm_rows(av, a0, bv, b0, ov, o0, m, k, n, accumulate, scratch)
-            elif not accumulate:
-                ov[o0:o0 + m * n] = 0.0
-    elif _is_f32(ov):
+    """The general block product (float16 operands or output, or k = 0); the kernel calls
+    gemm_rows itself for the all-float32 case."""
+    if _is_f32(ov):
         def impl(ov, o0, av, a0, bv, b0, m, k, n, accumulate, scratch):
             if k != 0:
                 a, a_at = _as_f32(av, a0, m * k)
@@ -127,7 +121,9 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
         acc = ip[v, 3] != 0
         if m == 0 or n == 0:
             continue
-        if all_f32 and k != 0:  # written out here: an inlined call taking the arrays counts references
+        if all_f32 and k != 0:
+            # BLAS reads and writes tile memory in place, called right here: a helper taking the
+            # arrays would count references per vertex (atomics), more than a 1x8x10 block's work
             gemm_rows(av, off[v, 0], bv, off[v, 1], ov, off[v, 2], m, k, n, acc, scratch)
         else:
             _block_product(ov, off[v, 2], av, off[v, 0], bv, off[v, 1], m, k, n, acc, scratch)
