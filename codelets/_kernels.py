@@ -111,3 +111,16 @@ def _from_f32(t, o, n):
         for i in range(n):
             o[i] = t[i]
     return impl2
+
+
+def half_scratch(view, size):  # pragma: no cover - replaced by the Numba overload
+    """float32 scratch of `size` elements for a kernel whose `view` is float16 (its values are
+    widened into it), made once per kernel call; an empty array for other types."""
+    raise NotImplementedError
+
+
+@overload(half_scratch)
+def _half_scratch_ov(view, size):
+    if isinstance(view.dtype, types.Record):
+        return lambda view, size: np.empty(size, np.float32)
+    return lambda view, size: np.empty(0, np.float32)

@@ -17,8 +17,8 @@ from numba.extending import overload
 
 from ipu import load
 
-from ._borrow import piece
-from ._kernels import from_f32, kind, to_f32, widen_into
+from ._borrow import borrow, piece
+from ._kernels import from_f32, half_scratch, kind, to_f32, widen_into
 from ._tanh import tanh32
 
 __all__ = ["BINARY_NAMES", "BINARY_OPS", "UNARY_NAMES", "UNARY_OPS", "BinaryOpCode", "UnaryOpCode", "binary_kernel",
@@ -235,41 +235,51 @@ def _unary_int(op, x, o, n):
             o[i] = 1 if v > 0 else (-1 if v < 0 else 0)
 
 
-def _unary_apply(op, x, o, n):  # pragma: no cover - replaced by the Numba overload
+def _unary_apply(op, x, o, n, buf):  # pragma: no cover - replaced by the Numba overload
+    """o[:n] = op(x[:n]); `buf`: the kernel's float32 scratch (2 n or more) for float16 input."""
     raise NotImplementedError
 
 
 @overload(_unary_apply)
-def _unary_apply_ov(op, x, o, n):
+def _unary_apply_ov(op, x, o, n, buf):
     kx, ko = kind(x.dtype), kind(o.dtype)
     half_in = isinstance(x.dtype, types.Record)
     if ko == "b":
         if half_in:
-            return lambda op, x, o, n: _unary_pred(op, to_f32(x, n), o, n)
-        return lambda op, x, o, n: _unary_pred(op, x, o, n)
+            return lambda op, x, o, n, buf: _unary_pred(op, to_f32(x, n), o, n)
+        return lambda op, x, o, n, buf: _unary_pred(op, x, o, n)
     if half_in:
-        def impl(op, x, o, n):
-            buf = np.empty(2 * n, np.float32)  # one allocation; the result apart from the input
-            t = buf[:n]  # (a loop writing over its input would not vectorise)
-            r = buf[n:]
+        def impl(op, x, o, n, buf):
+            t = borrow(buf, 0, n)  # the result apart from the input (a loop writing over its
+            r = borrow(buf, n, n)  # input would not vectorise)
             widen_into(x, n, t)
             _unary_float(op, t, r, n)
             from_f32(r, o, n)
         return impl
     if kx == "f":
-        return lambda op, x, o, n: _unary_float(op, x, o, n)
+        return lambda op, x, o, n, buf: _unary_float(op, x, o, n)
     if kx == "i":
-        return lambda op, x, o, n: _unary_int(op, x, o, n)
+        return lambda op, x, o, n, buf: _unary_int(op, x, o, n)
     raise TypeError(f"UnaryOp: no kernel for {x.dtype} -> {o.dtype}")
+
+
+@njit(cache=True, inline="always")
+def _longest(cnt, field):
+    """The most elements any vertex has in `field`."""
+    most = 0
+    for v in range(cnt.shape[0]):
+        most = max(most, cnt[v, field])
+    return most
 
 
 @njit(cache=True, error_model="numpy")
 def unary_kernel(views, off, cnt, fp, ip):
     x = views[0]
     o = views[1]
+    buf = half_scratch(x, 2 * _longest(cnt, 1))  # float16 input: one scratch for every vertex
     for v in range(off.shape[0]):
         n = cnt[v, 1]
-        _unary_apply(ip[v, 0], piece(x, off[v, 0], n), piece(o, off[v, 1], n), n)
+        _unary_apply(ip[v, 0], piece(x, off[v, 0], n), piece(o, off[v, 1], n), n, buf)
 
 
 @njit(cache=True, error_model="numpy")
@@ -434,33 +444,33 @@ def _operand_f32(x, n):
     return t
 
 
-def _binary_apply(op, a, b, o, n):  # pragma: no cover - replaced by the Numba overload
+def _binary_apply(op, a, b, o, n, buf):  # pragma: no cover - replaced by the Numba overload
+    """o[:n] = op(a, b); `buf`: the kernel's float32 scratch (3 n or more) for float16 inputs."""
     raise NotImplementedError
 
 
 @overload(_binary_apply)
-def _binary_apply_ov(op, a, b, o, n):
+def _binary_apply_ov(op, a, b, o, n, buf):
     ka, ko = kind(a.dtype), kind(o.dtype)
     half_in = isinstance(a.dtype, types.Record)
     if ko == "b":
         if half_in:
-            return lambda op, a, b, o, n: _binary_bool_out(op, _operand_f32(a, n), _operand_f32(b, n), o, n)
-        return lambda op, a, b, o, n: _binary_bool_out(op, _operand(a, n), _operand(b, n), o, n)
+            return lambda op, a, b, o, n, buf: _binary_bool_out(op, _operand_f32(a, n), _operand_f32(b, n), o, n)
+        return lambda op, a, b, o, n, buf: _binary_bool_out(op, _operand(a, n), _operand(b, n), o, n)
     if half_in:
-        def impl(op, a, b, o, n):
-            buf = np.empty(3 * n, np.float32)  # one allocation; the result apart from the operands
-            ta = buf[:n]  # (a loop writing over one of its inputs would not vectorise)
-            tb = buf[n:2 * n]
-            r = buf[2 * n:]
+        def impl(op, a, b, o, n, buf):
+            ta = borrow(buf, 0, n)  # the result apart from the operands (a loop writing over one
+            tb = borrow(buf, n, n)  # of its inputs would not vectorise)
+            r = borrow(buf, 2 * n, n)
             _widen_operand(a, n, ta)
             _widen_operand(b, n, tb)
             _binary_float(op, ta, tb, r, n)
             from_f32(r, o, n)
         return impl
     if ka == "f":
-        return lambda op, a, b, o, n: _binary_float(op, _operand(a, n), _operand(b, n), o, n)
+        return lambda op, a, b, o, n, buf: _binary_float(op, _operand(a, n), _operand(b, n), o, n)
     if ka == "i":
-        return lambda op, a, b, o, n: _binary_int(op, _operand(a, n), _operand(b, n), o, n)
+        return lambda op, a, b, o, n, buf: _binary_int(op, _operand(a, n), _operand(b, n), o, n)
     raise TypeError(f"BinaryOp: no kernel for {a.dtype} -> {o.dtype}")
 
 
@@ -469,6 +479,7 @@ def binary_kernel(views, off, cnt, fp, ip):
     a = views[0]
     b = views[1]
     o = views[2]
+    buf = half_scratch(a, 3 * _longest(cnt, 2))  # float16 inputs: one scratch for every vertex
     for v in range(off.shape[0]):
         n = cnt[v, 2]
         av = piece(a, off[v, 0], cnt[v, 0])
@@ -476,7 +487,7 @@ def binary_kernel(views, off, cnt, fp, ip):
         ov = piece(o, off[v, 2], n)
         if _same_float_arith(ip[v, 0], av, bv, ov, n):
             continue
-        _binary_apply(ip[v, 0], av, bv, ov, n)
+        _binary_apply(ip[v, 0], av, bv, ov, n, buf)
 
 
 def _same_float_arith(op, a, b, o, n):  # pragma: no cover - replaced by the Numba overload

@@ -42,7 +42,7 @@ from ipu import IN, OUT, Codelet, Field
 
 from ._borrow import borrow, piece
 from ._costs import ceil_div
-from ._kernels import from_f32, widen_into
+from ._kernels import from_f32, half_scratch, widen_into
 
 
 class ReduceOpCode(IntEnum):
@@ -280,18 +280,6 @@ def _reduce_apply_ov(op, layout, x, o, n, k, scratch):
     return lambda op, layout, x, o, n, k, scratch: _reduce_int(op, layout, x, o, n, k)
 
 
-def _wide_scratch(view, size):  # pragma: no cover - replaced by the Numba overload
-    """float32 scratch for a float16 input of `size` elements (empty for other types)."""
-    raise NotImplementedError
-
-
-@overload(_wide_scratch)
-def _wide_scratch_ov(view, size):
-    if isinstance(view.dtype, types.Record):
-        return lambda view, size: np.empty(size, np.float32)
-    return lambda view, size: np.empty(0, np.float32)
-
-
 @njit(cache=True, error_model="numpy")
 def _reduce_kernel(views, off, cnt, fp, ip):
     """Every Reduce vertex, with one set of scratch arrays for the whole call (lanes, the float32
@@ -305,7 +293,7 @@ def _reduce_kernel(views, off, cnt, fp, ip):
         most_in = max(most_in, cnt[v, 1] * ip[v, 1])
     lanes = np.empty(LANES, np.float32)
     r = np.empty(most_out, np.float32)
-    wide = _wide_scratch(x, most_in)
+    wide = half_scratch(x, most_in)
     for v in range(off.shape[0]):
         n = cnt[v, 1]
         k = ip[v, 1]
