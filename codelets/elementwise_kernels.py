@@ -240,7 +240,7 @@ def _unary_apply(op, x, o, n, buf):  # pragma: no cover - replaced by the Numba 
     raise NotImplementedError
 
 
-@overload(_unary_apply)
+@overload(_unary_apply, inline="always")
 def _unary_apply_ov(op, x, o, n, buf):
     kx, ko = kind(x.dtype), kind(o.dtype)
     half_in = isinstance(x.dtype, types.Record)
@@ -427,7 +427,7 @@ def _operand(x, n):
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _widen_operand(x, n, out):
     """A float16 operand slice widened into `out` (n float32), a 1-element operand repeated."""
     if x.shape[0] == n:
@@ -449,7 +449,7 @@ def _binary_apply(op, a, b, o, n, buf):  # pragma: no cover - replaced by the Nu
     raise NotImplementedError
 
 
-@overload(_binary_apply)
+@overload(_binary_apply, inline="always")
 def _binary_apply_ov(op, a, b, o, n, buf):
     ka, ko = kind(a.dtype), kind(o.dtype)
     half_in = isinstance(a.dtype, types.Record)
