@@ -14,8 +14,8 @@ may take different sides; the Python walk splits them).
 A `Plan` (one per executable) holds the segments and the tables they share: kernel groups with
 their kernels' addresses, copy tables as merged runs, host transfers and branch conditions.
 
-Copies: an exchange's runs in destination order with neighbours merged (`merged_runs`), one
-memcpy each. (Grouping a multicast's destinations behind one read of its source was measured
+Copies: an exchange's runs in destination order with neighbours merged (`merged_runs`), each
+copied by `copy_runs`. (Grouping a multicast's destinations behind one read of its source was measured
 slower: the source stays in cache either way, and destination order keeps the writes sequential.)
 
 Threads: the vertices of one kernel group are independent by BSP construction, and the runs of
