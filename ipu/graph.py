@@ -12,6 +12,7 @@ This is the direct programming API of the simulated IPU (the counterpart of popl
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -70,14 +71,9 @@ class HostStream:
     # buffer of its own, so it needs no connect_stream.
     callback: object = None
 
-    @property
-    def numel(self) -> int:
-        # read several times per run: computed once per shape (a stream's shape does not change
-        # once a program uses it, but a reassigned one is still seen)
-        cached = self.__dict__.get("_numel")
-        if cached is None or cached[0] is not self.shape:
-            cached = self.__dict__["_numel"] = (self.shape, math.prod(int(d) for d in self.shape))
-        return cached[1]
+    @functools.cached_property
+    def numel(self) -> int:  # read several times per run; a stream's shape is fixed when it is made
+        return math.prod(int(d) for d in self.shape)
 
     @property
     def nbytes(self) -> int:
