@@ -19,13 +19,14 @@ from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, regi
 from .collectives import CrossReplica, groups_from_assignment, replica_groups
 from .compiler import compile
 from .executable import Executable, Step
-from .kinds import ProgramKind, register_kind
+from .kinds import ProgramKind, StepKind, Use, register_kind, register_step_kind
 from .engine import Engine
 from .errors import ApplicationRuntimeError, CompileError, IpuError, MappingError, OutOfMemoryError, StreamError
-from .graph import ComputeSet, Function, Graph, HostStream
+from .graph import Graph
+from .graph_objects import ComputeSet, Function, HostStream, RemoteBuffer
 from .half import load, store
 from .codeload import CodeLiveness
-from .remote import RemoteBuffer, StreamingMemory
+from .remote import StreamingMemory
 from .program import CodeLoad, MultiExchange, RemoteLoad, RemoteStore
 from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence,
                       Switch, Sync)
@@ -40,8 +41,8 @@ __all__ = [
     "Call", "CodeLiveness", "CodeLoad", "Codelet", "CompileError", "ComputeSet", "Copy", "CrossReplica", "DeviceToHost",
     "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream", "HostToDevice", "If",
     "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind", "RemoteBuffer",
-    "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StreamError", "StreamingMemory", "Switch", "Sync",
-    "Target", "Tensor", "Variable",
+    "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StepKind", "StreamError", "StreamingMemory", "Switch",
+    "Sync", "Target", "Tensor", "Use", "Variable",
     "compile", "element_type", "get_codelet", "get_target", "groups_from_assignment", "load", "register",
-    "register_kind", "registered_codelets", "replica_groups", "small_target", "store",
+    "register_kind", "register_step_kind", "registered_codelets", "replica_groups", "small_target", "store",
 ]

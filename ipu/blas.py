@@ -19,6 +19,9 @@ import os
 import sys
 import threading
 
+import numpy
+from threadpoolctl import ThreadpoolController
+
 __all__ = ["blas_threads", "kernel_blas_libraries", "single_threaded_kernel_blas"]
 
 _BINDINGS = "scipy.linalg.cython_blas"  # what the kernels' sgemm comes from
@@ -50,9 +53,7 @@ def kernel_blas_libraries():
     SciPy's BLAS bindings are not loaded yet (then no kernel can have called them)."""
     if _BINDINGS not in sys.modules:
         return None
-    import numpy
-    import scipy
-    from threadpoolctl import ThreadpoolController
+    scipy = sys.modules["scipy"]  # loaded with its BLAS bindings
 
     blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
     libs = [lib for lib in blas if _under(lib.filepath, scipy)]

@@ -18,6 +18,7 @@ Codelets register themselves by name with `register`, which refuses a second cod
 """
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from dataclasses import dataclass
@@ -112,7 +113,6 @@ def _same_class(a: type, b: type) -> bool:
 
 
 def _source(cls):
-    import inspect
     try:
         return os.path.realpath(inspect.getsourcefile(cls))
     except (TypeError, OSError):

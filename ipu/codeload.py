@@ -37,6 +37,7 @@ import numpy as np
 from . import costs, remote
 from .errors import CompileError
 from .program import Call, CodeLoad, Execute, If, Repeat, Sequence, Switch
+from .timeline import timeline_steps
 
 __all__ = ["CodeLiveness", "analyse"]
 
@@ -96,8 +97,6 @@ class CodeLiveness:
     def by_step(self, exe) -> dict | None:
         """step id -> the most loaded code (summed over tiles) live at any position of that step,
         or None when positions cannot be matched to steps."""
-        from .timeline import timeline_steps
-
         steps = timeline_steps(exe)
         if steps is None:
             return None

@@ -62,18 +62,18 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .compute import COMPUTE_STEP
 from .copytables import copy_runs, runs
 from .errors import CompileError, IpuError
-from .kinds import ProgramKind, register_kind
+from .exchange import EXCHANGE_STEP, SYNC_STEP
+from .kinds import ProgramKind, Use, register_kind
+from .nodes import Seq, StepRef
 from .program import Program
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .target import Target
-    from .tensor import Tensor
+from .target import Target
+from .tensor import Tensor
 
 __all__ = ["CollectiveStep", "CrossReplica", "KINDS", "OPS", "Payload", "RING_LINKS", "cross_replica_sync_cycles",
            "groups_from_assignment", "link_bytes", "model_cycles", "plan", "reduce_tile_cycles", "replica_groups",
@@ -549,17 +549,19 @@ def _compile(compiler, p: CrossReplica):
                                bytes_moved=int(s.bytes_moved), debug=p.name)
         if last:
             payload.tag = st.id
-        nodes.append(("step", st.id))
-    payload.step_ids = tuple(n[1] for n in nodes)
-    return ("seq", nodes)
+        nodes.append(StepRef(st.id))
+    payload.step_ids = tuple(n.step for n in nodes)
+    return Seq(tuple(nodes))
 
 
 def _uses(p: CrossReplica):
-    return [(p.src.variable, True, False), (p.dst.variable, False, True)]
+    return [Use(p.src.variable, True, False), Use(p.dst.variable, False, True)]
 
 
 def _run(engine, payload: Payload, reps) -> None:
     run(payload, engine.memory, reps, copy_runs, engine.communicator)
 
 
-register_kind(ProgramKind("cross_replica", (CrossReplica,), _compile, _uses, Payload, _run))
+# runs in Python between compiled segments (no `lower`): it may reach other processes
+register_kind(ProgramKind("cross_replica", (CrossReplica,), _compile, _uses, Payload, _run,
+                          steps=(SYNC_STEP, EXCHANGE_STEP, COMPUTE_STEP)))

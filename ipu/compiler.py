@@ -6,8 +6,8 @@
 2. Plan memory: an address for every piece of every used variable on its tile (`ipu.memory`).
 3. Turn every leaf into steps with precomputed tables through its program kind (`ipu.kinds`:
    compute.py, exchange.py, streams.py, remote.py, collectives.py); control nodes (Sequence,
-   Repeat, If, Switch, Call) become the node tree the engine walks. Each step carries its cycles
-   on every tile from the cost models.
+   Repeat, If, Switch, Call) become the typed node tree the engine walks (`ipu.nodes`). Each
+   step carries its cycles on every tile from the cost models.
 
 Program kinds use the compiler through its public methods only: `add_step`, `sync`,
 `addresses`, `address_runs`, `scalar_ref`, `cached`, `add_vertex_memory`, `add_exchange_code`, and the
@@ -22,8 +22,9 @@ from . import collectives, compute, exchange, remote, streams  # noqa: F401  (th
 from .errors import CompileError, MappingError
 from .executable import Executable, Layout, Step
 from .graph import Function, Graph
-from .kinds import kind_of
+from .kinds import StepKind, program_kind_of, register_step_kind, step_kind
 from .memory import CATEGORIES, MemoryPlan, align, check_fits, place_pieces
+from .nodes import Branch, CallRef, Loop, MultiBranch, ScalarRef, Seq, StepRef
 from .program import Call, If, Program, Repeat, Sequence, Switch
 from .target import Target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor
@@ -36,6 +37,11 @@ __all__ = ["CONTROL_BYTES_PER_STEP", "Compiler", "compile"]
 CONTROL_BYTES_PER_STEP = 8  # one supervisor instruction pair per program step, on every tile
 
 _FOREVER = np.iinfo(np.int64).max // 4
+
+# the steps the compiler makes itself: the decision of an If / Switch, and the syncs it inserts
+# before transfers (the Sync program kind makes the same step kind)
+BRANCH_STEP = register_step_kind(StepKind("branch", "control"))
+SYNC_STEP = register_step_kind(StepKind("sync", "sync"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -153,39 +159,49 @@ class Compiler:
 
     def add_step(self, kind: str, name: str, cycles: int, tile_cycles=None, *, payload=None, vertices: int = 0,
                  bytes_moved: int = 0, debug: str = "") -> Step:
-        """Append a step (one control-code step on every tile) and return it."""
-        s = Step(len(self._steps), kind, name, cycles, tile_cycles, payload, vertices, bytes_moved, debug)
+        """Append a step of step kind `kind` (one control-code step on every tile) and return it."""
+        sk = step_kind(kind)
+        s = Step(len(self._steps), kind, name, cycles, tile_cycles, payload, vertices, bytes_moved, debug,
+                 sk.profile_class)
         self._steps.append(s)
         self.control_steps += 1
         return s
 
-    def sync(self, why: str = ""):
+    def sync(self, why: str = "") -> StepRef:
         """A sync step across the replica's tiles (before an exchange or transfer); its node."""
         c = costs.sync_cycles(self.target)
-        return ("step", self.add_step("sync", f"sync ({why})" if why else "sync", c).id)
+        return StepRef(self.add_step("sync", f"sync ({why})" if why else "sync", c).id)
 
     def node(self, p: Program):
-        """The compiled node of a program (control nodes here, leaves through their kind)."""
-        if isinstance(p, Sequence):
-            return ("seq", [self.node(q) for q in p.programs])
-        if isinstance(p, Repeat):
-            if int(p.count) < 0:
-                raise CompileError(f"Repeat count must be >= 0, got {p.count}")
-            self.control_steps += 1
-            return ("repeat", int(p.count), self.node(p.body))
-        if isinstance(p, If):
-            ref = self.scalar_ref(p.condition, "If condition")
-            b = self.add_step("branch", p.name or "if", costs.branch_cycles(self.target))
-            return ("if", b.id, ref, self.node(p.then_), self.node(p.else_) if p.else_ is not None else ("seq", []))
-        if isinstance(p, Switch):
-            ref = self.scalar_ref(p.control, "Switch control")
-            b = self.add_step("branch", p.name or "switch", costs.branch_cycles(self.target))
-            cases = {int(k): self.node(v) for k, v in p.cases.items()}
-            default = self.node(p.default) if p.default is not None else ("seq", [])
-            return ("switch", b.id, ref, cases, default)
-        if isinstance(p, Call):
-            return ("call", self._function(p.function))
-        return kind_of(p).compile(self, p)
+        """The compiled node of a program (control nodes here, leaves through their program kind)."""
+        match p:
+            case Sequence(programs=programs):
+                return Seq(tuple(self.node(q) for q in programs))
+            case Repeat(count=count, body=body):
+                if int(count) < 0:
+                    raise CompileError(f"Repeat count must be >= 0, got {count}")
+                self.control_steps += 1
+                return Loop(int(count), self.node(body))
+            case If(condition=condition, then_=then, else_=otherwise):
+                ref = self.scalar_ref(condition, "If condition")
+                b = self.add_step("branch", p.name or "if", costs.branch_cycles(self.target))
+                return Branch(b.id, ref, self.node(then), self.node(otherwise) if otherwise is not None else Seq())
+            case Switch(control=control, cases=cases, default=default):
+                ref = self.scalar_ref(control, "Switch control")
+                b = self.add_step("branch", p.name or "switch", costs.branch_cycles(self.target))
+                arms = {int(k): self.node(v) for k, v in cases.items()}
+                return MultiBranch(b.id, ref, tuple(arms.items()), self.node(default) if default is not None else Seq())
+            case Call(function=function):
+                return CallRef(self._function(function))
+        return self._leaf(p)
+
+    def _leaf(self, p: Program):
+        """A leaf through its program kind: it stands for one timeline position, its last step."""
+        first = len(self._steps)
+        out = program_kind_of(p).compile(self, p)
+        for s in self._steps[first:-1]:
+            s.in_timeline = False
+        return out
 
     def addresses(self, t: Tensor, what: str):
         """(byte addresses, tiles) of every element of `t`, in row-major order."""
@@ -202,14 +218,14 @@ class Compiler:
             raise CompileError(f"{what}: tensor {t.name!r} has no memory (is it empty?)")
         return L.run_addresses(*t.index_runs())
 
-    def scalar_ref(self, t: Tensor, what: str):
-        """(storage dtype, element offset in that view) of a one-element tensor the engine reads."""
+    def scalar_ref(self, t: Tensor, what: str) -> ScalarRef:
+        """Where the engine reads a one-element tensor: its storage dtype and element index."""
         if t.numel != 1:
             raise CompileError(f"{what} must be a tensor of one element, {t.name!r} has shape {t.shape}")
         L = self.layouts[t.variable.id]
         addr, _ = L.element_addresses(t.flat_index())
         dt = t.dtype
-        return (dt.storage, int(addr[0]) // dt.itemsize)
+        return ScalarRef(dt.storage, int(addr[0]) // dt.itemsize)
 
     def cached(self, key, build):
         """build() once per key in this compilation (e.g. a compute set executed several times)."""

@@ -15,7 +15,8 @@ from . import costs
 from .codelet import IN, INOUT, OUT
 from .errors import CompileError
 from .graph import ComputeSet
-from .kinds import ProgramKind, register_kind
+from .kinds import ProgramKind, StepKind, Use, register_kind
+from .nodes import StepRef
 from .program import Execute
 
 __all__ = ["KernelGroup", "Vertices"]
@@ -49,7 +50,7 @@ def _compile(comp, p: Execute):
     groups, tile_cycles, nverts = comp.cached(("compute_set", id(cs)), lambda: _compile_compute_set(comp, cs))
     step = comp.add_step("compute", p.name or cs.name, int(tile_cycles.max(initial=0)), tile_cycles,
                          payload=Vertices(groups), vertices=nverts, debug=cs.debug)
-    return ("step", step.id)
+    return StepRef(step.id)
 
 
 def _compile_compute_set(comp, cs: ComputeSet):
@@ -124,9 +125,37 @@ def _field_offsets(comp, cs, chunk, j, var) -> np.ndarray:
     return np.where(k == 0, 0, byte // isz)
 
 
-def _uses(p: Execute):
-    return [(v, f.direction in (IN, INOUT), f.direction in (OUT, INOUT))
-            for chunk in p.compute_set.chunks for f, v in zip(chunk.codelet.fields, chunk.field_vars)]
+def _uses(p: Execute) -> list:
+    """Every variable the vertices touch, once: read when a field reads it, written when a field
+    writes it, and wholly written when the written fields together cover every element."""
+    reads: dict[int, bool] = {}
+    writes: dict[int, list] = {}
+    vars_: dict[int, object] = {}
+    for chunk in p.compute_set.chunks:
+        for j, (f, v) in enumerate(zip(chunk.codelet.fields, chunk.field_vars)):
+            vars_[v.id] = v
+            reads[v.id] = reads.get(v.id, False) or f.direction in (IN, INOUT)
+            if f.direction in (OUT, INOUT):
+                writes.setdefault(v.id, []).append((chunk.field_start[:, j], chunk.field_count[:, j]))
+    out = []
+    for vid, v in vars_.items():
+        w = writes.get(vid)
+        whole = bool(w) and _covers(np.concatenate([a for a, _ in w]), np.concatenate([b for _, b in w]), v.numel)
+        out.append(Use(v, reads[vid], bool(w), whole))
+    return out
+
+
+def _covers(starts: np.ndarray, counts: np.ndarray, numel: int) -> bool:
+    """True if the element ranges [start, start + count) together cover [0, numel)."""
+    keep = counts > 0
+    if not keep.any():
+        return numel == 0
+    s = starts[keep]
+    e = s + counts[keep]
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    return bool(s[0] <= 0 and reach[-1] >= numel and np.all(s[1:] <= reach[:-1]))
 
 
 def _run(engine, payload: Vertices, reps) -> None:
@@ -136,4 +165,16 @@ def _run(engine, payload: Vertices, reps) -> None:
             kern(tuple(engine.view(r, t.storage) for t in g.types), g.off, g.cnt, g.fp, g.ip)
 
 
-register_kind(ProgramKind("compute", (Execute,), _compile, _uses, Vertices, _run))
+def _lower(loop, payload: Vertices):
+    """One kernel call per group, all in the compiled loop (or none: a kernel it cannot call)."""
+    ops = []
+    for g in payload.groups:
+        op = loop.kernel(g)
+        if op is None:
+            return None
+        ops.append(op)
+    return ops
+
+
+COMPUTE_STEP = StepKind("compute", "compute")
+register_kind(ProgramKind("compute", (Execute,), _compile, _uses, Vertices, _run, _lower, (COMPUTE_STEP,)))

@@ -21,6 +21,7 @@ from .executable import Executable
 from .hostmem import zeroed_memory
 from .kinds import run_payload
 from .native import Plan
+from .nodes import Branch, CallRef, Loop, MultiBranch, Segment, Seq, StepRef
 from .remote import StreamingMemory
 from .tensor import Variable
 
@@ -263,43 +264,45 @@ class Engine:
     def walk(self, node, reps, clock):
         """Run a node tree (ipu.compile's, or a plan's with compiled segments) on replicas `reps`
         from cycle `clock`, step by step in Python; returns the cycle it ends at."""
-        kind = node[0]
-        if kind == "step":
-            return self._run_step(self.exe.steps[node[1]], reps, clock)
-        if kind == "native":  # a compiled segment (ipu/native.py)
-            return self._plan.run_segment(self, node[1], reps, clock)
-        if kind == "seq":
-            for n in node[1]:
-                clock = self.walk(n, reps, clock)
-            return clock
-        if kind == "repeat":
-            body = node[2]
-            for _ in range(node[1]):
-                clock = self.walk(body, reps, clock)
-            return clock
-        if kind == "call":
-            return self.walk(self.exe.functions[node[1]], reps, clock)
-        if kind in ("if", "switch"):
-            step = self.exe.steps[node[1]]
-            if self.log_steps:
-                self.log.add(step.id, clock)
-            clock += step.cycles
-            storage, off = node[2]
-            values = [self.view(r, storage)[off] for r in reps]
-            values = [int(v["bits"]) if storage.names else v for v in values]
-            if kind == "if":
-                choose = lambda v: node[3] if v else node[4]  # noqa: E731
-            else:
-                choose = lambda v: node[3].get(int(v), node[4])  # noqa: E731
-            by_branch: dict[int, tuple] = {}
-            for r, v in zip(reps, values):
-                b = choose(v)
-                by_branch.setdefault(id(b), (b, []))[1].append(r)
-            end = clock
-            for b, rs in by_branch.values():
-                end = max(end, self.walk(b, rs, clock))
-            return end
-        raise IpuError(f"corrupt program node {kind!r}")
+        match node:
+            case StepRef(step):
+                return self._run_step(self.exe.steps[step], reps, clock)
+            case Segment(index):  # a compiled segment (ipu/native.py)
+                return self._plan.run_segment(self, index, reps, clock)
+            case Seq(items):
+                for n in items:
+                    clock = self.walk(n, reps, clock)
+                return clock
+            case Loop(count, body):
+                for _ in range(count):
+                    clock = self.walk(body, reps, clock)
+                return clock
+            case CallRef(function):
+                return self.walk(self.exe.functions[function], reps, clock)
+            case Branch(step, condition, then, otherwise):
+                return self._branch(step, condition, lambda v: then if v else otherwise, reps, clock)
+            case MultiBranch(step, condition):
+                return self._branch(step, condition, lambda v: node.arm(int(v)), reps, clock)
+        raise IpuError(f"corrupt program node {node!r}")
+
+    def _branch(self, step_id, condition, choose, reps, clock):
+        """Decide an If / Switch on every replica (the decision costs its step's cycles), then run
+        each chosen arm on the replicas that chose it; ends when the slowest arm ends."""
+        step = self.exe.steps[step_id]
+        if self.log_steps:
+            self.log.add(step.id, clock)
+        clock += step.cycles
+        storage = condition.storage
+        values = [self.view(r, storage)[condition.element] for r in reps]
+        values = [int(v["bits"]) if storage.names else v for v in values]
+        by_arm: dict[int, tuple] = {}
+        for r, v in zip(reps, values):
+            arm = choose(v)
+            by_arm.setdefault(id(arm), (arm, []))[1].append(r)
+        end = clock
+        for arm, rs in by_arm.values():
+            end = max(end, self.walk(arm, rs, clock))
+        return end
 
     def _run_step(self, step, reps, clock):
         if self.log_steps:

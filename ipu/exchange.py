@@ -11,17 +11,18 @@ import numpy as np
 from . import costs
 from .copytables import CopyTable, copy_runs, copy_runs_staged, merge_runs
 from .errors import CompileError
-from .kinds import ProgramKind, register_kind
+from .kinds import ProgramKind, StepKind, Use, register_kind
+from .nodes import Seq, StepRef
 from .program import Copy, Sync
 
-__all__: list = []
+__all__ = ["EXCHANGE_STEP", "SYNC_STEP"]
 
 
 def _compile_copy(comp, p: Copy):
     if p.src.numel == 0 and p.dst.numel == 0:  # an empty exchange moves nothing: no sync either
-        return ("step", _copy_step(comp, p).id)
+        return StepRef(_copy_step(comp, p).id)
     sync = comp.sync(p.name or "copy")
-    return ("seq", [sync, ("step", _copy_step(comp, p).id)])
+    return Seq((sync, StepRef(_copy_step(comp, p).id)))
 
 
 def _copy_step(comp, p: Copy):
@@ -49,7 +50,8 @@ def _copy_step(comp, p: Copy):
 
 
 def _copy_uses(p: Copy):
-    return [(p.src.variable, True, False), (p.dst.variable, False, True)]
+    v = p.dst.variable
+    return [Use(p.src.variable, True, False), Use(v, False, True, p.dst.numel == v.numel)]
 
 
 def _run_copy(engine, table: CopyTable, reps) -> None:
@@ -63,8 +65,11 @@ def _run_copy(engine, table: CopyTable, reps) -> None:
 
 
 def _compile_sync(comp, p: Sync):
-    return ("step", comp.add_step("sync", p.name or "sync", costs.sync_cycles(comp.target)).id)
+    return StepRef(comp.add_step("sync", p.name or "sync", costs.sync_cycles(comp.target)).id)
 
 
-register_kind(ProgramKind("exchange", (Copy,), _compile_copy, _copy_uses, CopyTable, _run_copy))
-register_kind(ProgramKind("sync", (Sync,), _compile_sync, lambda p: []))
+EXCHANGE_STEP = StepKind("exchange", "exchange")
+SYNC_STEP = StepKind("sync", "sync")
+register_kind(ProgramKind("exchange", (Copy,), _compile_copy, _copy_uses, CopyTable, _run_copy,
+                          lambda loop, table: [loop.copy(table)], (EXCHANGE_STEP,)))
+register_kind(ProgramKind("sync", (Sync,), _compile_sync, lambda p: [], steps=(SYNC_STEP,)))

@@ -3,6 +3,7 @@
 A `Step` is one leaf of a program as the engine runs it and the profile shows it. Its `payload`
 is what the engine runs: one object of the payload type its program kind registered
 (`ipu.kinds`), or None when only time passes (syncs, branches, the inner steps of a collective).
+The program trees are `ipu.nodes` trees over the steps.
 """
 from __future__ import annotations
 
@@ -121,9 +122,7 @@ class Step:
     """One leaf of the program: what the engine runs and what the profile shows."""
 
     id: int
-    # compute | exchange | sync | branch | host_to_device | device_to_host | remote_load |
-    # remote_store | code_load (profiler/_format.py's KIND_CLASS groups them into the profile's classes)
-    kind: str
+    kind: str  # its step kind (ipu.kinds.StepKind): compute, exchange, sync, branch, host_to_device, ...
     name: str
     cycles: int  # the step's cost: the slowest tile (plus any global term)
     tile_cycles: np.ndarray | None = None  # int64[num_tiles], or None when every tile is idle
@@ -131,14 +130,19 @@ class Step:
     vertices: int = 0
     bytes_moved: int = 0
     debug: str = ""
+    profile_class: str = ""  # the profile class of its step kind (compute, exchange, sync, host, ...)
+    # whether it stands for a position of the liveness timeline: a leaf program node has one
+    # position, its last step; the steps it adds before (the sync before a transfer, a
+    # collective's earlier hops) take none
+    in_timeline: bool = True
 
 
 @dataclass
 class Executable:
     target: Target
     steps: list
-    programs: list  # node trees, one per program given to compile()
-    functions: list  # node trees of shared functions
+    programs: list  # ipu.nodes trees, one per program given to compile()
+    functions: list  # ipu.nodes trees of shared functions
     layouts: dict  # variable id -> Layout
     variables: dict  # variable id -> Variable
     streams: dict

@@ -12,15 +12,13 @@ This is the direct programming API of the simulated IPU (the counterpart of popl
 """
 from __future__ import annotations
 
-import functools
 import itertools
-import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .codelet import Codelet, get_codelet
-from .errors import MappingError
+from .errors import CompileError, MappingError
+from .graph_objects import ComputeSet, Function, HostStream, RemoteBuffer, VertexChunk, transfer_limit_message
 from .memory import check_tensor_can_fit
 from .program import Program
 from .target import Target
@@ -30,65 +28,6 @@ from .types import ElementType, element_type
 __all__ = ["ComputeSet", "Function", "Graph", "HostStream", "VertexChunk"]
 
 _graph_ids = itertools.count()
-
-
-@dataclass(eq=False)
-class VertexChunk:
-    """Vertices added together: one codelet, arrays over vertices for every field and parameter."""
-
-    codelet: Codelet
-    tiles: np.ndarray  # int64[n]
-    field_vars: tuple  # one Variable per field (all n vertices read that variable)
-    field_start: np.ndarray  # int64[n, F] first element (flat index in the variable)
-    field_count: np.ndarray  # int64[n, F]
-    fp: np.ndarray  # float64[n, P]
-    ip: np.ndarray  # int64[n, Q]
-
-    @property
-    def types(self) -> tuple:
-        return tuple(v.dtype for v in self.field_vars)
-
-
-@dataclass(eq=False)
-class ComputeSet:
-    name: str
-    chunks: list = field(default_factory=list)
-    debug: str = ""  # e.g. the popxl op that made it
-
-    @property
-    def num_vertices(self) -> int:
-        return sum(len(c.tiles) for c in self.chunks)
-
-
-@dataclass(eq=False)
-class HostStream:
-    name: str
-    shape: tuple
-    dtype: ElementType
-    to_device: bool
-    # device-to-host only: a host callback, called as callback(array, replica) after every
-    # transfer (Poplar's stream callbacks; PrintTensor is one). The engine gives such a stream a
-    # buffer of its own, so it needs no connect_stream.
-    callback: object = None
-
-    @functools.cached_property
-    def numel(self) -> int:  # read several times per run; a stream's shape is fixed when it is made
-        return math.prod(int(d) for d in self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.dtype.itemsize
-
-
-@dataclass(eq=False)
-class Function:
-    """A subprogram compiled once and run by every `Call` of it."""
-
-    program: Program
-    name: str = ""
-    # True: the function's vertex code lives in streaming memory and is loaded by CodeLoad (every
-    # function that is the target of a CodeLoad is treated so). See ipu/codeload.py.
-    code_in_streaming_memory: bool = False
 
 
 class Graph:
@@ -354,15 +293,10 @@ class Graph:
         """A buffer of `entries` tensors of `shape` and `dtype` in streaming memory (off-chip; held
         in host memory by the engine, one per replica). Programs move data with RemoteLoad /
         RemoteStore."""
-        from .remote import RemoteBuffer
-
         if name in self.remote_buffers:
             raise ValueError(f"a remote buffer named {name!r} already exists")
         rb = RemoteBuffer(name, tuple(int(x) for x in shape), element_type(dtype), int(entries))
         if rb.entry_bytes > self.target.max_transfer_bytes:  # an entry moves in one transfer
-            from .errors import CompileError
-            from .remote import transfer_limit_message
-
             raise CompileError(transfer_limit_message(rb.entry_bytes, f"an entry of remote buffer {name!r}", self.target))
         self.remote_buffers[name] = rb
         return rb

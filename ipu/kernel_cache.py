@@ -15,6 +15,8 @@ import hashlib
 import os
 import shutil
 
+import numba
+
 __all__ = ["configure", "fingerprint"]
 
 KEEP = 3  # fingerprints kept (other checkouts or versions sharing a cache base)
@@ -62,8 +64,6 @@ def configure() -> None:
     """Point Numba's cache at the fingerprinted directory (before any cached kernel is defined)."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    import numba
-
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base = _writable_base(root)
     if not base:

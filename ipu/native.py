@@ -31,15 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .codelet import IN, INOUT, OUT
-from .compute import Vertices
-from .copytables import CopyTable
 from .errors import IpuError
-from .kinds import kind_of_payload
+from .kinds import program_kind_of_payload
+from .nodes import Branch, CallRef, Loop, MultiBranch, Segment, Seq, StepRef
 from .step_loop import (BIG, BOOL, COPY, END, FLOAT, IF, JUMP, KERNEL, LOOP, MAX_DEPTH, MAX_FIELDS, SIGNED, SMALL,
                         SPLIT, STAGED, STEP, STREAM, SWITCH, UNSIGNED, kernel_address, run_ops)
-from .streams import HostTransfer
 
-__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "Plan", "merged_runs"]
+__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "LoopOps", "Plan", "SegmentTable",
+           "merged_runs"]
 
 # split a group / table over the threads only above this much work: below it, waking the other
 # threads and waiting for the slowest costs more than it saves. Measured on a shared 2-vCPU host
@@ -92,13 +91,13 @@ def _group_parallel(group) -> bool:
     return True
 
 
-def _condition_kind(storage: np.dtype, branch: str):
+def _condition_reading(storage: np.dtype, two_way: bool):
     """How the compiled loop reads a branch condition of this storage type, or None when only
     the Python walk reads it as it should (a float Switch: Python truncates, and refuses NaN)."""
     if storage.names:  # float16: the Python walk uses its bits
         return UNSIGNED
     if storage.kind == "f":
-        return FLOAT if branch == "if" and storage.itemsize == 4 else None
+        return FLOAT if two_way and storage.itemsize == 4 else None
     return {"i": SIGNED, "u": UNSIGNED, "b": BOOL}.get(storage.kind)
 
 
@@ -122,8 +121,33 @@ def merged_runs(src_off, dst_off, nbytes):
 _PLAN_LOCK = threading.RLock()
 
 
+class LoopOps:
+    """What a program kind lowers its step payloads into (`ProgramKind.lower`): the compiled step
+    loop's fixed op set. Each method returns one op (a row of a segment's table), or None when
+    that piece cannot run in compiled code (then the step runs in Python)."""
+
+    def __init__(self, plan: "Plan"):
+        self._plan = plan
+
+    def kernel(self, group):
+        """Run a kernel group (`compute.KernelGroup`: codelet, field types, per-vertex offsets,
+        counts and parameters); None when its kernel cannot be called from compiled code."""
+        k = self._plan._group(group)
+        return None if k is None else (KERNEL, k, 0)
+
+    def copy(self, table):
+        """Copy a table of byte runs (`copytables.CopyTable`: src_off, dst_off, nbytes, staged)
+        within each replica's memory; a staged table reads every source before any write."""
+        return (STAGED, self._plan._staged_table(table), 0) if table.staged else (COPY, self._plan._table(table), 0)
+
+    def stream(self, transfer):
+        """Move the next element of a host stream (`streams.HostTransfer`: stream, to_device,
+        src_off, dst_off, nbytes) between the connected host buffer and tile memory."""
+        return (STREAM, self._plan._host(transfer), 0)
+
+
 @dataclass(eq=False)
-class Segment:
+class SegmentTable:
     """A compiled part of a program: its op table, the steps one pass executes, the nodes it
     stands for (walked in Python when a stream it uses is not ready for compiled code, or when it
     branches and several replicas run it) and the indices of the host streams it moves."""
@@ -167,20 +191,25 @@ class Plan:
         self._switches: list = []  # ({case value: pc}, default pc)
         self._capable: dict = {}
         self._transformed: dict = {}
+        self._lowered: dict = {}  # step id -> its payload's ops, or None: it runs in Python
+        self._loop_ops = LoopOps(self)
         self._arrays = None
 
     # -- which nodes run compiled
-    def _step_capable(self, step) -> bool:
+    def _lower(self, step):
+        """The ops of a step's payload (after its STEP op), or None when it runs in Python: what
+        its program kind's `lower` says; a payload its kind does not run lets time pass only."""
+        if step.id in self._lowered:
+            return self._lowered[step.id]
         p = step.payload
-        if p is None:
-            return True
-        if isinstance(p, Vertices):
-            return all(self._group(g) is not None for g in p.groups)
-        if isinstance(p, CopyTable):
-            return True
-        if isinstance(p, HostTransfer):
-            return p.stream.callback is None  # host callbacks run in Python
-        return kind_of_payload(p).run is None  # nothing to run: time only (code loads)
+        ops = ()
+        if p is not None:
+            kind = program_kind_of_payload(p)
+            if kind.run is not None:
+                got = kind.lower(self._loop_ops, p) if kind.lower is not None else None
+                ops = None if got is None else tuple(got)
+        self._lowered[step.id] = ops
+        return ops
 
     def _group(self, g):
         k = self._group_index.get(id(g))
@@ -195,91 +224,91 @@ class Plan:
         return None if k < 0 else k
 
     def capable(self, node) -> bool:
+        """Whether a node can run in the compiled loop as a whole."""
         key = id(node)
         hit = self._capable.get(key)
         if hit is not None:
             return hit
-        kind = node[0]
-        if kind == "step":
-            ok = self._step_capable(self.exe.steps[node[1]])
-        elif kind == "seq":
-            ok = all([self.capable(n) for n in node[1]])
-        elif kind == "repeat":
-            ok = self.capable(node[2])
-        elif kind == "call":
-            ok = self.capable(self.exe.functions[node[1]])
-        elif kind in ("if", "switch"):
-            kids = [node[3], node[4]] if kind == "if" else [*node[3].values(), node[4]]
-            ok = _condition_kind(node[2][0], kind) is not None and all([self.capable(n) for n in kids])
-        else:
-            ok = False
+        match node:
+            case StepRef(step):
+                ok = self._lower(self.exe.steps[step]) is not None
+            case Seq(items):
+                ok = all([self.capable(n) for n in items])
+            case Loop(_, body):
+                ok = self.capable(body)
+            case CallRef(function):
+                ok = self.capable(self.exe.functions[function])
+            case Branch(_, condition, then, otherwise):
+                ok = (_condition_reading(condition.storage, True) is not None
+                      and all([self.capable(then), self.capable(otherwise)]))
+            case MultiBranch(_, condition, arms, default):
+                ok = (_condition_reading(condition.storage, False) is not None
+                      and all([self.capable(n) for n in [*(a for _, a in arms), default]]))
+            case _:
+                ok = False
         self._capable[key] = ok
         return ok
 
     # -- segment tables
     def _emit(self, node, ops, depth):
         """Append the ops of a capable node; returns how many steps one pass executes."""
-        kind = node[0]
-        if kind == "step":
-            step = self.exe.steps[node[1]]
-            ops.append((STEP, step.id, step.cycles))
-            p = step.payload
-            if isinstance(p, Vertices):
-                for g in p.groups:
-                    ops.append((KERNEL, self._group(g), 0))
-            elif isinstance(p, CopyTable):
-                if p.staged:
-                    ops.append((STAGED, self._staged_table(p), 0))
-                else:
-                    ops.append((COPY, self._table(p), 0))
-            elif isinstance(p, HostTransfer):
-                ops.append((STREAM, self._host(p), 0))
-            return 1
-        if kind == "seq":
-            return sum(self._emit(n, ops, depth) for n in node[1])
-        if kind == "repeat":
-            if depth >= MAX_DEPTH:
-                raise IpuError(f"loops nested deeper than {MAX_DEPTH}")
-            start = len(ops)
-            ops.append([LOOP, node[1], 0])
-            n = self._emit(node[2], ops, depth + 1)
-            ops[start][2] = len(ops)
-            ops.append((END, start, 0))
-            return n * node[1]
-        if kind == "call":
-            return self._emit(self.exe.functions[node[1]], ops, depth)
-        if kind in ("if", "switch"):
-            step = self.exe.steps[node[1]]
-            ops.append((STEP, step.id, step.cycles))  # deciding costs its cycles first, as in Engine.walk
-            storage, element = node[2]
-            cond = len(self._conds)
-            self._conds.append((element * storage.itemsize, _condition_kind(storage, kind), storage.itemsize))
-            jumps, most = [], 0
-            if kind == "if":
+        match node:
+            case StepRef(step_id):
+                step = self.exe.steps[step_id]
+                ops.append((STEP, step.id, step.cycles))
+                ops.extend(self._lower(step))
+                return 1
+            case Seq(items):
+                return sum(self._emit(n, ops, depth) for n in items)
+            case Loop(count, body):
+                if depth >= MAX_DEPTH:
+                    raise IpuError(f"loops nested deeper than {MAX_DEPTH}")
+                start = len(ops)
+                ops.append([LOOP, count, 0])
+                n = self._emit(body, ops, depth + 1)
+                ops[start][2] = len(ops)
+                ops.append((END, start, 0))
+                return n * count
+            case CallRef(function):
+                return self._emit(self.exe.functions[function], ops, depth)
+            case Branch(step_id, condition, then, otherwise):
+                step = self.exe.steps[step_id]
+                ops.append((STEP, step.id, step.cycles))  # deciding costs its cycles first, as in Engine.walk
+                cond = self._condition(condition, True)
                 at = len(ops)
                 ops.append([IF, cond, 0])
-                most = self._emit(node[3], ops, depth)
-                jumps.append(len(ops))
+                most = self._emit(then, ops, depth)
+                jump = len(ops)
                 ops.append([JUMP, 0, 0])
                 ops[at][2] = len(ops)
-                most = max(most, self._emit(node[4], ops, depth))
-            else:
+                most = max(most, self._emit(otherwise, ops, depth))
+                ops[jump][1] = len(ops)
+                return 1 + most
+            case MultiBranch(step_id, condition, arms, default):
+                step = self.exe.steps[step_id]
+                ops.append((STEP, step.id, step.cycles))
+                cond = self._condition(condition, False)
                 w = len(self._switches)
                 ops.append((SWITCH, cond, w))
-                cases = {}
-                for value, branch in node[3].items():
+                cases, jumps, most = {}, [], 0
+                for value, arm in arms:
                     cases[int(value)] = len(ops)
-                    most = max(most, self._emit(branch, ops, depth))
+                    most = max(most, self._emit(arm, ops, depth))
                     jumps.append(len(ops))
                     ops.append([JUMP, 0, 0])
                 self._switches.append((cases, len(ops)))
-                most = max(most, self._emit(node[4], ops, depth))
-            for j in jumps:
-                ops[j][1] = len(ops)
-            return 1 + most
-        raise IpuError(f"internal: node {kind!r} cannot run compiled")
+                most = max(most, self._emit(default, ops, depth))
+                for j in jumps:
+                    ops[j][1] = len(ops)
+                return 1 + most
+        raise IpuError(f"internal: node {node!r} cannot run compiled")
 
-    def _table(self, t: CopyTable) -> int:
+    def _condition(self, c, two_way: bool) -> int:
+        k = len(self._conds)
+        self._conds.append((c.byte_offset, _condition_reading(c.storage, two_way), c.storage.itemsize))
+        return k
+
+    def _table(self, t) -> int:
         k = self._table_index.get(id(t))
         if k is None:
             s, d, n, disjoint = merged_runs(t.src_off, t.dst_off, t.nbytes)
@@ -289,7 +318,7 @@ class Plan:
             self._tables.append((s, d, n, par))
         return k
 
-    def _host(self, x: HostTransfer) -> int:
+    def _host(self, x) -> int:
         k = self._host_index.get(id(x))
         if k is None:
             si = self._stream_index.get(x.stream.name)
@@ -300,7 +329,7 @@ class Plan:
             self._hosts.append((x, si))
         return k
 
-    def _staged_table(self, t: CopyTable) -> int:
+    def _staged_table(self, t) -> int:
         k = self._staged_index.get(id(t))
         if k is None:
             k = self._staged_index[id(t)] = len(self._staged)
@@ -313,9 +342,9 @@ class Plan:
         table = np.array(ops, np.int64).reshape(-1, 3)
         streams = tuple(sorted({self._hosts[k][1] for k in table[table[:, 0] == STREAM, 1].tolist()}))
         branches = bool(np.isin(table[:, 0], (IF, SWITCH)).any())
-        self.segments.append(Segment(table, nlog, tuple(nodes), streams, branches))
+        self.segments.append(SegmentTable(table, nlog, tuple(nodes), streams, branches))
         self._arrays = None
-        return ("native", len(self.segments) - 1)
+        return Segment(len(self.segments) - 1)
 
     def transform(self, node):
         """The node tree with every maximal capable part replaced by a segment."""
@@ -323,33 +352,34 @@ class Plan:
         hit = self._transformed.get(key)
         if hit is not None:
             return hit
-        kind = node[0]
         if self.capable(node):
             out = self._segment([node])
-        elif kind == "seq":
-            kids, run = [], []
-            for n in node[1]:
-                if self.capable(n):
-                    run.append(n)
-                    continue
-                if run:
-                    kids.append(self._segment(run))
-                    run = []
-                kids.append(self.transform(n))
-            if run:
-                kids.append(self._segment(run))
-            out = ("seq", kids)
-        elif kind == "repeat":
-            out = ("repeat", node[1], self.transform(node[2]))
-        elif kind == "call":
-            out = self.transform(self.exe.functions[node[1]])
-        elif kind == "if":
-            out = ("if", node[1], node[2], self.transform(node[3]), self.transform(node[4]))
-        elif kind == "switch":
-            out = ("switch", node[1], node[2], {k: self.transform(v) for k, v in node[3].items()},
-                   self.transform(node[4]))
-        else:  # a step that runs in Python
-            out = node
+        else:
+            match node:
+                case Seq(items):
+                    kids, run = [], []
+                    for n in items:
+                        if self.capable(n):
+                            run.append(n)
+                            continue
+                        if run:
+                            kids.append(self._segment(run))
+                            run = []
+                        kids.append(self.transform(n))
+                    if run:
+                        kids.append(self._segment(run))
+                    out = Seq(tuple(kids))
+                case Loop(count, body):
+                    out = Loop(count, self.transform(body))
+                case CallRef(function):
+                    out = self.transform(self.exe.functions[function])
+                case Branch(step, condition, then, otherwise):
+                    out = Branch(step, condition, self.transform(then), self.transform(otherwise))
+                case MultiBranch(step, condition, arms, default):
+                    out = MultiBranch(step, condition, tuple((v, self.transform(a)) for v, a in arms),
+                                      self.transform(default))
+                case _:  # a step that runs in Python
+                    out = node
         self._transformed[key] = out
         return out
 
@@ -446,7 +476,7 @@ class Plan:
                 cat(ss, np.int64), cat(sd, np.int64), cat(sn, np.int64), s_r0, s_r1)
 
     # -- running
-    def _stream_args(self, engine, seg: Segment):
+    def _stream_args(self, engine, seg: SegmentTable):
         """(buffers, their addresses and byte sizes, bytes per element, elements per replica, own
         part per replica, positions) of every stream, as the compiled loop reads them (by address:
         a typed list of the buffers cost ~0.1 ms a run to build); the caller keeps `buffers` alive
@@ -482,6 +512,7 @@ class Plan:
         return keep, addr, size, s_per, s_perrep, s_own, s_pos
 
     def run_segment(self, engine, index: int, reps, clock: int) -> int:
+        """Run segment `index` on replicas `reps` from cycle `clock`; returns the cycle it ends at."""
         seg = self.segments[index]
         if seg.branches and len(reps) > 1:  # replicas may take different sides: the Python walk splits them
             for node in seg.nodes:

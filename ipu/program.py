@@ -1,20 +1,19 @@
-"""Control programs: the tree the engine walks.
+"""Programs: the trees a user builds over a graph.
 
 Leaves do work (run a compute set, copy between tensors, synchronise, move data to or from the
-host); inner nodes order, repeat, choose and call. Programs only describe: `ipu.compile` turns the
-tree into steps with their tables and cycle counts.
+host); inner nodes order, repeat, choose and call. Programs only describe: `ipu.compile` turns
+every leaf into steps with their tables and cycle counts (through its program kind, ipu/kinds.py)
+and the tree into the typed node tree the engine walks (ipu/nodes.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+
+from .graph_objects import ComputeSet, Function, HostStream
+from .tensor import Tensor
 
 __all__ = ["Call", "CodeLoad", "Copy", "DeviceToHost", "Execute", "HostToDevice", "If", "MultiExchange",
            "Program", "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Switch", "Sync"]
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .graph import ComputeSet, Function, HostStream
-    from .tensor import Tensor
 
 
 class Program:
@@ -129,8 +128,6 @@ class DeviceToHost(Program):
 
 
 def _as_offset(offset):
-    from .tensor import Tensor
-
     if isinstance(offset, Tensor):
         return offset
     if isinstance(offset, bool) or int(offset) != offset:
@@ -177,8 +174,6 @@ class CodeLoad(Program):
     name: str = ""
 
     def __init__(self, *functions, name: str = ""):
-        from .graph import Function
-
         flat = []
         for f in functions:
             flat.extend(f if isinstance(f, (list, tuple)) else [f])

@@ -31,55 +31,28 @@ import numpy as np
 
 from .copytables import copy_runs
 from .errors import CompileError, IpuError
-from .kinds import ProgramKind, register_kind, run_payload
+from .graph_objects import RemoteBuffer, transfer_limit_message
+from .kinds import ProgramKind, StepKind, Use, register_kind, run_payload
+from .nodes import ScalarRef, Seq, StepRef
 from .program import CodeLoad, DeviceToHost, HostToDevice, MultiExchange, RemoteLoad, RemoteStore
-from .streams import HostTransfer, check_stream, host_table
+from .streams import DEVICE_TO_HOST_STEP, HOST_TO_DEVICE_STEP, HostTransfer, check_stream, host_table
 from .target import Target
 from .tensor import Tensor
-from .types import ElementType
 
-__all__ = ["CodeLoadInfo", "MultiTransfer", "RemoteBuffer", "RemoteTransfer", "StreamingMemory",
-           "code_load_cycles", "exchange_tile_cycles", "remote_link_cycles", "remote_transfer_cycles",
-           "transfer_limit_message", "transfer_uses"]
-
-
-@dataclass(eq=False)
-class RemoteBuffer:
-    """`entries` tensors of `shape` and `dtype` in streaming memory (see Graph.add_remote_buffer)."""
-
-    name: str
-    shape: tuple
-    dtype: ElementType
-    entries: int = 1
-
-    def __post_init__(self):
-        if self.entries < 1:
-            raise ValueError(f"remote buffer {self.name!r}: entries must be >= 1, not {self.entries}")
-        if any(s < 0 for s in self.shape):
-            raise ValueError(f"remote buffer {self.name!r}: shape {self.shape} has a negative dimension")
-
-    @property
-    def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def entry_bytes(self) -> int:
-        return self.numel * self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.entry_bytes * self.entries
+__all__ = ["CODE_LOAD_STEP", "CodeLoadInfo", "MultiTransfer", "REMOTE_LOAD_STEP", "REMOTE_STORE_STEP",
+           "RemoteTransfer", "StreamingMemory", "code_load_cycles", "exchange_tile_cycles", "remote_link_cycles",
+           "remote_transfer_cycles", "transfer_uses"]
 
 
 @dataclass(eq=False)
 class RemoteTransfer:
     """What a remote_load / remote_store step moves: the buffer, the direction and the entry (a
-    constant, or the (storage dtype, element offset) of the offset tensor in tile memory)."""
+    constant, or where the engine reads the offset tensor in tile memory)."""
 
     buffer: RemoteBuffer
     load: bool
     entry: int | None
-    offset_ref: tuple | None
+    offset_ref: ScalarRef | None
     name: str  # the step's name, for messages
     src_off: np.ndarray  # byte runs between the entry and tile memory
     dst_off: np.ndarray
@@ -149,33 +122,26 @@ def code_load_cycles(tile_bytes: np.ndarray, target: Target, sync: int) -> tuple
 def transfer_uses(p):
     """(variable, read, write) of every tensor a transfer node touches (for liveness)."""
     if isinstance(p, RemoteLoad):
-        out = [(p.dst.variable, False, True)]
+        out = [Use(p.dst.variable, False, True)]
         off = p.offset
     elif isinstance(p, RemoteStore):
-        out = [(p.src.variable, True, False)]
+        out = [Use(p.src.variable, True, False)]
         off = p.offset
     elif isinstance(p, HostToDevice):
-        return [(p.dst.variable, False, True)]
+        return [Use(p.dst.variable, False, True)]
     elif isinstance(p, DeviceToHost):
-        return [(p.src.variable, True, False)]
+        return [Use(p.src.variable, True, False)]
     elif isinstance(p, MultiExchange):
         return [u for q in p.programs for u in transfer_uses(q)]
     else:  # CodeLoad: code is not data
         return []
     if isinstance(off, Tensor):
-        out.insert(0, (off.variable, True, False))
+        out.insert(0, Use(off.variable, True, False))
     return out
 
 
 # ------------------------------------------------------------------------------------------------
 # compile
-
-
-def transfer_limit_message(nbytes: int, what: str, target: Target) -> str:
-    limit = target.max_transfer_bytes
-    return (f"{what} moves {nbytes:,} bytes in one transfer; the limit is {limit:,} bytes ({limit / 2**20:g} MiB, "
-            f"the largest stream or remote-buffer copy Poplar makes): split the tensor over several entries or "
-            f"remote buffers")
 
 
 def _check_size(nbytes: int, what: str, target: Target) -> None:
@@ -247,12 +213,12 @@ def _compile_transfer(comp, p):
     nothing crosses the link, so the step costs nothing)."""
     part = _remote_part(comp, p)
     if part.bytes_moved == 0:
-        return ("step", comp.add_step(part.kind, part.name, 0, payload=part.payload).id)
+        return StepRef(comp.add_step(part.kind, part.name, 0, payload=part.payload).id)
     sync = comp.sync(p.name or "remote")
     tile_cycles, cycles = remote_transfer_cycles(part.run_tiles, part.nbytes, comp.target)
     step = comp.add_step(part.kind, part.name, cycles, tile_cycles, payload=part.payload,
                          bytes_moved=part.bytes_moved)
-    return ("seq", [sync, ("step", step.id)])
+    return Seq((sync, StepRef(step.id)))
 
 
 def _compile_multi(comp, p: MultiExchange):
@@ -275,7 +241,7 @@ def _compile_multi(comp, p: MultiExchange):
     name = p.name or f"multi_exchange ({names})"
     payload = MultiTransfer([x.payload for x in parts])
     if not any(x.bytes_moved for x in parts):
-        return ("step", comp.add_step(parts[0].kind, name, 0, payload=payload).id)
+        return StepRef(comp.add_step(parts[0].kind, name, 0, payload=payload).id)
     sync = comp.sync(p.name or "multi_exchange")
     tiles = np.concatenate([x.run_tiles for x in parts])
     nbytes = np.concatenate([x.nbytes for x in parts])
@@ -293,7 +259,7 @@ def _compile_multi(comp, p: MultiExchange):
     cycles = max(int(tile_cycles.max(initial=0)), link + latency)
     step = comp.add_step(parts[0].kind, name, cycles, tile_cycles, payload=payload,
                          bytes_moved=int(sum(x.bytes_moved for x in parts)))
-    return ("seq", [sync, ("step", step.id)])
+    return Seq((sync, StepRef(step.id)))
 
 
 def _compile_code_load(comp, p: CodeLoad):
@@ -304,7 +270,7 @@ def _compile_code_load(comp, p: CodeLoad):
     names = tuple(f.name for f in p.functions)
     step = comp.add_step("code_load", p.name or f"code_load {', '.join(names)}", 0,
                          payload=CodeLoadInfo(names, tuple(p.functions)))
-    return ("step", step.id)
+    return StepRef(step.id)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -369,9 +335,8 @@ class StreamingMemory:
         return sum(e.nbytes for d in self._entries for e in d.values())
 
 
-def _offset_value(engine, r: int, ref) -> int:
-    storage, off = ref
-    return int(engine.view(r, storage)[off])
+def _offset_value(engine, r: int, ref: ScalarRef) -> int:
+    return int(engine.view(r, ref.storage)[ref.element])
 
 
 def _run_transfer(engine, x: RemoteTransfer, reps) -> None:
@@ -393,8 +358,15 @@ def _run_multi(engine, x: MultiTransfer, reps) -> None:
         run_payload(engine, part, reps)
 
 
+REMOTE_LOAD_STEP = StepKind("remote_load", "streaming")
+REMOTE_STORE_STEP = StepKind("remote_store", "streaming")
+CODE_LOAD_STEP = StepKind("code_load", "streaming")
+# streaming memory and collectives run in Python between compiled segments (no `lower`); a code
+# load only lets time pass (no `run`), so the compiled loop counts its cycles
 register_kind(ProgramKind("remote_transfer", (RemoteLoad, RemoteStore), _compile_transfer, transfer_uses,
-                          RemoteTransfer, _run_transfer))
+                          RemoteTransfer, _run_transfer, steps=(REMOTE_LOAD_STEP, REMOTE_STORE_STEP)))
 register_kind(ProgramKind("multi_exchange", (MultiExchange,), _compile_multi, transfer_uses, MultiTransfer,
-                          _run_multi))
-register_kind(ProgramKind("code_load", (CodeLoad,), _compile_code_load, transfer_uses, CodeLoadInfo))
+                          _run_multi, steps=(REMOTE_LOAD_STEP, REMOTE_STORE_STEP, HOST_TO_DEVICE_STEP,
+                                              DEVICE_TO_HOST_STEP)))
+register_kind(ProgramKind("code_load", (CodeLoad,), _compile_code_load, transfer_uses, CodeLoadInfo,
+                          steps=(CODE_LOAD_STEP,)))

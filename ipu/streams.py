@@ -13,10 +13,11 @@ import numpy as np
 from . import costs
 from .copytables import copy_runs, runs
 from .errors import CompileError, StreamError
-from .kinds import ProgramKind, register_kind
+from .kinds import ProgramKind, StepKind, Use, register_kind
+from .nodes import Seq, StepRef
 from .program import DeviceToHost, HostToDevice
 
-__all__ = ["HostTransfer", "host_table"]
+__all__ = ["DEVICE_TO_HOST_STEP", "HOST_TO_DEVICE_STEP", "HostTransfer", "host_table"]
 
 
 @dataclass(eq=False)
@@ -68,8 +69,8 @@ def _compile(comp, p):
     if t.numel == 0:  # moves nothing: no tile waits for the link, so no sync and no cycles; the
         # step stays so the stream still counts the transfer (and calls its callback) on the host
         none = np.zeros(0, np.int64)
-        return ("step", comp.add_step(kind, p.name or f"{kind} {s.name}", 0,
-                                      payload=HostTransfer(s, to_dev, none, none, none)).id)
+        return StepRef(comp.add_step(kind, p.name or f"{kind} {s.name}", 0,
+                                     payload=HostTransfer(s, to_dev, none, none, none)).id)
     sync = comp.sync(p.name or "stream")
     src_off, dst_off, nbytes, run_tiles = host_table(comp, t, to_dev, f"stream {s.name!r}")
     tile_cycles, cycles = costs.host_transfer_tile_cycles(run_tiles, nbytes, comp.target)
@@ -80,13 +81,14 @@ def _compile(comp, p):
         )
     step = comp.add_step(kind, p.name or f"{kind} {s.name}", cycles, tile_cycles,
                          payload=HostTransfer(s, to_dev, src_off, dst_off, nbytes), bytes_moved=s.nbytes)
-    return ("seq", [sync, ("step", step.id)])
+    return Seq((sync, StepRef(step.id)))
 
 
 def _uses(p):
     if isinstance(p, HostToDevice):
-        return [(p.dst.variable, False, True)]
-    return [(p.src.variable, True, False)]
+        v = p.dst.variable
+        return [Use(v, False, True, p.dst.numel == v.numel)]
+    return [Use(p.src.variable, True, False)]
 
 
 def _run(engine, x: HostTransfer, reps) -> None:
@@ -106,4 +108,12 @@ def _run(engine, x: HostTransfer, reps) -> None:
     engine.advance_stream(s)
 
 
-register_kind(ProgramKind("host_stream", (HostToDevice, DeviceToHost), _compile, _uses, HostTransfer, _run))
+def _lower(loop, x: HostTransfer):
+    """The stream's next element moves in the compiled loop, unless a host callback must see it."""
+    return None if x.stream.callback is not None else [loop.stream(x)]
+
+
+HOST_TO_DEVICE_STEP = StepKind("host_to_device", "host")
+DEVICE_TO_HOST_STEP = StepKind("device_to_host", "host")
+register_kind(ProgramKind("host_stream", (HostToDevice, DeviceToHost), _compile, _uses, HostTransfer, _run, _lower,
+                          (HOST_TO_DEVICE_STEP, DEVICE_TO_HOST_STEP)))

@@ -19,28 +19,13 @@ Two things keep the segments safe:
 """
 from __future__ import annotations
 
-import numpy as np
-
-from .codelet import IN, INOUT, OUT
 from .errors import CompileError
-from .kinds import kind_of
-from .program import Call, Copy, Execute, HostToDevice, If, Program, Repeat, Sequence, Switch
+from .kinds import Use, program_kind_of
+from .nodes import Branch, CallRef, Loop, MultiBranch, Seq, StepRef
+from .program import Call, If, Program, Repeat, Sequence, Switch
 from .tensor import Variable
 
 __all__ = ["Timeline", "timeline_steps"]
-
-
-def _covers(starts: np.ndarray, counts: np.ndarray, numel: int) -> bool:
-    """True if the element ranges [start, start + count) together cover [0, numel)."""
-    keep = counts > 0
-    if not keep.any():
-        return numel == 0
-    s = starts[keep]
-    e = s + counts[keep]
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    return bool(s[0] <= 0 and reach[-1] >= numel and np.all(s[1:] <= reach[:-1]))
 
 
 class Timeline:
@@ -53,7 +38,7 @@ class Timeline:
         self._ctx: tuple = ()  # the branch arms (and maybe-empty loops) around the current position
         self._arms = 0
         self._pending: dict[int, list] = {}  # uses of the leaf being walked: vid -> [read, whole write]
-        self._cs_uses: dict[int, list] = {}  # compute set id -> [(variable, read, whole write)]
+        self._uses_of: dict[int, list] = {}  # leaf id -> its Uses (a function's leaves are walked per call)
 
     # -- recording ---------------------------------------------------------------------------
     def use(self, var: Variable, read: bool, write: bool, whole: bool = False):
@@ -78,73 +63,48 @@ class Timeline:
         self.walk(p)
         self._ctx = saved
 
-    def _compute_set_uses(self, cs) -> list:
-        key = id(cs)
-        if key not in self._cs_uses:
-            reads: dict[int, bool] = {}
-            writes: dict[int, list] = {}
-            vars_: dict[int, Variable] = {}
-            for chunk in cs.chunks:
-                for j, (f, v) in enumerate(zip(chunk.codelet.fields, chunk.field_vars)):
-                    vars_[v.id] = v
-                    reads[v.id] = reads.get(v.id, False) or f.direction in (IN, INOUT)
-                    if f.direction in (OUT, INOUT):
-                        writes.setdefault(v.id, []).append((chunk.field_start[:, j], chunk.field_count[:, j]))
-            out = []
-            for vid, v in vars_.items():
-                w = writes.get(vid)
-                whole = bool(w) and _covers(np.concatenate([a for a, _ in w]), np.concatenate([b for _, b in w]),
-                                            v.numel)
-                out.append((v, reads[vid], bool(w), whole))
-            self._cs_uses[key] = out
-        return self._cs_uses[key]
+    def _leaf_uses(self, p: Program) -> list:
+        key = id(p)
+        out = self._uses_of.get(key)
+        if out is None:
+            out = self._uses_of[key] = [Use(*u) for u in program_kind_of(p).uses(p)]
+        return out
 
     # -- walking -----------------------------------------------------------------------------
     def walk(self, p: Program):
-        if isinstance(p, Sequence):
-            for q in p.programs:
-                self.walk(q)
-            return
-        if isinstance(p, Repeat):
-            a = self.pos
-            if int(p.count) == 0:  # a body that may not run writes nothing for sure
-                self._arm(p.body)
-            else:
-                self.walk(p.body)
-            self.loops.append((a, max(a, self.pos - 1)))
-            return
-        if isinstance(p, If):
-            self.use(p.condition.variable, True, False)
-            self._leaf_done()
-            self._arm(p.then_)
-            self._arm(p.else_)
-            return
-        if isinstance(p, Switch):
-            self.use(p.control.variable, True, False)
-            self._leaf_done()
-            for q in p.cases.values():
-                self._arm(q)
-            self._arm(p.default)
-            return
-        if isinstance(p, Call):
-            key = id(p.function)
-            if key in self.calls_active:
-                raise CompileError(f"function {p.function.name!r} calls itself; recursion is not supported")
-            self.calls_active.add(key)
-            self.walk(p.function.program)
-            self.calls_active.discard(key)
-            return
-        # a leaf: what its kind touches (ipu/kinds.py); whole-variable writes of the common kinds
-        if isinstance(p, Execute):
-            for v, r, w, whole in self._compute_set_uses(p.compute_set):
-                self.use(v, r, w, whole)
-        elif isinstance(p, (Copy, HostToDevice)):
-            for v, r, w in kind_of(p).uses(p):
-                self.use(v, r, w, w and p.dst.variable is v and p.dst.numel == v.numel)
-        else:
-            for v, r, w in kind_of(p).uses(p):
-                self.use(v, r, w)
-        self._leaf_done()
+        match p:
+            case Sequence(programs=programs):
+                for q in programs:
+                    self.walk(q)
+            case Repeat(count=count, body=body):
+                a = self.pos
+                if int(count) == 0:  # a body that may not run writes nothing for sure
+                    self._arm(body)
+                else:
+                    self.walk(body)
+                self.loops.append((a, max(a, self.pos - 1)))
+            case If(condition=condition, then_=then, else_=otherwise):
+                self.use(condition.variable, True, False)
+                self._leaf_done()
+                self._arm(then)
+                self._arm(otherwise)
+            case Switch(control=control, cases=cases, default=default):
+                self.use(control.variable, True, False)
+                self._leaf_done()
+                for q in cases.values():
+                    self._arm(q)
+                self._arm(default)
+            case Call(function=f):
+                key = id(f)
+                if key in self.calls_active:
+                    raise CompileError(f"function {f.name!r} calls itself; recursion is not supported")
+                self.calls_active.add(key)
+                self.walk(f.program)
+                self.calls_active.discard(key)
+            case _:  # a leaf: what its program kind says it touches (ipu/kinds.py)
+                for u in self._leaf_uses(p):
+                    self.use(u.variable, u.read, u.write, u.whole)
+                self._leaf_done()
 
     # -- liveness ----------------------------------------------------------------------------
     @staticmethod
@@ -205,15 +165,13 @@ def _merge(segs: list) -> list:
     return out
 
 
-_TRANSFER_KINDS = ("exchange", "host_to_device", "device_to_host", "remote_load", "remote_store")
-
-
 def timeline_steps(exe) -> list | None:
     """The step at each liveness timeline position (program order, calls expanded, one pass through
     loop bodies and every branch), or None when it cannot be matched with `exe.timeline_length`.
 
-    The compiler inserts a sync before every exchange and host transfer; those syncs take no
-    position of their own (the transfer after them does)."""
+    A leaf program node has one position, which its last step stands for: the steps it adds
+    before that one (the sync before a transfer, a collective's earlier hops) are not
+    `Step.in_timeline`."""
     steps = exe.steps
     out: list[int] = []
     budget = [max(exe.timeline_length, 1) * 4 + 64]
@@ -222,33 +180,28 @@ def timeline_steps(exe) -> list | None:
         budget[0] -= 1
         if budget[0] < 0:
             raise RecursionError
-        kind = node[0]
-        if kind == "step":
-            out.append(int(node[1]))
-        elif kind == "seq":
-            kids = node[1]
-            if (len(kids) == 2 and kids[0][0] == "step" and kids[1][0] == "step"
-                    and steps[kids[0][1]].kind == "sync" and steps[kids[1][1]].kind in _TRANSFER_KINDS):
-                out.append(int(kids[1][1]))
-            else:
-                for k in kids:
-                    walk(k, stack)
-        elif kind == "repeat":
-            walk(node[2], stack)
-        elif kind == "call":
-            f = int(node[1])
-            if f in stack:
-                raise RecursionError
-            walk(exe.functions[f], stack | {f})
-        elif kind == "if":
-            out.append(int(node[1]))
-            walk(node[3], stack)
-            walk(node[4], stack)
-        elif kind == "switch":
-            out.append(int(node[1]))
-            for v in node[3].values():
-                walk(v, stack)
-            walk(node[4], stack)
+        match node:
+            case StepRef(step):
+                if steps[step].in_timeline:
+                    out.append(int(step))
+            case Seq(items):
+                for n in items:
+                    walk(n, stack)
+            case Loop(_, body):
+                walk(body, stack)
+            case CallRef(f):
+                if f in stack:
+                    raise RecursionError
+                walk(exe.functions[f], stack | {f})
+            case Branch(step, _, then, otherwise):
+                out.append(int(step))
+                walk(then, stack)
+                walk(otherwise, stack)
+            case MultiBranch(step, _, arms, default):
+                out.append(int(step))
+                for _, n in arms:
+                    walk(n, stack)
+                walk(default, stack)
 
     try:
         for p in exe.programs:

@@ -17,24 +17,37 @@ import numpy as np
 from .schema import SCHEMA, SUPPORTED_VERSIONS, ProfileError, validate
 
 VERSION = SUPPORTED_VERSIONS[-1]  # the major version written: readers refuse another one
-MINOR_VERSION = 1  # fields added within the major version (1: the `code` section, the `streaming` class)
+# fields added within the major version (1: the `code` section, the `streaming` class; 2: each
+# step's `class`)
+MINOR_VERSION = 2
 
-# Step kinds and the class each one counts towards in the compute / exchange / sync split (the
-# HTML page gets this table with its data).
-KIND_CLASS = {
-    "compute": "compute",
-    "exchange": "exchange",
-    "sync": "sync",
-    "host_to_device": "host",
-    "device_to_host": "host",
-    "remote_load": "streaming",
-    "remote_store": "streaming",
-    "code_load": "streaming",
-    "branch": "control",
-}
+# The profile classes of the compute / exchange / sync split, in the order reports show them;
+# every step carries its class (its step kind's, ipu.kinds.StepKind), and a class outside this
+# list (a program kind of one's own) follows them.
 CLASSES = ("compute", "exchange", "sync", "host", "streaming", "control")
 CLASS_LABELS = {"streaming": "streaming memory"}
-STREAMING_KINDS = ("remote_load", "remote_store", "code_load")
+# Documents before minor version 2 carry no step class: the step kinds of those versions had
+# these (a fixed reading of old files; new step kinds bring their class in the document).
+_CLASS_BEFORE_MINOR_2 = {"compute": "compute", "exchange": "exchange", "sync": "sync", "host_to_device": "host",
+                         "device_to_host": "host", "remote_load": "streaming", "remote_store": "streaming",
+                         "code_load": "streaming", "branch": "control"}
+
+
+def step_class(step: dict) -> str:
+    """The profile class of a step row of a document."""
+    c = step.get("class")
+    return c if c else _CLASS_BEFORE_MINOR_2.get(step["kind"], step["kind"])
+
+
+def kind_classes(doc: dict) -> dict:
+    """step kind -> profile class, for every step kind of a document."""
+    return {s["kind"]: step_class(s) for s in doc["steps"]}
+
+
+def class_order(classes) -> list:
+    """Classes in the order reports show them: CLASSES first, any others after, as given."""
+    known = [c for c in CLASSES if c in classes]
+    return known + [c for c in dict.fromkeys(classes) if c not in CLASSES]
 
 # profile.json, profile-1.json, ... (sessions of a process); .instance<k> for PopDist instance k
 _PROFILE_RE = re.compile(r"^profile(-\d+)?(\.instance\d+)?\.json(\.gz)?$")

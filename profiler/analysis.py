@@ -3,23 +3,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._format import CLASSES, KIND_CLASS, memory_by_category, tile_total, unrle
+from ._format import class_order, kind_classes, memory_by_category, step_class, tile_total, unrle
 
 
 def cycles_by_class(doc: dict) -> dict:
-    """Executed cycles by class (compute, exchange, sync, host, streaming, control), from the
-    cycles by step kind with this reader's classes (documents of minor version 0 had `remote` and
-    `code_load` classes)."""
+    """Executed cycles by class (compute, exchange, sync, host, streaming, control, and any class
+    of a program kind of one's own), from the cycles by step kind and the steps' classes
+    (documents of minor version 0 had `remote` and `code_load` classes)."""
     ex = doc.get("execution") or {}
     by_kind = ex.get("cycles_by_kind")
     if by_kind is None:
         return {c: int(v) for c, v in (ex.get("cycles_by_class") or {}).items()}
+    classes = kind_classes(doc)
     out: dict = {}
     for k, v in by_kind.items():
-        cl = KIND_CLASS.get(k, k)
+        cl = classes.get(k) or step_class({"kind": k})
         out[cl] = out.get(cl, 0) + int(v)
-    order = {c: i for i, c in enumerate(CLASSES)}
-    return dict(sorted(out.items(), key=lambda x: order.get(x[0], len(order))))
+    return {c: out[c] for c in class_order(out)}
 
 
 def code_memory(doc: dict) -> dict:
@@ -132,7 +132,7 @@ def ops(doc: dict) -> list[dict]:
         r["cycles"] += c
         r["steps"] += 1
         r["executions"] += int(s["executions"])
-        cl = KIND_CLASS.get(s["kind"], s["kind"])
+        cl = step_class(s)
         r["by_class"][cl] = r["by_class"].get(cl, 0) + c
     return sorted(rows.values(), key=lambda r: -r["cycles"])
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import analysis
-from ._format import KIND_CLASS, check, decode_trace, load, unrle
+from ._format import check, decode_trace, load, step_class, unrle
 
 # our category name -> libpva-style names
 _CATEGORY_ALIASES = {
@@ -150,7 +150,7 @@ class Program:
         self.id = row["id"]
         self.name = row["name"]
         self.kind = self.type = row["kind"]
-        self.kind_class = KIND_CLASS.get(row["kind"], row["kind"])
+        self.kind_class = step_class(row)
         self.op = row.get("op")
         self.op_type = row.get("op_type")
         self.scope = row.get("scope")

@@ -18,10 +18,11 @@ import numpy as np
 
 from ipu import costs
 from ipu.memory import CATEGORIES
+from ipu.nodes import Branch, CallRef, Loop, MultiBranch, Seq, StepRef
 from ipu.streams import HostTransfer
 from ipu.timeline import timeline_steps
 
-from ._format import KIND_CLASS, MINOR_VERSION, SCHEMA, VERSION, encode_trace, rle
+from ._format import MINOR_VERSION, SCHEMA, VERSION, encode_trace, rle
 
 # Memory categories that are not always live: temporaries, and vertex code loaded from streaming
 # memory (live from a load to the last call before the next load; ipu/codeload.py). Every other
@@ -37,21 +38,21 @@ CATEGORY_ORDER = tuple(x for c in CATEGORIES for x in ((c, "code_loaded") if c =
 
 
 def _node_json(node):
-    kind = node[0]
-    if kind == "step":
-        return int(node[1])
-    if kind == "seq":
-        return {"seq": [_node_json(n) for n in node[1]]}
-    if kind == "repeat":
-        return {"repeat": int(node[1]), "body": _node_json(node[2])}
-    if kind == "call":
-        return {"call": int(node[1])}
-    if kind == "if":
-        return {"if": int(node[1]), "then": _node_json(node[3]), "else": _node_json(node[4])}
-    if kind == "switch":
-        return {"switch": int(node[1]), "cases": {str(k): _node_json(v) for k, v in node[3].items()},
-                "default": _node_json(node[4])}
-    return {"unknown": str(kind)}
+    match node:
+        case StepRef(step):
+            return int(step)
+        case Seq(items):
+            return {"seq": [_node_json(n) for n in items]}
+        case Loop(count, body):
+            return {"repeat": int(count), "body": _node_json(body)}
+        case CallRef(function):
+            return {"call": int(function)}
+        case Branch(step, _, then, otherwise):
+            return {"if": int(step), "then": _node_json(then), "else": _node_json(otherwise)}
+        case MultiBranch(step, _, arms, default):
+            return {"switch": int(step), "cases": {str(k): _node_json(v) for k, v in arms},
+                    "default": _node_json(default)}
+    return {"unknown": type(node).__name__}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -286,7 +287,8 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
                     table_arrays.append(arr)
                     by_key[key] = tc_idx
                 by_obj[key_obj] = tc_idx
-        row = {"id": s.id, "kind": s.kind, "name": s.name, "cycles": int(s.cycles), "tile_cycles": tc_idx}
+        row = {"id": s.id, "kind": s.kind, "class": s.profile_class, "name": s.name, "cycles": int(s.cycles),
+               "tile_cycles": tc_idx}
         if tc_idx is not None:
             row["active_tiles"] = int(np.count_nonzero(table_arrays[tc_idx]))
         if s.vertices:
@@ -335,14 +337,13 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
             c = int(executed_cycles[s.id])
             if c or counts[s.id]:
                 by_kind[s.kind] = by_kind.get(s.kind, 0) + c
-                cl = KIND_CLASS.get(s.kind, s.kind)
-                by_class[cl] = by_class.get(cl, 0) + c
+                by_class[s.profile_class] = by_class.get(s.profile_class, 0) + c
         busy = {}
         if table_arrays:
             w = np.zeros((len(table_arrays), 2), np.int64)
             for s in steps:
                 if s.tile_cycles is not None and counts[s.id]:
-                    col = 0 if s.kind == "compute" else 1
+                    col = 0 if s.profile_class == "compute" else 1
                     w[by_obj[id(s.tile_cycles)], col] += counts[s.id]
             mat = np.stack(table_arrays)
             busy = {"compute": rle(w[:, 0] @ mat), "transfer": rle(w[:, 1] @ mat)}

@@ -21,7 +21,7 @@ from functools import lru_cache
 from importlib import resources
 
 from . import analysis
-from ._format import CLASS_LABELS, CLASSES, KIND_CLASS, decode_trace, tile_total
+from ._format import CLASS_LABELS, CLASSES, class_order, decode_trace, kind_classes, tile_total
 
 MAX_TRACE_ENTRIES = 200_000
 
@@ -39,8 +39,8 @@ def _payload(doc: dict, max_trace: int = MAX_TRACE_ENTRIES) -> dict:
              for r in doc["steps"]]
     tot = tile_total(doc)
     return {
-        "kindClass": KIND_CLASS,
-        "classes": list(CLASSES),
+        "kindClass": kind_classes(doc),
+        "classes": class_order([*CLASSES, *kind_classes(doc).values()]),
         "classLabels": CLASS_LABELS,
         "file": doc.get("_file") or "",
         "target": doc["target"],

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import analysis
-from ._format import CLASS_LABELS, STREAMING_KINDS, tile_total, unrle
+from ._format import CLASS_LABELS, class_order, kind_classes, step_class, tile_total, unrle
 
 CLASS_STYLE = {"compute": "green", "exchange": "magenta", "sync": "yellow", "host": "cyan",
                "streaming": "blue", "control": "white"}
@@ -97,14 +97,16 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
                                                     f"{t['clock_hz'] / 1e9:.2f} GHz", style="bold"))
     summed = sum(s["cycles"]["by_class"].values()) or 1
     by_kind = s["cycles"]["by_kind"]
+    class_of = kind_classes(doc)  # the labelled kinds first, in their order
+    streaming_kinds = [k for k in dict.fromkeys([*KIND_LABELS, *class_of]) if class_of.get(k) == "streaming"]
     for cl, c in sorted(s["cycles"]["by_class"].items(), key=lambda x: -x[1]):
         et.add_row(f"  {CLASS_LABELS.get(cl, cl)}", f"{c:,}", f"{100 * c / summed:.1f}",
                    _bar(c / summed, style=CLASS_STYLE.get(cl, "white")))
         if cl == "streaming":  # what streaming memory time went to
-            for k in STREAMING_KINDS:
+            for k in streaming_kinds:
                 if k in by_kind:
                     v = int(by_kind[k])
-                    et.add_row(Text(f"    {KIND_LABELS[k]}", style="dim"), Text(f"{v:,}", style="dim"),
+                    et.add_row(Text(f"    {KIND_LABELS.get(k, k)}", style="dim"), Text(f"{v:,}", style="dim"),
                                Text(f"{100 * v / summed:.1f}", style="dim"), _bar(v / summed, style="dim blue"))
     con.print(et)
     w = s["wall"]
@@ -190,8 +192,7 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
         st.add_column("tiles", justify="right")
         for r in analysis.costliest_steps(doc, top):
             c = int(r["executed_cycles"])
-            st.add_row(str(r["id"]), r["name"], Text(r["kind"], style=CLASS_STYLE.get(
-                       analysis.KIND_CLASS.get(r["kind"], ""), "")), r.get("op") or "", f"{r['executions']:,}",
+            st.add_row(str(r["id"]), r["name"], Text(r["kind"], style=CLASS_STYLE.get(step_class(r), "")), r.get("op") or "", f"{r['executions']:,}",
                        f"{c:,}", f"{100 * c / summed:.1f}", f"{r.get('active_tiles', t['num_tiles']):,}")
         con.print()
         con.print(st)
@@ -205,8 +206,10 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
         classes = ["compute", "exchange", "sync", "host"]
         if any(r["by_class"].get("streaming") for r in op_rows):
             classes.append("streaming")
+        own = class_order([cl for r in op_rows for cl, c in r["by_class"].items() if c])  # program kinds of one's own
+        classes += [cl for cl in own if cl not in classes and cl != "control"]
         for cl in classes:
-            ot.add_column(cl, justify="right", style=CLASS_STYLE[cl])
+            ot.add_column(cl, justify="right", style=CLASS_STYLE.get(cl, "white"))
         for r in op_rows[:top]:
             ot.add_row(r["op"], r["type"], f"{r['cycles']:,}", f"{100 * r['cycles'] / summed:.1f}",
                        *[f"{r['by_class'].get(cl, 0):,}" for cl in classes])

@@ -72,6 +72,7 @@ _SCHEMA_V1 = {
 _STEP = {
     "id": _INT,
     "kind": ("str", True, None),
+    "class": ("str", False, None),
     "name": ("str", True, None),
     "cycles": _INT,
     "tile_cycles": ("int?", False, None),

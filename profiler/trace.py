@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from . import analysis
-from ._format import CLASSES, KIND_CLASS, decode_trace, tile_total, unrle
+from ._format import CLASSES, class_order, decode_trace, step_class, tile_total, unrle
 
 PID_PROGRAM = 1
 PID_TILES = 2
@@ -61,7 +61,7 @@ def build_trace(doc: dict, tiles: list[int] | None = None, max_events: int = 2_0
     meta({"ph": "M", "name": "process_name", "pid": PID_PROGRAM, "tid": 0,
           "args": {"name": f"IPU program ({doc['target']['name']})"}})
     meta({"ph": "M", "name": "thread_name", "pid": PID_PROGRAM, "tid": 0, "args": {"name": "all steps"}})
-    cls_tid = {c: i + 1 for i, c in enumerate(CLASSES)}
+    cls_tid = {c: i + 1 for i, c in enumerate(class_order([*CLASSES, *(step_class(s) for s in steps)]))}
     for c, tid in cls_tid.items():
         meta({"ph": "M", "name": "thread_name", "pid": PID_PROGRAM, "tid": tid, "args": {"name": c}})
         meta({"ph": "M", "name": "thread_sort_index", "pid": PID_PROGRAM, "tid": tid, "args": {"sort_index": tid}})
@@ -94,7 +94,7 @@ def build_trace(doc: dict, tiles: list[int] | None = None, max_events: int = 2_0
             args["active_tiles"] = s["active_tiles"]
         if s.get("bytes_moved"):
             args["bytes"] = s["bytes_moved"]
-        per_step.append((s["name"] or f"step {s['id']}", s["kind"], KIND_CLASS.get(s["kind"], s["kind"]), args, tc,
+        per_step.append((s["name"] or f"step {s['id']}", s["kind"], step_class(s), args, tc,
                          s["cycles"]))
 
     n = int(ids.size)

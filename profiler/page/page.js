@@ -4,7 +4,8 @@ var D = JSON.parse(document.getElementById('profile-data').textContent);
 var T = D.target, S = D.summary, NT = T.num_tiles;
 var CLASS_COLORS = {compute: '#43a047', exchange: '#8e24aa', sync: '#f9a825', host: '#00acc1',
                     streaming: '#1e88e5', control: '#757575'};
-// step kind -> class, the classes and their labels: profiler/_format.py's tables, sent with the data
+function classColor(c) { return CLASS_COLORS[c] || '#9e9e9e'; }  // a class of a program kind of one's own
+// step kind -> class (from the document's steps), the classes in order and their labels, sent with the data
 var KIND_CLASS = D.kindClass, CLASSES = D.classes, CLASS_LABELS = D.classLabels;
 // the execution trace colours code loads apart from the other streaming-memory transfers
 var TRACE_COLORS = {compute: '#43a047', exchange: '#8e24aa', sync: '#f9a825', host: '#00acc1',
@@ -534,7 +535,7 @@ function drawOps(by) {
     classes.forEach(function (c) {
       var v = o.by_class[c] || 0; if (!v) return;
       var w = v / hi * (W - ml - mr);
-      var r = svg('rect', {x: x, y: y + 2, width: Math.max(w, 0.5), height: rowH - 5, fill: CLASS_COLORS[c]});
+      var r = svg('rect', {x: x, y: y + 2, width: Math.max(w, 0.5), height: rowH - 5, fill: classColor(c)});
       r.appendChild(svg('title', null, o.op + ' \u00b7 ' + c + ': ' + fmtInt(v) + ' cycles'));
       s.appendChild(r); x += w; bars++;
     });
@@ -542,7 +543,7 @@ function drawOps(by) {
   });
   var ly = H - 10, lx = ml;
   classes.filter(function (c, i) { return i < 4 || S.cycles.by_class[c]; }).forEach(function (c) {
-    s.appendChild(svg('rect', {x: lx, y: ly - 9, width: 10, height: 10, fill: CLASS_COLORS[c]}));
+    s.appendChild(svg('rect', {x: lx, y: ly - 9, width: 10, height: 10, fill: classColor(c)}));
     var label = CLASS_LABELS[c] || c;
     s.appendChild(svg('text', {x: lx + 14, y: ly}, label)); lx += 30 + 7 * label.length;
   });

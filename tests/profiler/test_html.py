@@ -46,17 +46,20 @@ def test_page_is_self_contained(ran_known):
     assert not re.search(r"__(TITLE|DATA|CSS|JS)__", page)
 
 
-def test_page_takes_the_step_classes_from_the_format(ran_known):
-    """The step kind -> class table is defined once (profiler/_format.py) and sent with the data;
-    the page's script (package data) holds no copy of it."""
+def test_page_takes_the_step_classes_from_the_document(ran_known):
+    """Every step carries its class in the document (its step kind's, ipu.kinds); the page gets
+    the step kind -> class table of the document with its data, and its script (package data)
+    holds no copy of it."""
     from profiler import _format
     from profiler.html import page_file
 
     exe, engine, _ = ran_known
-    page = render_html(build_profile(exe, engine))
+    doc = build_profile(exe, engine)
+    page = render_html(doc)
     data = json.loads(re.search(r'<script id="profile-data" type="application/json">(.*?)</script>', page,
                                 re.S).group(1))
-    assert data["kindClass"] == _format.KIND_CLASS and data["classes"] == list(_format.CLASSES)
+    assert data["kindClass"] == {s["kind"]: s["class"] for s in doc["steps"]}
+    assert data["kindClass"]["sync"] == "sync" and data["classes"] == list(_format.CLASSES)
     js = page_file("page.js")
     assert "host_to_device" not in js and "branch:" not in js
 
