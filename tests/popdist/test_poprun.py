@@ -89,18 +89,58 @@ def test_topology_verbose_and_sdk_flags(tmp_path):
     assert p.stdout.count("hello") == 2
 
 
-def test_mpi_args_reach_the_launcher(tmp_path):
-    """--mpi-global-args go to mpiexec itself, --mpi-local-args to the instances' part of its line."""
-    import argparse
+# Open MPI options as Graphcore's documentation, PopXL's multi-instance tests and users' launch
+# scripts pass them (Graphcore's poprun runs Open MPI): they run with whichever launcher is installed
+DOCUMENTED_MPI_ARGS = [
+    ([], ["--mpi-local-args=-x TMPDIR -x LD_LIBRARY_PATH -x PYTHONPATH -x PATH -x G_ARG -x L_ARG=l1"]),
+    (["--mpi-global-args", "--tag-output --allow-run-as-root --mca oob_tcp_if_include eno1 "
+                           "--mca btl_tcp_if_include eno1 -x G_ARG"],
+     ["--mpi-local-args", " -x OPAL_PREFIX -x IPUOF_VIPU_API_TIMEOUT=600 -x POPLAR_LOG_LEVEL=WARN -x L_ARG=l1 "
+                          "-x TF_CPP_VMODULE='poplar_compiler=0, poplar_executor=0'"]),
+    (["--mpi-global-args=--tag-output --bind-to none --map-by :OVERSUBSCRIBE --report-bindings"],
+     ["--mpi-local-args=-x G_ARG -x L_ARG=l1 -x CPATH"]),
+]
 
-    from popdist.poprun import mpi_launcher
 
-    _, flavour = mpi_launcher(argparse.Namespace(mpi_command=None))
+@pytest.mark.parametrize("glob, loc", DOCUMENTED_MPI_ARGS)
+def test_documented_mpi_args_run_with_the_installed_launcher(tmp_path, glob, loc):
     prog = _script(tmp_path, "import os\nprint('env', os.environ.get('G_ARG'), os.environ.get('L_ARG'))\n")
-    glob, loc = (("-genv G_ARG g1", "-env L_ARG l1") if flavour == "hydra" else ("-x G_ARG=g1", "-x L_ARG=l1"))
-    p = poprun(["--num-instances", "2", "--mpi-global-args", glob, "--mpi-local-args", loc, sys.executable, prog])
+    env = dict(os.environ, G_ARG="g1")
+    env.pop("TMPDIR", None)
+    p = poprun(["--num-instances", "2", "--vipu-partition", "p", "--remove-partition", "no", "--update-partition",
+                "yes", *glob, *loc, sys.executable, prog], env=env)
+    assert p.returncode == 0, p.stderr
+    lines = sorted(ln for ln in p.stdout.splitlines() if "env " in ln)
+    assert lines == ["[1,0]<stdout>:env g1 l1", "[1,1]<stdout>:env g1 l1"], p.stdout  # tagged once
+
+
+def test_hydra_options_reach_the_launcher(tmp_path):
+    """MPICH's own spelling (-genv / -env) works too, whichever launcher is installed."""
+    prog = _script(tmp_path, "import os\nprint('env', os.environ.get('G_ARG'), os.environ.get('L_ARG'))\n")
+    p = poprun(["--num-instances", "2", "--mpi-global-args", "-genv G_ARG g1", "--mpi-local-args", "-env L_ARG l1",
+                sys.executable, prog])
     assert p.returncode == 0, p.stderr
     assert "[1,0]<stdout>:env g1 l1" in p.stdout and "[1,1]<stdout>:env g1 l1" in p.stdout, p.stdout
+
+
+def test_sdk_options_accepted(tmp_path):
+    """Options of Graphcore's poprun that have no V-IPU or cluster to act on here are accepted;
+    --executable-cache-path gives the instances their cache directory; --num-ilds shapes the topology."""
+    prog = _script(tmp_path, "import os\nprint('cache', os.environ.get('POPXL_CACHE_DIR'))\n")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost  # this machine\n\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_CACHE_DIR")}
+    p = poprun(["-vv", "--num-instances", "2", "--num-replicas", "4", "--num-ilds", "2", "--hostfile", str(hosts),
+                "--vipu-server-host=h", "--vipu-server-timeout", "600", "--vipu-allocation", "a",
+                "--vipu-partition-attempts", "2", "--reset-partition=no", "--numa-aware", "1",
+                "--executable-cache-path", str(tmp_path / "cache"), "--print-topology=yes", sys.executable, prog],
+               env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"[1,1]<stdout>:cache {tmp_path / 'cache'}" in p.stdout
+    assert "| ILDs      |   0   |   1   |" in p.stdout, p.stdout
+    assert "POPRUN [I] MPI launcher:" in p.stderr
+    v = poprun(["--version"])
+    assert v.returncode == 0 and v.stdout.startswith("poprun")
 
 
 FAILING = """
