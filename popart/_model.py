@@ -102,6 +102,10 @@ class ModelIO:
                         f"popart.TensorInfo(dtype, shape))) or export the model with fixed shapes")
             self.inputs.append((vi.name, TensorInfo(type_name(tt.elem_type), dims)))
         self.outputs = [o.name for o in g.output]
+        from .options import VARIABLE_SETTINGS_KEY, VariableSettings
+        self.variable_settings: Dict[str, VariableSettings] = {
+            p.key[len(VARIABLE_SETTINGS_KEY):]: VariableSettings._decode(p.value)
+            for p in model.metadata_props if p.key.startswith(VARIABLE_SETTINGS_KEY)}
 
     def is_weight(self, tid: str) -> bool:
         """Trainable: a floating-point initializer (PopART's weights)."""
@@ -128,6 +132,7 @@ def infer_tensor_infos(model: onnx.ModelProto, input_shape_info=None) -> Dict[st
                 if io.is_weight(name):
                     tr.values[name] = popxl.graph_input(arr.shape, popxl.dtypes.dtype.as_dtype(arr.dtype),
                                                         name=name.replace(":", "_"))
+                    tr.initial_values[name] = arr
                 else:
                     tr.consts[name] = arr
                 out[name] = TensorInfo(arr)

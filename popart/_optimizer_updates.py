@@ -27,6 +27,15 @@ def _safe(name: str) -> str:
     return name.replace(":", "_").replace("/", "_")
 
 
+def grouped_zeros(var: popxl.Variable, name: str) -> popxl.Variable:
+    """A zero variable of `var`'s shape on every replica, grouped as `var` is (optimizer state and
+    accumulators of a weight made with VariableSettings differ per group as the weight does)."""
+    rg = var.replica_grouping
+    groups = rg.num_groups
+    shape = var.shape if groups == 1 else (groups, *var.shape)
+    return popxl.variable(np.zeros(shape, var.dtype.as_numpy()), var.dtype, name=name, replica_grouping=rg)
+
+
 class OptimizerState:
     def __init__(self, optimizer: Optimizer, weights: Dict[str, popxl.Variable]):
         self.optimizer = optimizer
@@ -35,8 +44,9 @@ class OptimizerState:
         self.hyper_vars: Dict[Tuple[str, Optional[str]], popxl.Variable] = {}  # (param, weight or None) -> var
         for w, var in weights.items():
             for slot in self._slots(w):
-                init = np.zeros((), np.float32) if slot == "step" else np.zeros(var.shape, var.dtype.as_numpy())
-                self.state[(w, slot)] = popxl.variable(init, name=f"{_slot_prefix(slot)}{_safe(w)}")
+                name = f"{_slot_prefix(slot)}{_safe(w)}"
+                self.state[(w, slot)] = popxl.variable(np.zeros((), np.float32), name=name) if slot == "step" \
+                    else grouped_zeros(var, name)
         for name in optimizer.PARAMS:
             for w in [None] + list(weights):
                 v = optimizer._defaults[name] if w is None else optimizer._specific.get(w, {}).get(name)

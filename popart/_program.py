@@ -15,6 +15,8 @@ that every micro-batch calls. Subgraphs take every variable they touch by refere
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -27,12 +29,12 @@ import popxl.transforms as transforms
 from popxl.ops import var_updates
 
 from ._model import ModelIO, onnx_opset
-from ._optimizer_updates import OptimizerState
+from ._optimizer_updates import OptimizerState, grouped_zeros
 from ._translate import Translation
 from ._translate.context import device_numpy_type, to_device_array
 from .dataflow import AnchorReturnType, AnchorReturnTypeId
 from .errors import popart_exception
-from .options import ReductionType, SyntheticDataMode
+from .options import ReductionType, SyntheticDataMode, VariableRetrievalMode
 from .tensorinfo import onnx_type
 
 GRAD_PREFIX = "Gradient___"
@@ -117,14 +119,11 @@ class _Builder:
                 dt = popxl.dtypes.dtype.as_dtype(device_numpy_type(onnx_type(info.data_type())))
                 self.data_inputs[name] = popxl.graph_input(info.shape(), dt, name=_safe(name))
                 tr.values[name] = self.data_inputs[name]
-            self.weight_inputs = {}
-            for name in weight_ids:
-                arr = to_device_array(io.initializers[name])
-                self.weight_inputs[name] = popxl.graph_input(arr.shape, popxl.dtypes.dtype.as_dtype(arr.dtype),
-                                                             name=_safe(name))
-                tr.values[name] = self.weight_inputs[name]
+            for name in weight_ids:  # a weight's graph input is made at its first use on the device
+                tr.initial_values[name] = io.initializers[name]
+                tr.pending[name] = functools.partial(self._weight_input, name)
             for name, arr in io.initializers.items():
-                if name not in self.weight_inputs:
+                if name not in tr.initial_values:
                     tr.consts[name] = arr
             self.initializer_consts = dict(tr.consts)
             self.seed_input = None
@@ -133,6 +132,11 @@ class _Builder:
                 tr.seed_tensor = self.seed_input
             for node in spec.model.graph.node:
                 tr.run_node(node)
+            for name in weight_ids:  # unused weights stay weights; those only read when ops were built do not
+                if name in tr.pending and (name not in tr.read_at_compile_time or name in spec.anchors
+                                           or GRAD_PREFIX + name in spec.anchors):
+                    tr.tensor(name)
+            self.weight_inputs = {name: tr.values[name] for name in weight_ids if name in tr.values}
             # what the rest of the program reads of the forward graph
             self.fwd_outputs: List[str] = []
             wanted = list(spec.anchors)
@@ -173,21 +177,43 @@ class _Builder:
             self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
             self.loss_tensor = loss_t
 
+    def _weight_input(self, name: str) -> popxl.Tensor:
+        arr = to_device_array(self.io.initializers[name])
+        shape = arr.shape
+        settings = self.io.variable_settings.get(name)
+        if settings is not None:  # the initializer holds one value per group: a replica sees one
+            shape = tuple(settings.shapeOnReplica(shape, self._replicas(), name))
+        return popxl.graph_input(shape, popxl.dtypes.dtype.as_dtype(arr.dtype), name=_safe(name))
+
+    def _replicas(self) -> int:
+        return max(self.spec.rf, self.spec.global_rf)
+
+    def grouping(self, name: str):
+        """(popxl ReplicaGrouping, retrieval mode) of a weight made with VariableSettings, else (None, None)."""
+        settings = self.io.variable_settings.get(name)
+        if settings is None:
+            return None, None
+        stride, size = settings._stride_size(self._replicas())
+        mode = "all_replicas" if settings.getRetrievalMode() == VariableRetrievalMode.AllReplicas else "one_per_group"
+        return self.ir.replica_grouping(stride=stride, group_size=size), mode
+
     # -- 2. variables ------------------------------------------------------------------------------------------
     def _variables(self):
         spec, io = self.spec, self.io
         self.weights: Dict[str, popxl.Variable] = {}
         for name in self.weight_inputs:
             ipu = self._ipu_of_weight(name)
+            rg, mode = self.grouping(name)
             with popxl.ipu(ipu) if ipu is not None else _null():
-                self.weights[name] = popxl.variable(to_device_array(io.initializers[name]), name=_safe(name))
+                self.weights[name] = popxl.variable(to_device_array(io.initializers[name]), name=_safe(name),
+                                                    replica_grouping=rg, retrieval_mode=mode)
         self.opt_state = None
         self.accums: Dict[str, popxl.Variable] = {}
         if spec.training:
             self.opt_state = OptimizerState(spec.optimizer, self.weights)
             if spec.af > 1:
                 for w, var in self.weights.items():
-                    self.accums[w] = popxl.variable(np.zeros(var.shape, var.dtype.as_numpy()), name=f"Accum___{_safe(w)}")
+                    self.accums[w] = grouped_zeros(var, f"Accum___{_safe(w)}")
         self.seed = None
         if self.seed_input is not None or self.spec.synthetic in (SyntheticDataMode.RandomNormal,
                                                                    SyntheticDataMode.RandomUniform):
@@ -301,9 +327,13 @@ class _Builder:
                                    f"ReductionType.Sum or Mean")
         for w, g in grads.items():
             with popxl.ipu(self.weights[w]._ipu) if self.weights[w]._ipu is not None else _null():
-                if max(spec.rf, spec.global_rf) > 1:
-                    g = ops.collectives.replicated_all_reduce(g, op="add")
-                self.opt_state.apply(get, w, g, scale)
+                rg, _ = self.grouping(w)  # a grouped weight's gradient is reduced over its group only
+                if max(spec.rf, spec.global_rf) > 1 and (rg is None or rg.group_size > 1):
+                    g = ops.collectives.replicated_all_reduce(g, op="add", group=rg)
+                w_scale = scale
+                if rg is not None and spec.reduction == ReductionType.Mean:
+                    w_scale = scale * self._replicas() / rg.group_size
+                self.opt_state.apply(get, w, g, w_scale)
                 if spec.af > 1:
                     var_updates.accumulator_zero_(get(self.accums[w]))
 
@@ -327,8 +357,8 @@ class _Builder:
         if not spec.training:
             outs = self._translate_inline(data, get)
         else:
-            args = dict(zip(self.fwd.inputs, [data[n] for n in self.data_inputs] +
-                            [get(self.weights[w]) for w in self.weight_inputs]))
+            args = {t: data[n] for n, t in self.data_inputs.items()}
+            args.update({t: get(self.weights[w]) for w, t in self.weight_inputs.items()})
             if self.seed_input is not None:
                 args[self.seed_input] = seed_use
             info = ops.call_with_info(self.fwd, inputs_dict=args)
@@ -363,6 +393,7 @@ class _Builder:
         tr.values.update(data)
         for w in self.weight_inputs:
             tr.values[w] = get(self.weights[w])
+        tr.initial_values.update({w: a for w, a in self.tr.initial_values.items() if w not in self.weight_inputs})
         tr.consts.update(self.initializer_consts)
         for node in self.spec.model.graph.node:
             tr.run_node(node)

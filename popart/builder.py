@@ -304,11 +304,10 @@ class Builder:
         """A weight initialised with `initVal` (a NumPy array): an ONNX initializer."""
         if isinstance(variableSettings, str):
             debugContext, variableSettings = variableSettings, None  # noqa: N806
-        if variableSettings is not None:
-            from .options import VariableSettings
-            if isinstance(variableSettings, VariableSettings) and not variableSettings._is_default():
-                raise popart_exception("addInitializedInputTensor: VariableSettings other than the default (one "
-                                       "variable shared by all replicas) are not supported yet")
+        from .options import VARIABLE_SETTINGS_KEY, VariableSettings
+        if variableSettings is not None and not isinstance(variableSettings, VariableSettings):
+            raise popart_exception(f"addInitializedInputTensor: variableSettings must be a popart.VariableSettings, "
+                                   f"not {type(variableSettings).__name__}")
         arr = np.asarray(initVal)
         if arr.dtype == np.float64:
             raise popart_exception("addInitializedInputTensor: float64 weights are not supported on the IPU; "
@@ -316,6 +315,10 @@ class Builder:
         tid = self._unique(self._scoped(debugContext or "init_input"))
         self._model.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(arr), tid))
         self._model.graph.input.append(onnx.helper.make_tensor_value_info(tid, onnx_type(arr.dtype), arr.shape))
+        if variableSettings is not None and not variableSettings._is_default():
+            # the session reads them from the model (the initializer holds one value per group)
+            onnx.helper.set_model_props(self._model, {**{p.key: p.value for p in self._model.metadata_props},
+                                                      VARIABLE_SETTINGS_KEY + tid: variableSettings._encode()})
         return tid
 
     def addOutputTensor(self, outputName: str) -> None:  # noqa: N802,N803

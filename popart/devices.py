@@ -58,6 +58,9 @@ def _pod_devices() -> List[tuple]:
     return out
 
 
+CPU_BYTES_PER_TILE = 1 << 32  # the CPU device's tiles: host memory, not 624 KiB
+
+
 class DeviceInfo:
     """A simulated device: its type, IPUs and tiles. A context manager that detaches on exit."""
 
@@ -188,7 +191,10 @@ class DeviceManager:
         return d
 
     def createCpuDevice(self) -> DeviceInfo:  # noqa: N802
-        return DeviceInfo(DeviceType.Cpu, 1, ipu.get_target("small:16"))
+        """Poplar's CPU device runs a model on the host, unbounded by tile memory: here 16 simulated
+        tiles whose memory does not run out (a model that fits no IPU still runs, as on the CPU
+        device; its cycles and memory report say what 16 tiles would do)."""
+        return DeviceInfo(DeviceType.Cpu, 1, ipu.small_target(16, bytes_per_tile=CPU_BYTES_PER_TILE, name="CPU-16tiles"))
 
     def createOfflineIPUDevice(self, opts: Optional[dict] = None) -> DeviceInfo:  # noqa: N802
         opts = dict(opts or {})

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import enum
 import warnings
-from typing import Any, Dict
+from typing import Any, Dict, Optional
+
+import numpy as np
 
 from .errors import popart_exception
 
@@ -97,17 +99,208 @@ class CommGroupType(enum.Enum):
     Ungrouped = 3
 
 
+VARIABLE_SETTINGS_KEY = "popart.variableSettings:"  # + tensor id: a model property the Builder writes
+
+
 class CommGroup:
+    """A domain of replicas (PopART's CommGroup): `All` replicas, `Consecutive` runs of
+    `replicaGroupSize`, `Orthogonal` (every replicas / replicaGroupSize-th replica), or
+    `Ungrouped` (each replica alone)."""
+
     def __init__(self, type: CommGroupType = CommGroupType.All, replicaGroupSize: int = 0):  # noqa: A002,N803
-        self.type, self.replicaGroupSize = type, replicaGroupSize
+        if not isinstance(type, CommGroupType):
+            raise popart_exception(f"CommGroup: type must be a popart.CommGroupType, not {type!r}")
+        self.type, self.replicaGroupSize = type, int(replicaGroupSize)
+
+    def __eq__(self, other):
+        return isinstance(other, CommGroup) and (self.type, self.replicaGroupSize) == (other.type,
+                                                                                       other.replicaGroupSize)
+
+    def __hash__(self):
+        return hash((self.type, self.replicaGroupSize))
+
+    def __repr__(self):
+        return f"CommGroup({self.type.name}, {self.replicaGroupSize})"
 
 
 class VariableSettings:
+    """How a variable is shared over the replicas (PopART's VariableSettings): replicas of one
+    group hold the same value, and `retrievalMode` says what reading it back returns (one value
+    per group, or one per replica).
+
+        VariableSettings()                                   one value shared by all replicas
+        VariableSettings(CommGroup(type, size)[, mode])      groups of a CommGroup
+        VariableSettings(mode)                               all replicas in one group
+        VariableSettings(stride, groupSize[, mode])          groups of `groupSize` replicas `stride` apart
+
+    Methods take the replication factor, as PopART's do. An initializer of a variable with more
+    than one group has a leading dimension of the number of groups (`shapeOnHost`)."""
+
     def __init__(self, *args):
-        self.args = args
+        self._comm: Optional[CommGroup] = CommGroup()
+        self._stride, self._size = 1, 0
+        self._mode = VariableRetrievalMode.OnePerGroup
+        rest = list(args)
+        if rest and isinstance(rest[0], CommGroup):
+            self._comm = rest.pop(0)
+        elif len(rest) >= 2 and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in rest[:2]):
+            self._comm, self._stride, self._size = None, int(rest[0]), int(rest[1])
+            rest = rest[2:]
+        if rest and isinstance(rest[0], VariableRetrievalMode):
+            self._mode = rest.pop(0)
+        if rest:
+            raise popart_exception(f"VariableSettings({', '.join(map(repr, args))}): the arguments are a CommGroup "
+                                   "and/or a VariableRetrievalMode, or (stride, groupSize[, VariableRetrievalMode])")
+        self.verify()
+
+    # -- what it was made from --------------------------------------------------------------------
+    def verify(self) -> None:
+        if self._comm is not None:
+            c = self._comm
+            if c.type not in (CommGroupType.All, CommGroupType.Ungrouped) and c.replicaGroupSize < 1:
+                raise popart_exception(f"VariableSettings: {c} needs a replicaGroupSize of at least 1")
+        else:
+            if self._stride < 1 or self._size < 1:
+                raise popart_exception(f"VariableSettings: the stride ({self._stride}) and the group size "
+                                       f"({self._size}) must be positive integers")
+            if self._size == 1:
+                self._stride = 1
+        if self._mode == VariableRetrievalMode.AllReduceReplicas:
+            raise popart_exception("VariableRetrievalMode.AllReduceReplicas is not supported (as in PopART): use "
+                                   "OnePerGroup or AllReplicas")
+
+    def isUsingCommGroup(self) -> bool:  # noqa: N802
+        return self._comm is not None
+
+    def getSharedVariableDomain(self) -> CommGroup:  # noqa: N802
+        if self._comm is None:
+            raise popart_exception("The variable settings were not made from a popart.CommGroup (they were made from "
+                                   "a stride and a group size)")
+        return CommGroup(self._comm.type, self._comm.replicaGroupSize)
+
+    def getRetrievalMode(self) -> VariableRetrievalMode:  # noqa: N802
+        return self._mode
+
+    def getCommGroupType(self) -> CommGroupType:  # noqa: N802
+        return self._comm.type if self._comm is not None else CommGroupType.Consecutive
+
+    # -- the groups for a replication factor -------------------------------------------------------
+    def _stride_size(self, replicaCount: int) -> tuple:  # noqa: N803
+        """(stride, group size) of the groups over `replicaCount` replicas."""
+        n = int(replicaCount)
+        if n < 1:
+            raise popart_exception(f"VariableSettings: the replica count must be at least 1, not {n}")
+        if self._comm is None:
+            stride, size = self._stride, self._size
+        else:
+            t, g = self._comm.type, self._comm.replicaGroupSize
+            if t == CommGroupType.All:
+                stride, size = 1, n
+            elif t == CommGroupType.Ungrouped or g == 1:
+                stride, size = 1, 1
+            elif t == CommGroupType.Consecutive:
+                stride, size = 1, g
+            else:  # Orthogonal: group k is replicas k, k + n/g, k + 2n/g, ...
+                if n % g:
+                    raise popart_exception(f"VariableSettings: {self._comm} does not divide {n} replicas")
+                stride, size = n // g, g
+        if n % (stride * size):
+            raise popart_exception(f"VariableSettings: groups of {size} replicas (stride {stride}) do not divide "
+                                   f"{n} replicas")
+        return stride, size
+
+    def groups(self, replicaCount: int) -> list:  # noqa: N803
+        """The replicas of every group, in group order."""
+        n = int(replicaCount)
+        stride, size = self._stride_size(n)
+        out, seen = [], set()
+        for first in range(n):
+            if first in seen:
+                continue
+            block = (first // (stride * size)) * stride * size
+            members = [block + (first - block) % stride + k * stride for k in range(size)]
+            out.append(members)
+            seen.update(members)
+        return out
+
+    def getGroupCount(self, replicaCount: int) -> int:  # noqa: N802,N803
+        stride, size = self._stride_size(replicaCount)
+        return int(replicaCount) // size
+
+    groupCount = getGroupCount  # the name of the PopART user guide's replication example
+
+    def getStride(self, replicaCount: Optional[int] = None) -> int:  # noqa: N802,N803
+        if replicaCount is None:
+            return self._stride
+        return self._stride_size(replicaCount)[0]
+
+    def getGroupSize(self) -> int:  # noqa: N802
+        return self._size if self._comm is None else self._comm.replicaGroupSize
+
+    def getRealGroupSize(self, replicaCount: int) -> int:  # noqa: N802,N803
+        return self._stride_size(replicaCount)[1]
+
+    def getGroupRepresentative(self, group: int) -> int:  # noqa: N802
+        """The lowest replica of group `group`."""
+        group = int(group)
+        if self._comm is not None:
+            t, g = self._comm.type, self._comm.replicaGroupSize
+            if t == CommGroupType.All:
+                return 0
+            if t == CommGroupType.Consecutive and g > 1:
+                return g * group
+            return group
+        stride, size = self._stride, self._size
+        return (group // stride) * stride * size + group % stride
+
+    def numReplicasReturningVariable(self, replicaCount: int) -> int:  # noqa: N802,N803
+        """How many values reading the variable back gives: one per group, or one per replica."""
+        if self._mode == VariableRetrievalMode.AllReplicas:
+            return int(replicaCount)
+        return self.getGroupCount(replicaCount)
+
+    def shapeOnReplica(self, full_shape, replicaCount: int, name: str = "") -> list:  # noqa: N802,N803
+        shape = list(full_shape)
+        groups = self.getGroupCount(replicaCount)
+        if groups == 1:
+            return shape
+        if not shape or shape[0] != groups:
+            raise popart_exception(f"Tensor {name!r} of shape {shape}: with {groups} replica groups its outer dimension "
+                                   f"must be the number of groups ({groups}), one value per group")
+        return shape[1:]
+
+    def shapeOnHost(self, replica_shape, replicaCount: int) -> list:  # noqa: N802,N803
+        groups = self.getGroupCount(replicaCount)
+        return list(replica_shape) if groups == 1 else [groups, *replica_shape]
 
     def _is_default(self) -> bool:
-        return not self.args or (isinstance(self.args[0], CommGroup) and self.args[0].type == CommGroupType.All)
+        return self._comm is not None and self._comm.type == CommGroupType.All and \
+            self._mode == VariableRetrievalMode.OnePerGroup
+
+    def __eq__(self, other):
+        return isinstance(other, VariableSettings) and (self._comm, self._stride, self._size, self._mode) == \
+            (other._comm, other._stride, other._size, other._mode)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __repr__(self):
+        dom = repr(self._comm) if self._comm is not None else f"stride={self._stride}, groupSize={self._size}"
+        return f"VariableSettings({dom}, {self._mode.name})"
+
+    # -- carried in the ONNX model (the Builder writes it, sessions read it) ------------------------------
+    def _encode(self) -> str:
+        if self._comm is not None:
+            return f"commgroup:{self._comm.type.value}:{self._comm.replicaGroupSize}:{self._mode.value}"
+        return f"stride:{self._stride}:{self._size}:{self._mode.value}"
+
+    @classmethod
+    def _decode(cls, text: str) -> "VariableSettings":
+        kind, a, b, mode = text.split(":")
+        mode = VariableRetrievalMode(int(mode))
+        if kind == "commgroup":
+            return cls(CommGroup(CommGroupType(int(a)), int(b)), mode)
+        return cls(int(a), int(b), mode)
 
 
 class TensorLocationSettings:

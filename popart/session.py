@@ -92,8 +92,8 @@ class _Session:
         ir._pb_ir.getSessionOptions().engineOptions = dict(o.engineOptions)
         ir._pb_ir.getSessionOptions().instrumentWithHardwareCycleCounter = bool(o.instrumentWithHardwareCycleCounter)
         self._session: Optional[popxl.Session] = None
-        self._host_weights: Dict[str, np.ndarray] = {w: np.array(self._io.initializers[w])
-                                                     for w in self._program.weights}
+        self._host_weights: Dict[str, np.ndarray] = {w: _as_retrieved(var, self._io.initializers[w])
+                                                     for w, var in self._program.weights.items()}
         self._device_weights_newer = False
         self._last_cycles = 0
 
@@ -480,3 +480,14 @@ class TrainingSession(_Session):
             s.write_variable_data(var, value)
         self._optimizer = copy.deepcopy(optimizer)
         self._program.opt_state.optimizer = self._optimizer
+
+
+def _as_retrieved(var: popxl.Variable, init: np.ndarray) -> np.ndarray:
+    """A weight's initializer in the shape reading it back gives: one value per group as given, or,
+    for VariableRetrievalMode.AllReplicas, one per replica (its group's)."""
+    arr = np.array(init)
+    if getattr(var, "retrieval_mode", "one_per_group") != "all_replicas":
+        return arr
+    rg = var.replica_grouping
+    assignment = list(rg.assignment)
+    return arr[assignment] if rg.num_groups > 1 else np.stack([arr] * len(assignment))

@@ -127,12 +127,16 @@ class Node:
         if not self.has_input(i):
             raise self.error(f"input {i} ({what or 'a constant'}) is missing")
         tid = self.proto.input[i]
-        if tid not in self.tr.consts:
-            raise self.error(f"input {i} ({what or 'tensor ' + repr(tid)}) must be a constant (a Constant node, an "
-                             f"integer initializer, or computed from them); tensor {tid!r} is only known on the "
-                             f"device: a model input, a weight (every floating-point initializer is one) or "
-                             f"computed from them")
-        return self.tr.consts[tid]
+        if tid in self.tr.consts:
+            return self.tr.consts[tid]
+        if tid in self.tr.initial_values:
+            # an initializer (a weight): PopART reads its value when it builds the op, as here;
+            # a weight read only this way is not a weight of the session (nothing on the device uses it)
+            self.tr.read_at_compile_time.add(tid)
+            return self.tr.initial_values[tid]
+        raise self.error(f"input {i} ({what or 'tensor ' + repr(tid)}) must be a constant (a Constant node, an "
+                         f"initializer, or computed from them); tensor {tid!r} is only known on the device: a "
+                         f"model input or computed from one")
 
     def value(self, i: int) -> Union[popxl.Tensor, np.ndarray]:
         """Input i as a host constant when known, else as a popxl tensor."""
@@ -144,6 +148,8 @@ class Node:
         tid = self.proto.input[i]
         if tid in self.tr.consts:
             return tuple(self.tr.consts[tid].shape)
+        if tid not in self.tr.values and tid in self.tr.initial_values:
+            return tuple(self.tr.initial_values[tid].shape)
         return tuple(self.input(i).shape)
 
     # -- attributes ----------------------------------------------------------------------------------
@@ -189,6 +195,12 @@ class Translation:
         self.recompute: set = set()
         self._seeds = 0
         self.unsupported: Dict[str, str] = {}  # output id -> the node that cannot compute it
+        # weights (floating-point initializers): their initial values, for inputs that must be known
+        # when the op is built (Dropout's ratio, Clip's bounds, Pad's value, Resize's scales, ...),
+        # and, for weights not made yet, how to make their device tensor at their first device use
+        self.initial_values: Dict[str, np.ndarray] = {}
+        self.read_at_compile_time: set = set()
+        self.pending: Dict[str, Callable[[], popxl.Tensor]] = {}
 
     def next_seed(self) -> popxl.Tensor:
         """A fresh (2,) uint32 seed for one random op, derived from the session's seed."""
@@ -200,6 +212,8 @@ class Translation:
 
     # -- tensors -------------------------------------------------------------------------------------
     def tensor(self, tid: str) -> popxl.Tensor:
+        if tid not in self.values and tid in self.pending:
+            self.values[tid] = self.pending.pop(tid)()
         if tid in self.values:
             t = self.values[tid]
             if self.current_ipu is not None and t._ipu is not None and t._ipu != self.current_ipu:
