@@ -121,6 +121,7 @@ class Translated:
 _OMPI_NOARG_TUNING = {"oversubscribe", "report-bindings", "display-map", "display-allocation", "display-devel-map",
                       "use-hwthread-cpus", "nolocal", "noprefix"}
 _OMPI_ARG_TUNING = {"rank-by", "display", "prefix", "report-child-jobs-separately", "runtime-options", "rtos"}
+_HYDRA_OBJECTS = {"none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "socket", "numa", "board"}
 _PROCESS_COUNT = {"-n", "-np", "--np", "-c", "--n"}
 _IFACE_KEY = re.compile(r"^(oob|btl)_tcp_if_(include|exclude)$")
 
@@ -225,8 +226,10 @@ def translate(text: str, launcher: Launcher, where: str, env: dict, local_only: 
             (v,) = take(1, tok)
             if ompi:
                 out.args += ["--map-by" if name == "map-by" else "--bind-to", v]
-            elif v.split(":")[0]:
+            elif v.split(":")[0].lower() in _HYDRA_OBJECTS:
                 out.args += ["-map-by" if name == "map-by" else "-bind-to", v.split(":")[0].lower()]
+            elif v.split(":")[0]:
+                note(f"{tok} {v}", f"a placement {launcher.name} has no equivalent of")
         elif name in ("wdir", "wd"):
             (v,) = take(1, tok)
             out.args += ["--wdir" if ompi else "-wdir", v]

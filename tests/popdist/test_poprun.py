@@ -229,3 +229,33 @@ def test_execute_on_instances_and_registered_communicators(tmp_path):
     for k, want in ((0, None), (1, 41), (2, None), (3, 43)):
         assert f"[1,{k}]<stdout>:execute_on_instances -> {want}" in p.stdout
         assert f"[1,{k}]<stdout>:backend True" in p.stdout
+
+
+def test_open_mpi_options_for_each_launcher():
+    """The same --mpi-*-args spelt for Open MPI and for MPICH's hydra (no launch: both launchers need
+    not be installed)."""
+    from popdist._launchers import Launcher, LaunchError, run_environment, translate
+
+    ompi, hydra = Launcher("/x/mpirun", "openmpi", (5, 0)), Launcher("/x/mpiexec", "hydra")
+    env = {"PATH": "/bin", "G": "1"}
+    text = "--tag-output --allow-run-as-root --mca btl_tcp_if_include eno1 -x G -x UNSET -x A=1 --bind-to none -genv B 2"
+    o = translate(text, ompi, "global", env, local_only=True)
+    assert o.args == ["--allow-run-as-root", "-x", "G", "-x", "A=1", "--bind-to", "none", "-x", "B=2"] and o.tag
+    assert any("btl_tcp_if_include" in n for n in o.notes)
+    o = translate(text, ompi, "global", env, local_only=False)  # other hosts: the interface choice stays
+    assert ["--mca", "btl_tcp_if_include", "eno1"] == o.args[1:4]
+    h = translate(text, hydra, "global", env, local_only=True)
+    assert h.args == ["-genv", "A", "1", "-bind-to", "none", "-genv", "B", "2", "-genvlist", "G"] and h.tag
+    h = translate("-x G -x PATH -x L=l --map-by ppr:2:numa --oversubscribe", hydra, "local", env, local_only=True)
+    assert h.args == ["-env", "L", "l", "-envlist", "G,PATH"] and "ppr:2:numa left out" in h.notes[0]
+    with pytest.raises(LaunchError, match="--num-instances"):
+        translate("-np 4", ompi, "local", env, local_only=True)
+    with pytest.raises(LaunchError, match="-x needs 1 value"):
+        translate("-x", hydra, "local", env, local_only=True)
+    e = {}
+    run_environment(ompi, e, numa=False, as_root=True)
+    assert e["OMPI_ALLOW_RUN_AS_ROOT"] == e["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+    assert e["PRTE_MCA_rmaps_default_mapping_policy"] == ":oversubscribe"
+    e = {"OMPI_ALLOW_RUN_AS_ROOT": "0"}
+    run_environment(hydra, e, numa=False, as_root=True)
+    assert e == {"OMPI_ALLOW_RUN_AS_ROOT": "0"}  # hydra needs nothing; the user's own settings stay
