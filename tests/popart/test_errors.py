@@ -209,9 +209,9 @@ def test_missing_output_array_and_bad_callbacks_are_named():
         s.run(callbacks(np.zeros((2, 3), np.float32), np.zeros(5, np.float32)))
 
 
-def test_a_weight_where_a_constant_is_needed_is_named():
-    """Pad's constant_value from a floating-point initializer: that is a weight (a variable), not a
-    host constant; the error says so."""
+def test_an_initializer_where_a_constant_is_needed_gives_its_value():
+    """Pad's constant_value from a floating-point initializer: PopART reads the initializer's value
+    when it builds the op, and so does the simulator (it is not a weight of the session)."""
     from onnx import helper as oh
     c = onnx.numpy_helper.from_array
     g = oh.make_graph([oh.make_node("Pad", ["x", "pads", "padv"], ["y"])], "g",
@@ -219,6 +219,8 @@ def test_a_weight_where_a_constant_is_needed_is_named():
                       [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])],
                       [c(np.array([1, 0], np.int64), "pads"), c(np.array(1.5, np.float32), "padv")])
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)])
-    with pytest.raises(popart.popart_exception, match=r"Pad node .*constant_value.*'padv' is only known on the "
-                                                      r"device: .*a weight"):
-        popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]), device())
+    s = popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]), device())
+    s.prepareDevice()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({"x": np.array([3, 4], np.float32)}, out))
+    np.testing.assert_array_equal(out["y"], [1.5, 3, 4])
