@@ -216,7 +216,7 @@ def test_twenty_thousand_runs_keep_host_memory_flat():
 
 
 ERROR_MODULES = ("ipu.errors", "popxl.errors", "popxl.reference.interpreter", "popart.errors", "popdist",
-                 "popdist.poprun", "profiler.schema", "profiler.testing", "profiler.calibrate")
+                 "popdist.poprun", "popdist._launchers", "profiler.schema", "profiler.testing", "profiler.calibrate")
 # error classes users never meet: raised and turned into popxl's poplar_application_runtime_error
 INTERNAL_ERRORS = {"codelets/cast_float8.py": {"Log2ScaleOutOfRange"}}
 
