@@ -60,6 +60,7 @@ class ProgramSpec:
     synthetic: SyntheticDataMode = SyntheticDataMode.Off
     distributed: bool = False  # replicas over several PopRun instances (rf is this instance's)
     global_rf: int = 1
+    clip_norm: Optional[float] = None  # gradient clipping by global norm (PopTorch's max_grad_norm)
 
 
 @dataclass
@@ -86,23 +87,39 @@ class _Scope:
         return self.mapping[v]
 
 
-def build(spec: ProgramSpec) -> Program:
+def build(spec: ProgramSpec, builder_class=None) -> Program:
+    """The popxl program of `spec`. `builder_class` (a `_Builder` subclass) supplies the model's
+    forward graph: PopART's translates the ONNX graph, PopTorch's (poptorch/_program.py) a
+    captured PyTorch model; the loops, anchors, gradients and optimizer are shared."""
     ir = popxl.Ir(replication="popdist") if spec.distributed else popxl.Ir(replication=spec.rf)
-    builder = _Builder(spec, ir)
-    if not spec.training:  # shapes and checks from a scratch Ir: inference translates inline
-        scratch = popxl.Ir()
-        with scratch.main_graph:
-            builder._forward(scratch)
+    builder = (builder_class or _Builder)(spec, ir)
+    if not spec.training:
+        builder._inference_shapes()
     with ir.main_graph, popxl.in_sequence(True):
         builder.build()
     return builder.program
 
 
 class _Builder:
+    """Builds the Ir. The model-specific methods (`_forward`, `_translate_inline`,
+    `_initial_weight`, `_ipu_of_weight`, `_grad_source`, `_tensor_infos`) read the ONNX model; a
+    subclass replaces them for another source of forward graphs. What they set for the rest:
+    data_inputs / weight_inputs (name -> graph input), fwd_outputs (names of the forward graph's
+    outputs), trainable (the weights that get gradients), state_updates (weight -> name of the
+    forward output that is its new value after each micro-batch, e.g. running statistics)."""
+
     def __init__(self, spec: ProgramSpec, ir: popxl.Ir):
         self.spec, self.ir = spec, ir
         self.io = spec.io
         self.opset = onnx_opset(spec.model)
+        self.state_updates: Dict[str, str] = {}
+
+    def _inference_shapes(self):
+        """Shapes and checks from a scratch Ir before the real one is built (inference translates
+        the model inline, into the micro-batch graph, so the anchors' shapes are needed first)."""
+        scratch = popxl.Ir()
+        with scratch.main_graph:
+            self._forward(scratch)
 
     # -- 1. the forward graph (and its gradient graph) ---------------------------------------------------
     def _forward(self, ir: popxl.Ir):
@@ -172,7 +189,8 @@ class _Builder:
                 if not tr.values[g].dtype.is_floating_point:
                     raise popart_exception(f"Gradient anchor {GRAD_PREFIX + g!r}: {g!r} is {tr.values[g].dtype.name}; "
                                            f"only floating-point tensors have gradients")
-            self.grad_of = list(self.weight_inputs) + [g for g in grad_ids if g not in self.weight_inputs]
+            self.trainable = list(self.weight_inputs)
+            self.grad_of = self.trainable + [g for g in grad_ids if g not in self.weight_inputs]
             required = [tr.values[w] for w in self.grad_of]
             self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
             self.loss_tensor = loss_t
@@ -199,21 +217,21 @@ class _Builder:
 
     # -- 2. variables ------------------------------------------------------------------------------------------
     def _variables(self):
-        spec, io = self.spec, self.io
+        spec = self.spec
         self.weights: Dict[str, popxl.Variable] = {}
         for name in self.weight_inputs:
             ipu = self._ipu_of_weight(name)
             rg, mode = self.grouping(name)
             with popxl.ipu(ipu) if ipu is not None else _null():
-                self.weights[name] = popxl.variable(to_device_array(io.initializers[name]), name=_safe(name),
+                self.weights[name] = popxl.variable(self._initial_weight(name), name=_safe(name),
                                                     replica_grouping=rg, retrieval_mode=mode)
         self.opt_state = None
         self.accums: Dict[str, popxl.Variable] = {}
         if spec.training:
-            self.opt_state = OptimizerState(spec.optimizer, self.weights)
+            self.opt_state = OptimizerState(spec.optimizer, {w: self.weights[w] for w in self.trainable})
             if spec.af > 1:
-                for w, var in self.weights.items():
-                    self.accums[w] = grouped_zeros(var, f"Accum___{_safe(w)}")
+                for w in self.trainable:
+                    self.accums[w] = grouped_zeros(self.weights[w], f"Accum___{_safe(w)}")
         self.seed = None
         if self.seed_input is not None or self.spec.synthetic in (SyntheticDataMode.RandomNormal,
                                                                    SyntheticDataMode.RandomUniform):
@@ -231,6 +249,9 @@ class _Builder:
                                            f"{spec.bps}")
                 self.counters[tid] = popxl.variable(np.zeros((), np.int32), popxl.int32, name=f"counter_{_safe(tid)}")
 
+    def _initial_weight(self, name) -> np.ndarray:
+        return to_device_array(self.io.initializers[name])
+
     def _ipu_of_weight(self, name):
         if not self.spec.placement:
             return None
@@ -246,7 +267,7 @@ class _Builder:
             base = tid[len(GRAD_PREFIX):]
             if not self.spec.training:
                 raise popart_exception(f"Gradient anchor {tid!r} needs a TrainingSession")
-            src = self.tr.values[base]
+            src = self._grad_source(base)
             return src.shape, src.dtype
         if tid in self.data_inputs:
             return self.data_inputs[tid].shape, self.data_inputs[tid].dtype
@@ -254,6 +275,10 @@ class _Builder:
             return self.weight_inputs[tid].shape, self.weight_inputs[tid].dtype
         t = self.fwd.outputs[self.fwd_outputs.index(tid)]
         return t.shape, t.dtype
+
+    def _grad_source(self, name) -> popxl.Tensor:
+        """The forward-graph tensor whose gradient the anchor Gradient___<name> holds."""
+        return self.tr.values[name]
 
     def state_vars(self) -> List[popxl.Variable]:
         vs = list(self.weights.values()) + list(self.accums.values())
@@ -313,7 +338,7 @@ class _Builder:
         else:
             g = self._subgraph("micro_batch", self._micro)
             ops.repeat(g, spec.af, *[get(v) for v in self.state_vars()])
-            grads = {w: get(self.accums[w]) for w in self.weights}
+            grads = {w: get(self.accums[w]) for w in self.trainable}
         if not spec.training:
             return
         ls = spec.optimizer.lossScaling()
@@ -325,17 +350,42 @@ class _Builder:
         elif spec.reduction != ReductionType.Sum:
             raise popart_exception(f"accumulationAndReplicationReductionType {spec.reduction} is not supported; use "
                                    f"ReductionType.Sum or Mean")
-        for w, g in grads.items():
-            with popxl.ipu(self.weights[w]._ipu) if self.weights[w]._ipu is not None else _null():
+        w_scales = {}
+        for w, g in list(grads.items()):
+            with self._on_ipu_of(w):
                 rg, _ = self.grouping(w)  # a grouped weight's gradient is reduced over its group only
                 if max(spec.rf, spec.global_rf) > 1 and (rg is None or rg.group_size > 1):
-                    g = ops.collectives.replicated_all_reduce(g, op="add", group=rg)
-                w_scale = scale
+                    grads[w] = ops.collectives.replicated_all_reduce(g, op="add", group=rg)
+                w_scales[w] = scale
                 if rg is not None and spec.reduction == ReductionType.Mean:
-                    w_scale = scale * self._replicas() / rg.group_size
-                self.opt_state.apply(get, w, g, w_scale)
+                    w_scales[w] = scale * self._replicas() / rg.group_size
+        if spec.clip_norm is not None:
+            factor = self._clip_factor(grads, w_scales, spec.clip_norm)
+            w_scales = {w: ops.mul(factor, popxl.constant(np.float32(sc))) for w, sc in w_scales.items()}
+        for w, g in grads.items():
+            with self._on_ipu_of(w):
+                self.opt_state.apply(get, w, g, w_scales[w])
                 if spec.af > 1:
                     var_updates.accumulator_zero_(get(self.accums[w]))
+
+    def _on_ipu_of(self, w: str):
+        ipu = self.weights[w]._ipu
+        return popxl.ipu(ipu) if ipu is not None else _null()
+
+    @staticmethod
+    def _clip_factor(grads: Dict[str, popxl.Tensor], scales: Dict[str, float], max_norm: float) -> popxl.Tensor:
+        """Gradient clipping by global norm (PopART's clipNormSettings.clipAllWeights): the true
+        gradients (g * scales[w]) are to be scaled by max_norm / max(norm, max_norm), norm the 2-norm
+        of all of them together; returns that factor."""
+        total = None
+        for w, g in grads.items():
+            gf = g if g.dtype == popxl.float32 else ops.cast(g, popxl.float32)
+            sq = ops.sum(ops.mul(gf, gf)) if gf.rank else ops.mul(gf, gf)
+            sq = ops.mul(sq, popxl.constant(np.float32(scales[w]) ** 2))
+            total = sq if total is None else ops.add(total, sq)
+        norm = ops.sqrt(total)
+        limit = popxl.constant(np.float32(max_norm))
+        return ops.div(limit, ops.maximum(norm, limit))
 
     def _micro(self, get: _Scope) -> Dict[str, popxl.Tensor]:
         spec = self.spec
@@ -363,6 +413,8 @@ class _Builder:
                 args[self.seed_input] = seed_use
             info = ops.call_with_info(self.fwd, inputs_dict=args)
             outs = dict(zip(self.fwd_outputs, info.outputs))
+        for w, name in self.state_updates.items():  # weights the forward pass changes (not trained)
+            var_updates.copy_var_update_(get(self.weights[w]), outs[name])
         grads: Dict[str, popxl.Tensor] = {}
         if spec.training:
             ls = float(spec.optimizer.getLossScalingVal())
@@ -371,7 +423,7 @@ class _Builder:
             gouts = ops.call(self.bwd.graph, dloss, inputs_dict=self.bwd.inputs_dict(info))
             grads = dict(zip(self.grad_of, gouts))
             if spec.af > 1:
-                for w in self.weights:
+                for w in self.trainable:
                     var_updates.accumulate_(get(self.accums[w]), grads[w])
         # anchors
         for tid, art in spec.anchors.items():
@@ -384,7 +436,7 @@ class _Builder:
             else:
                 value = outs[tid]
             self._anchor(get, tid, art, value)
-        return {w: grads[w] for w in self.weights} if spec.training else {}
+        return {w: grads[w] for w in self.trainable} if spec.training else {}
 
     def _translate_inline(self, data, get) -> Dict[str, popxl.Tensor]:
         """Inference: the ONNX graph's ops go straight into the graph being built (no subgraph
