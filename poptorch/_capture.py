@@ -104,10 +104,10 @@ class Node:
 
 
 def _op_name(op) -> str:
-    name = getattr(op, "name", None)
-    if callable(name):  # OpOverload.name() -> "aten::addmm"; add the overload
-        overload = getattr(op, "_overloadname", "default")
-        return f"{name()}.{overload}"
+    """"aten::addmm.default", "aten::add.Tensor", "poptorch::nop.default"."""
+    schema = getattr(op, "_schema", None)
+    if schema is not None:
+        return f"{schema.name}.{getattr(op, '_overloadname', None) or 'default'}"
     return str(op)
 
 

@@ -239,8 +239,10 @@ class PoplarExecutor:
                                       f"deviceIterations ({o.device_iterations})")
         synthetic = {0: SyntheticDataMode.Off, 1: SyntheticDataMode.Zeros, 2: SyntheticDataMode.RandomNormal,
                      3: SyntheticDataMode.RandomUniform}[int(o._Popart.options.get("syntheticDataMode", 0))]
+        anchors = {n: art for n in anchor_values}
+        anchors.update(self._tensor_anchors(captured, mode))
         spec = _program.TorchProgramSpec(
-            model=None, io=None, anchors={n: art for n in anchor_values}, bps=o.device_iterations,
+            model=None, io=None, anchors=anchors, bps=o.device_iterations,
             af=o.Training.gradient_accumulation, rf=o.replication_factor, training=self._training,
             optimizer=popart_opt, placement=captured.num_ipus > 1, reduction=reduction, synthetic=synthetic,
             distributed=distributed, global_rf=global_rf, clip_norm=clip, captured=captured, loss=loss,
@@ -274,6 +276,25 @@ class PoplarExecutor:
             self.attachToDevice()
         logger.info("Compiled in %.2f s (capture and translation %.2f s, simulated compile %.2f s)",
                     time.perf_counter() - t0, capture_seconds, session.compile_seconds)
+
+    def _tensor_anchors(self, c, mode):
+        """Options.anchorTensor: the gradients of trained parameters ("Gradient___<name>", PopART's
+        name for a gradient) can be returned, per micro-batch, by getAnchoredTensor."""
+        out = {}
+        self._anchor_names = {}
+        for short, (long_name, use_default, amode, period) in self._options.anchored_tensors.items():
+            prefix = _program.GRAD_PREFIX
+            base = long_name[len(prefix):] if long_name.startswith(prefix) else None
+            if not self._training or base not in c.trainable:
+                valid = [prefix + n for n in c.trainable] if self._training else []
+                raise createPoptorchError(
+                    f"anchorTensor({short!r}, {long_name!r}): the simulator can anchor the gradients of the trained "
+                    f"parameters of a training model ({', '.join(valid) or 'none here'})")
+            amode = mode if use_default or amode is None else enums.OutputMode(amode)
+            out[long_name] = _program.anchor_type(amode, period if amode == enums.OutputMode.EveryN else
+                                                   self._options.output_return_period)
+            self._anchor_names[long_name] = short
+        return out
 
     def _sync_host_for_capture(self):
         if self._dirty_host_weights:
@@ -403,6 +424,8 @@ class PoplarExecutor:
         if o._Popart.options.get("instrumentWithHardwareCycleCounter"):
             logger.debug("Cycle count: %d", self._last_cycles)
         results = {name: _from_engine(buf) for name, buf in staging.items()}
+        for long_name, short in getattr(self, "_anchor_names", {}).items():
+            self._anchor_memory[short] = results[long_name]
         flat = []
         for name, v in zip(self._output_names, captured.outputs):
             if name is not None:
@@ -703,7 +726,7 @@ def _from_engine(buf: np.ndarray) -> torch.Tensor:
         arr = full.reshape(()) if n == 1 else full
     else:
         arr = full.reshape((n * shape[0],) + tuple(shape[1:]))
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    return torch.from_numpy(np.array(arr, order="C"))
 
 
 def _repeat_const(t: torch.Tensor, n: int) -> torch.Tensor:

@@ -19,7 +19,7 @@ import popxl
 import popxl.ops as ops
 import popxl.transforms as transforms
 from popart import _program as popart_program
-from popart._program import ProgramSpec, _Builder, _safe
+from popart._program import GRAD_PREFIX, ProgramSpec, _Builder, _safe
 from popart.dataflow import AnchorReturnType
 
 from . import enums
@@ -76,6 +76,9 @@ class TorchBuilder(_Builder):
         return 0
 
     def _anchor_info(self, tid):
+        if tid.startswith(GRAD_PREFIX):
+            v = self.captured.params[tid[len(GRAD_PREFIX):]]
+            return tuple(v.shape), device_dtype(v.dtype, tid)
         v = self.spec.anchor_values[tid]
         return tuple(v.shape), device_dtype(v.dtype, tid)
 

@@ -41,8 +41,16 @@ def aten(*names: str):
 
 
 def find_rule(node: Node) -> Optional[Rule]:
+    """The rule of the overload, else of its packet; an in-place op that reached the capture
+    unfunctionalised (`masked_fill_`) uses its functional form's rule: the capture already gave
+    its result a new value."""
     name = node.op_name
-    return RULES.get(name) or RULES.get(name.split(".")[0])
+    rule = RULES.get(name) or RULES.get(name.split(".")[0])
+    if rule is None:
+        packet, _, overload = name.partition(".")
+        if packet.endswith("_") and not packet.endswith("__"):
+            rule = RULES.get(f"{packet[:-1]}.{overload}") or RULES.get(packet[:-1])
+    return rule
 
 
 def supported_ops() -> List[str]:
@@ -76,7 +84,7 @@ def host_array(t: torch.Tensor, what: str = "") -> np.ndarray:
         if arr.min() < info.min or arr.max() > info.max:
             raise Error(f"{what + ': ' if what else ''}{t.dtype} values outside the {dt.name} range the IPU holds "
                         f"({info.min}..{info.max}): 64-bit integers are narrowed to 32 bits on the IPU")
-    return np.ascontiguousarray(arr.astype(dt.as_numpy(), copy=False))
+    return np.array(arr, dtype=dt.as_numpy(), order="C")  # (np.ascontiguousarray makes 0-dim arrays 1-dim)
 
 
 # -- the translation --------------------------------------------------------------------------------------------------

@@ -493,3 +493,12 @@ def where(op: Op):
 def masked_fill(op: Op):
     dt = op.out_dtype()
     return ops.where(_as_bool(op, "mask"), op.t("value", dt), op.t("self", dt))
+
+
+@aten("xlogy.Tensor", "xlogy.Scalar_Other", "xlogy.Scalar_Self")
+def xlogy(op: Op):
+    """x * log(y), 0 where x is 0 (KL divergence's target term)."""
+    dt = op.out_dtype()
+    x, y = op.t("self", dt), op.t("other", dt)
+    prod = ops.mul(x, ops.log(y))
+    return ops.where(ops.equal(x, scalar_like(0.0, x)), scalar_like(0.0, x), prod)

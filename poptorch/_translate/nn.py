@@ -322,6 +322,18 @@ def softmax(op: Op):
     return ops.softmax(x, op.arg("dim"))
 
 
+@aten("_safe_softmax")
+def safe_softmax(op: Op):
+    """softmax, with 0 for rows that are -inf everywhere (attention rows that mask every key)."""
+    x = op.t("self", op.out_dtype())
+    d = op.arg("dim")
+    d = d + x.rank if d < 0 else d
+    y = ops.softmax(x, d)
+    finite = ops.cast(ops.logical_not(ops.isinf(x)), popxl.int32)
+    any_finite = ops.greater(ops.max(finite, axis=[d], keepdims=True), popxl.constant(np.int32(0)))
+    return ops.where(any_finite, y, scalar_like(0.0, y))
+
+
 def log_softmax_of(x: popxl.Tensor, dim: int) -> popxl.Tensor:
     return ops.sub(x, ops.logsumexp(x, axis=[dim], keepdims=True))
 

@@ -359,55 +359,73 @@ def index(op: Op):
     return out if tuple(out.shape) == op.out_shape() else ops.reshape(out, op.out_shape())
 
 
-@aten("gather")
-def gather(op: Op):
-    """torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along `dim`. The index
-    becomes a flat index into x (the other coordinates are known when the program is built)."""
-    x = op.t("self")
-    d = _dim(op.arg("dim"), x.rank)
+def _flat_index(op: Op, x_shape, d: int) -> popxl.Tensor:
+    """For torch.gather / scatter along axis d: the index tensor `index` as flat positions into
+    a tensor of `x_shape` (its other coordinates are its own, known when the program is built)."""
     v = op.value("index")
     ishape = tuple(v.shape)
-    strides = np.cumprod((list(x.shape[1:]) + [1])[::-1])[::-1].astype(np.int64)
-    grids = np.meshgrid(*[np.arange(s) for s in ishape], indexing="ij") if ishape else []
+    strides = [int(np.prod(x_shape[a + 1:])) for a in range(len(x_shape))]
     base = np.zeros(ishape, np.int64)
-    for a, g in enumerate(grids):
-        if a != d:
-            base = base + g * strides[a]
-    idx = _wrap_negative(_index_tensor(op, v), x.shape[d], v.const)
-    flat_idx = ops.add(ops.mul(idx, scalar_like(int(strides[d]), idx)), popxl.constant(base.astype(np.int32)))
-    flat = ops.reshape(x, (int(np.prod(x.shape)),))
-    return ops.gather(flat, flat_idx, axis=0)
+    if ishape:
+        for a, g in enumerate(np.meshgrid(*[np.arange(s) for s in ishape], indexing="ij")):
+            if a != d:
+                base = base + g * strides[a]
+    idx = _wrap_negative(_index_tensor(op, v), x_shape[d], v.const)
+    return ops.add(ops.mul(idx, scalar_like(strides[d], idx)), popxl.constant(base.astype(np.int32)))
+
+
+def _scatter_flat(values: popxl.Tensor, flat_idx: popxl.Tensor, x_shape) -> popxl.Tensor:
+    """Sum `values` into a zero tensor of `x_shape` at the flat positions `flat_idx`."""
+    n = int(np.prod(flat_idx.shape))
+    summed = ops.scatter_reduce(ops.reshape(values, (n,)), ops.reshape(flat_idx, (n,)), "sum", axis=0,
+                                axis_size=int(np.prod(x_shape)))
+    return ops.reshape(summed, tuple(x_shape))
+
+
+def _src_for(op: Op, x: popxl.Tensor, idx_shape) -> popxl.Tensor:
+    if op.has("src") and isinstance(op.args["src"], Value):
+        src = op.t("src", x.dtype)
+        if tuple(src.shape) != tuple(idx_shape):  # only the index's part of src is used
+            src = ops.slice(src, start=[0] * src.rank, stop=list(idx_shape), axis=list(range(src.rank)))
+        return src
+    return expand_to(scalar_like(op.arg("value"), x), tuple(idx_shape))
+
+
+@aten("gather")
+def gather(op: Op):
+    """torch.gather: out[..., j, ...] = x[..., index[..., j, ...], ...] along `dim`."""
+    x = op.t("self")
+    d = _dim(op.arg("dim"), x.rank)
+    flat_idx = _flat_index(op, tuple(x.shape), d)
+    return ops.gather(ops.reshape(x, (int(np.prod(x.shape)),)), flat_idx, axis=0)
 
 
 @aten("scatter.src", "scatter.value")
 def scatter(op: Op):
+    """x with src written at index along dim: the written places are found by scattering ones,
+    the values by a sum-scatter (differentiable in x and src; PyTorch leaves repeated indices
+    undefined, here they add)."""
     x = op.t("self")
     d = _dim(op.arg("dim"), x.rank)
-    v = op.value("index")
-    idx = _wrap_negative(_index_tensor(op, v), x.shape[d], v.const)
-    if op.has("src") and isinstance(op.args["src"], Value):
-        src = op.t("src", x.dtype)
-        if tuple(src.shape) != tuple(idx.shape):
-            src = ops.slice(src, start=[0] * src.rank, stop=list(idx.shape), axis=list(range(src.rank)))
-    else:
-        src = expand_to(scalar_like(op.arg("value"), x), tuple(idx.shape))
-    return ops.scatter(x, idx, src, axis=d)
+    flat_idx = _flat_index(op, tuple(x.shape), d)
+    src = _src_for(op, x, flat_idx.shape)
+    return _overwrite(x, flat_idx, src)
+
+
+def _overwrite(x: popxl.Tensor, flat_idx: popxl.Tensor, src: popxl.Tensor) -> popxl.Tensor:
+    ones = popxl.constant(np.ones(tuple(flat_idx.shape), np.float32))
+    written = _scatter_flat(ones, flat_idx, x.shape)
+    values = _scatter_flat(src, flat_idx, x.shape)
+    return ops.where(ops.greater(written, popxl.constant(np.float32(0.5))), values, x)
 
 
 @aten("scatter_add")
 def scatter_add(op: Op):
-    """x + scatter_reduce(sum) of src: every index adds into its place (repeats accumulate)."""
+    """x + the sum-scatter of src (repeated indices accumulate)."""
     x = op.t("self")
     d = _dim(op.arg("dim"), x.rank)
-    v = op.value("index")
-    if tuple(v.shape) != tuple(x.shape[:d]) + (v.shape[d],) + tuple(x.shape[d + 1:]):
-        raise op.error("scatter_add is supported when the index has the shape of self on every axis but `dim`")
-    idx = _wrap_negative(_index_tensor(op, v), x.shape[d], v.const)
-    src = op.t("src", x.dtype)
-    if tuple(src.shape) != tuple(idx.shape):
-        src = ops.slice(src, start=[0] * src.rank, stop=list(idx.shape), axis=list(range(src.rank)))
-    summed = ops.scatter_reduce(src, idx, "sum", axis=d, axis_size=x.shape[d])
-    return ops.add(x, summed)
+    flat_idx = _flat_index(op, tuple(x.shape), d)
+    return ops.add(x, _scatter_flat(_src_for(op, x, flat_idx.shape), flat_idx, x.shape))
 
 
 @aten("index_put", "_unsafe_index_put")
@@ -433,10 +451,13 @@ def index_put(op: Op):
             raise op.error("x[index] = values is supported with a 1-D index on the first axis")
         rows = (idx.shape[0],) + tuple(x.shape[1:])
         vals = expand_to(vals, rows)
-        full_idx = expand_to(ops.reshape(idx, (idx.shape[0],) + (1,) * (x.rank - 1)), rows)
+        row = int(np.prod(x.shape[1:]))
+        flat_idx = ops.add(expand_to(ops.reshape(ops.mul(idx, scalar_like(row, idx)),
+                                                 (idx.shape[0],) + (1,) * (x.rank - 1)), rows),
+                           popxl.constant(np.arange(row, dtype=np.int32).reshape((1,) + tuple(x.shape[1:]))))
         if accumulate:
-            return ops.add(x, ops.scatter_reduce(vals, full_idx, "sum", axis=0, axis_size=x.shape[0]))
-        return ops.scatter(x, full_idx, vals, axis=0)
+            return ops.add(x, _scatter_flat(vals, flat_idx, x.shape))
+        return _overwrite(x, flat_idx, vals)
     raise op.error("index_put (x[indices] = values) is supported with one boolean mask or one integer index tensor "
                    "on the first axis")
 
