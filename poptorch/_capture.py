@@ -151,6 +151,10 @@ class _Recorder(TorchDispatchMode):
         self.multi_conv: Optional[int] = None
         self._multi_conv_count = 0
 
+    def next_multi_conv(self) -> int:
+        self._multi_conv_count += 1
+        return self._multi_conv_count
+
     # -- values -----------------------------------------------------------------------------------------------
     def new_value(self, t: torch.Tensor, kind: str, name: str = "", const=None, node=None, index=0) -> Value:
         v = Value(self._next, t, kind, name, const, node, index)

@@ -496,7 +496,7 @@ class PoplarExecutor:
     # -- optimizer ------------------------------------------------------------------------------------------------------
     def _attach_optimizer(self, optimizer) -> None:
         if isinstance(optimizer, optim.Optimizer):
-            optimizer._executor_ref = weakref.ref(self)
+            optimizer.bind_executor(self)
 
     def setOptimizer(self, optimizer) -> None:  # noqa: N802
         """Use `optimizer` from the next run: its variable hyper-parameters are written to the
@@ -507,7 +507,7 @@ class PoplarExecutor:
                 isinstance(self._optimizer, optim.Optimizer):
             if self.isCompiled():
                 self._read_optimizer_state()
-            self._optimizer._executor_ref = None
+            self._optimizer.bind_executor(None)
         self._optimizer = optimizer
         self._attach_optimizer(optimizer)
         self._optimizer_dirty = True
@@ -541,9 +541,8 @@ class PoplarExecutor:
         st = self._program.opt_state
         ipu_state = {f"{slot}:{w}": torch.from_numpy(np.array(self._session.get_tensor_data(var)))
                      for (w, slot), var in st.state.items()}
-        self._optimizer._state_dict = {"ipu_state": ipu_state, "ipu_param": {
-            k: float(v.val()) for k, v in self._compiled_optimizer._defaults.items()}}
-        self._optimizer.host_state_is_dirty = False
+        self._optimizer.set_ipu_state(ipu_state, {n: float(self._compiled_optimizer.value(n).val())
+                                                  for n in self._compiled_optimizer.PARAMS})
 
     def _write_optimizer_state(self, state) -> None:
         st = self._program.opt_state

@@ -8,7 +8,6 @@ scopes, multi-convolutions) talk to the capture directly and do nothing outside 
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Callable, List, Optional, Union
 
 import torch
@@ -171,6 +170,7 @@ class LegacyBeginBlockFn(torch.nn.Module):
 class _BlockHook:
     def __init__(self, user_id, ipu_id) -> None:
         self._user_id, self._ipu_id = user_id, ipu_id
+        self.handle = None  # the module's RemovableHandle of this hook
 
     def __call__(self, module, inputs):
         if Block._stages_manager is not None:
@@ -191,7 +191,8 @@ def BeginBlock(layer_to_call, user_id: str = None, ipu_id: int = None):  # noqa:
         raise createPoptorchError("module is not an instance of torch.nn.Module or function.")
     if any(isinstance(h, _BlockHook) for h in layer_to_call._forward_pre_hooks.values()):
         raise createPoptorchError("module has already been assigned to a block.")
-    layer_to_call.register_forward_pre_hook(_BlockHook(user_id, ipu_id))
+    hook = _BlockHook(user_id, ipu_id)
+    hook.handle = layer_to_call.register_forward_pre_hook(hook)
     return layer_to_call
 
 
@@ -210,8 +211,9 @@ def removeBlocks(module):  # noqa: N802
     if not isinstance(module, torch.nn.Module):
         raise createPoptorchError("removeBlocks takes a torch.nn.Module")
     for m in module.modules():
-        m._forward_pre_hooks = OrderedDict((k, h) for k, h in m._forward_pre_hooks.items()
-                                           if not isinstance(h, _BlockHook))
+        for h in list(m._forward_pre_hooks.values()):
+            if isinstance(h, _BlockHook) and h.handle is not None:
+                h.handle.remove()
 
 
 # -- scopes -------------------------------------------------------------------------------------------------------
@@ -282,8 +284,7 @@ class MultiConv:
         rec = _capture.active_recorder()
         if rec is not None:
             self._previous = rec.multi_conv
-            rec._multi_conv_count += 1
-            rec.multi_conv = rec._multi_conv_count
+            rec.multi_conv = rec.next_multi_conv()
             self._first = len(rec.nodes)
         return self
 

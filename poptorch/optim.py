@@ -70,6 +70,17 @@ class Optimizer:
         self.host_state_is_dirty = False
         self._executor_ref = None  # weakref to the PoplarExecutor training with this optimizer
 
+    def bind_executor(self, executor) -> None:
+        """The PoplarExecutor training with this optimizer (None: none), whose device state
+        state_dict() reads back."""
+        import weakref
+        self._executor_ref = weakref.ref(executor) if executor is not None else None
+
+    def set_ipu_state(self, ipu_state, ipu_param) -> None:
+        """The optimizer state read from the device."""
+        self._state_dict = {"ipu_state": ipu_state, "ipu_param": ipu_param}
+        self.host_state_is_dirty = False
+
     def state_dict(self):
         executor = self._executor_ref() if self._executor_ref is not None else None
         if executor is not None:

@@ -20,7 +20,9 @@ ALLOWED = {
     "popxl": {"ipu", "codelets", "profiler"},
     # the other frontends sit on popxl (and may reach the layers below it)
     "popart": {"popxl", "ipu", "codelets", "profiler", "popdist"},
-    "popdist": {"popxl", "ipu", "codelets", "profiler", "popart"},
+    "popdist": {"popxl", "ipu", "codelets", "profiler", "popart", "poptorch"},
+    # PopTorch sits on PopART's program builder, as the real one sits on PopART
+    "poptorch": {"popxl", "ipu", "codelets", "profiler", "popart", "popdist"},
 }
 
 

@@ -105,11 +105,22 @@ def test_popart_get_device(monkeypatch):
         popdist.popart.getDevice()
 
 
-@pytest.mark.parametrize("module", ["popdist.tensorflow", "popdist.poptorch"])
-def test_tensorflow_and_poptorch_are_clear_errors(module):
-    sys.modules.pop(module, None)
+def test_tensorflow_is_a_clear_error():
+    sys.modules.pop("popdist.tensorflow", None)
     with pytest.raises(ImportError, match="this simulator does not provide"):
-        __import__(module)
+        __import__("popdist.tensorflow")
+
+
+def test_poptorch_options_follow_poprun(monkeypatch):
+    """popdist.poptorch.Options: this instance's replicas and its place among the instances."""
+    pytest.importorskip("torch")
+    import popdist.poptorch
+    _env(monkeypatch, 8, 2, 2, ipus=2)
+    o = popdist.poptorch.Options()
+    assert o.replication_factor == 2
+    assert (o.Distributed.processId, o.Distributed.numProcesses) == (1, 4)
+    with pytest.raises(popdist.PopDistError, match="--ipus-per-replica 2"):
+        popdist.poptorch.Options(ipus_per_replica=1)
 
 
 def test_single_instance_popdist_run_has_no_mpi(monkeypatch):
