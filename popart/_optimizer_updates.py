@@ -121,18 +121,18 @@ class OptimizerState:
             gw = ops.add(g, _mul(var, wd))
         if not self.optimizer.needs_velocity(w):
             # v' = (1 - dm)(g + wd w); w' = w - lr v'
-            var_updates.accumulate_(var, gw, _neg(_mul_s(lr, _one_minus(dm))))
+            var_updates.accumulate_(var, gw, _like(_neg(_mul_s(lr, _one_minus(dm))), var))
             return
         mm = self.hp(get, "momentum", w)
         v = self._state(get, w, "velocity")  # stored as vs * v
-        var_updates.accumulator_scale_(v, mm)
-        var_updates.accumulate_(v, gw, _mul_s(_one_minus(dm), vs))
+        var_updates.accumulator_scale_(v, _like(mm, v))
+        var_updates.accumulate_(v, gw, _like(_mul_s(_one_minus(dm), vs), v))
         nesterov = self.optimizer.value("nesterov", w).val() != 0.0
         if nesterov:
             step = ops.add(gw, _mul(v, _div_s(mm, vs)))
-            var_updates.accumulate_(var, step, _neg(lr))
+            var_updates.accumulate_(var, step, _like(_neg(lr), var))
         else:
-            var_updates.accumulate_(var, v, _neg(_div_s(lr, vs)))
+            var_updates.accumulate_(var, v, _like(_neg(_div_s(lr, vs)), var))
 
     def _adam(self, get, w, var, g):
         o = self.optimizer
@@ -157,10 +157,10 @@ class OptimizerState:
         if mode in (AdamMode.Lamb, AdamMode.LambNoBias):
             r1 = ops.sqrt(ops.lamb_square(var))
             r2 = ops.sqrt(ops.lamb_square(u))
-            var_updates.adam_var_update(var, u, r1, r2, learning_rate=lr,
-                                        max_weight_norm=self.hp(get, "maxWeightNorm", w))
+            var_updates.adam_var_update(var, u, r1, r2, learning_rate=_like(lr, var),
+                                        max_weight_norm=_like(self.hp(get, "maxWeightNorm", w), var))
         else:
-            var_updates.adam_var_update(var, u, None, None, learning_rate=lr)
+            var_updates.adam_var_update(var, u, None, None, learning_rate=_like(lr, var))
 
     def _adaptive(self, get, w, var, g):
         o = self.optimizer
@@ -193,13 +193,21 @@ class OptimizerState:
             u = ops.add(u, _mul(var, wd))
         if ("x") in [s for (ww, s) in self.state if ww == w]:
             x = self._state(get, w, "x")
-            var_updates.accumulator_scale_(x, self.hp(get, "momentum", w))
+            var_updates.accumulator_scale_(x, _like(self.hp(get, "momentum", w), x))
             var_updates.accumulate_(x, u)
             u = x
-        var_updates.accumulate_(var, u, _neg(lr))
+        var_updates.accumulate_(var, u, _like(_neg(lr), var))
 
 
 # -- scalar helpers: floats stay floats (compiled in), tensors become ops ----------------------------
+
+def _like(x, t: popxl.Tensor):
+    """A hyper-parameter for an update of `t`: a float stays a float; a tensor (a value kept on
+    the device, float32) is cast to t's type (float16 weights are updated in float16)."""
+    if isinstance(x, popxl.Tensor) and x.dtype != t.dtype:
+        return ops.cast(x, t.dtype)
+    return x
+
 
 def _is_zero(x) -> bool:
     return not isinstance(x, popxl.Tensor) and float(x) == 0.0

@@ -405,7 +405,7 @@ class _Builder:
                 fn = ops.random_normal if spec.synthetic == SyntheticDataMode.RandomNormal else ops.random_uniform
                 data[name] = fn(s, t.shape, dtype=t.dtype)
         if not spec.training:
-            outs = self._translate_inline(data, get)
+            outs = self._translate_inline(data, get, seed_use)
         else:
             args = {t: data[n] for n, t in self.data_inputs.items()}
             args.update({t: get(self.weights[w]) for w, t in self.weight_inputs.items()})
@@ -438,9 +438,10 @@ class _Builder:
             self._anchor(get, tid, art, value)
         return {w: grads[w] for w in self.trainable} if spec.training else {}
 
-    def _translate_inline(self, data, get) -> Dict[str, popxl.Tensor]:
+    def _translate_inline(self, data, get, seed=None) -> Dict[str, popxl.Tensor]:
         """Inference: the ONNX graph's ops go straight into the graph being built (no subgraph
-        call, so no copies of the inputs and weights into one)."""
+        call, so no copies of the inputs and weights into one). `seed`: this micro-batch's
+        random seed, when the model has random ops."""
         tr = Translation(self.opset, placement=self.spec.placement, training=False)
         tr.values.update(data)
         for w in self.weight_inputs:

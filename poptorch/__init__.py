@@ -12,7 +12,6 @@ except ImportError as _e:  # pragma: no cover - exercised without torch installe
 
 from . import enums, optim, profiling  # noqa: E402
 from ._dataloader import AsynchronousDataAccessor, DataLoader  # noqa: E402
-from ._executor import PoplarExecutor, read_export  # noqa: E402
 from ._logging import logger, setLogLevel  # noqa: E402
 from .enums import (AnchorMode, AutoStage, CommGroupType, ConnectionType, DataLoaderMode,  # noqa: E402,F401
                     HalfFloatCastingBehavior, Liveness, MatMulSerializationMode, MeanReductionStrategy,
@@ -29,21 +28,33 @@ from .options import (Options, ParallelPhasedExecution, Phase, PipelinedExecutio
 __version__ = "3.4.0+ipusim"
 
 
+def __getattr__(name):
+    # The executor (and with it popxl, popart and the simulator) loads when a model is wrapped:
+    # `import poptorch` in a DataLoader's worker process costs only PyTorch's import.
+    if name == "PoplarExecutor":
+        from ._executor import PoplarExecutor
+        return PoplarExecutor
+    raise AttributeError(f"module 'poptorch' has no attribute {name!r}")
+
+
 def trainingModel(model, options=None, optimizer=None):  # noqa: N802
     """Wrap `model` for training on the IPU: each call runs the forward pass, the backward pass and
     the optimizer (default poptorch.optim.SGD(lr=0.01)) on the device's copy of the weights."""
+    from ._executor import PoplarExecutor
     return PoplarExecutor(model=model, options=options, training=True, poptorch_version=__version__,
                           optimizer=optimizer, user_model=model)
 
 
 def inferenceModel(model, options=None):  # noqa: N802
     """Wrap `model` for inference on the IPU."""
+    from ._executor import PoplarExecutor
     return PoplarExecutor(model=model, options=options, training=False, poptorch_version=__version__)
 
 
 def load(filename: str, edit_opts_fn=None):
     """Recreate a model saved by compileAndExport / save (with export_model=True): the model, its
     options and optimizer are restored and compiled for the recorded inputs."""
+    from ._executor import read_export
     data = read_export(filename)
     if "model" not in data:
         raise Error(f"{filename} was saved with export_model=False: create the model with poptorch.inferenceModel / "

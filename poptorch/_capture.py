@@ -144,7 +144,7 @@ class _Recorder(TorchDispatchMode):
         self._keep: List[torch.Tensor] = []  # keeps ids unique while capturing
         self._next = 0
         self.module_stack: List[Tuple[str, str]] = []
-        self.name_scopes: List[str] = []
+        self.name_scopes: List[Tuple[str, str]] = []  # ("module", path) / ("scope", NameScope name)
         self.ipu = 0
         self.stage = 0
         self.stages: Dict[int, int] = {}
@@ -176,8 +176,15 @@ class _Recorder(TorchDispatchMode):
     # -- context ----------------------------------------------------------------------------------------------
     def _context(self) -> dict:
         module, mtype = self.module_stack[-1] if self.module_stack else ("", "")
-        return dict(module=module, module_type=mtype, scope="/".join(p for p in self.name_scopes if p),
-                    ipu=self.ipu, stage=self.stage)
+        # the innermost module's path (its parents are in it), then poptorch.NameScope names
+        # opened inside it; a module entry of "" (disableModuleNamescope) adds nothing
+        parts: List[str] = []
+        for kind, name in self.name_scopes:
+            if kind == "module":
+                parts = [name] if name else []
+            else:
+                parts.append(name)
+        return dict(module=module, module_type=mtype, scope="/".join(parts), ipu=self.ipu, stage=self.stage)
 
     def on_stage(self, user_id, stage, ipu) -> None:
         self.ipu = int(ipu)
@@ -299,7 +306,7 @@ def _module_hooks(model: torch.nn.Module, rec: _Recorder, namescopes: bool):
         if path is None:
             return
         rec.module_stack.append((path, type(module).__name__))
-        rec.name_scopes.append(path.split(".")[-1] if (namescopes and path) else "")
+        rec.name_scopes.append(("module", path.replace(".", "/") if namescopes else ""))
 
     def post(module, inputs, output):
         if names.get(id(module)) is None:

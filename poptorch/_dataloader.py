@@ -11,6 +11,7 @@ iterates the loader ahead of the model and hands batches over in shared memory, 
 from __future__ import annotations
 
 import atexit
+import os
 import queue as queue_mod
 import threading
 from typing import Optional
@@ -144,7 +145,10 @@ class _SyncView:
         return len(self.loader)
 
 
-def _worker(dataset, q, stop, load_indefinitely: bool, rebatched_size: Optional[int]):
+def _worker(dataset, q, stop, load_indefinitely: bool, rebatched_size: Optional[int], parent: int):
+    # not a daemon, so that the loader's own worker processes can start; it stops when told to or
+    # when the process that started it is gone
+    threading.Thread(target=_watch_parent, args=(parent, stop), daemon=True).start()
     try:
         while not stop.is_set():
             pending = []
@@ -164,6 +168,15 @@ def _worker(dataset, q, stop, load_indefinitely: bool, rebatched_size: Optional[
                 return
     except Exception as e:  # handed to the model's process, which raises it
         _put(q, ("__poptorch_worker_error__", f"{type(e).__name__}: {e}"), stop)
+
+
+def _watch_parent(parent: int, stop) -> None:
+    import time
+    while not stop.is_set():
+        if os.getppid() != parent:
+            stop.set()
+            os._exit(0)
+        time.sleep(0.5)
 
 
 def _put(q, item, stop) -> None:
@@ -236,8 +249,8 @@ class AsynchronousDataAccessor:
         self._queue = ctx.Queue(maxsize=self._buffer_size)
         self._stop = ctx.Event()
         self._process = ctx.Process(target=_worker, args=(self._dataset, self._queue, self._stop,
-                                                          self._load_indefinitely, self._rebatched_size),
-                                    daemon=True)
+                                                          self._load_indefinitely, self._rebatched_size, os.getpid()),
+                                    daemon=False)
         self._process.start()
         self._finished = False
 

@@ -685,8 +685,7 @@ class PoplarExecutor:
             self.copyWeightsToHostIfNeeded()
         ex = self._executable_inputs
         data = {"version": self._poptorch_version, "training": self._training,
-                "inputs": [(tuple(t.shape), t.dtype) for t in ex.tensors], "input_spec": ex.spec,
-                "input_statics": [None if isinstance(x, torch.Tensor) else x for x in ex.flat],
+                "example": ex.unflatten([_TensorSpec(t) for t in ex.tensors]),
                 "options": self._options, "rng_state": self.rng_state if save_rng_state else None}
         with _unwrapped(self):
             if export_model:
@@ -755,10 +754,16 @@ def read_export(filename: str) -> dict:
         return pickle.loads(f.read())
 
 
+class _TensorSpec:
+    """An input tensor's shape and type, saved in place of its data."""
+
+    def __init__(self, t: torch.Tensor):
+        self.shape, self.dtype = tuple(t.shape), t.dtype
+
+
 def _example_inputs(data: dict) -> _Inputs:
-    tensors = iter(torch.zeros(shape, dtype=dt) for shape, dt in data["inputs"])
-    leaves = [next(tensors) if x is None else x for x in data["input_statics"]]
-    args, kwargs = pytree.tree_unflatten(leaves, data["input_spec"])
+    args, kwargs = pytree.tree_map(lambda x: torch.zeros(x.shape, dtype=x.dtype) if isinstance(x, _TensorSpec) else x,
+                                   data["example"])
     return _Inputs(args, kwargs)
 
 

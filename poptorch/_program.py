@@ -49,8 +49,8 @@ class TorchBuilder(_Builder):
         self.captured: Captured = spec.captured
         self.state_updates = {}
         c = self.captured
-        self.uses_random = spec.training and any(n.packet.split("::")[-1] in RANDOM_OPS or "attention" in n.packet
-                                                 for n in c.nodes)
+        self.uses_random = any(n.packet.split("::")[-1] in RANDOM_OPS or
+                               (spec.training and "attention" in n.packet) for n in c.nodes)
         self.weight_names = list(c.params) + list(c.buffers)
         self._weight_values = {**c.params, **c.buffers}
 
@@ -59,7 +59,7 @@ class TorchBuilder(_Builder):
         c = self.captured
         self.data_inputs = {v.name: _Info(v.shape, device_dtype(v.dtype, v.name)) for v in c.inputs}
         self.weight_inputs = {n: _Info(v.shape, device_dtype(v.dtype, n)) for n, v in self._weight_values.items()}
-        self.seed_input = None
+        self.seed_input = True if self.uses_random else None  # the base class then makes the seed variable
         self.fwd_outputs = list(self.spec.anchor_values)
         self.fwd = None
 
@@ -144,9 +144,9 @@ class TorchBuilder(_Builder):
         self.loss_tensor = loss_t
         self.state_updates = {w: f"__state__{w}" for w in c.state_updates}
 
-    def _translate_inline(self, data, get) -> Dict[str, popxl.Tensor]:
+    def _translate_inline(self, data, get, seed=None) -> Dict[str, popxl.Tensor]:
         """Inference: the nodes go straight into the micro-batch graph."""
-        tr = self._translation(None)
+        tr = self._translation(seed)
         self._bind(tr, data, {n: get(self.weights[n]) for n in self._weight_values})
         tr.run(self.captured.nodes)
         return self._outputs(tr)

@@ -311,7 +311,7 @@ class NameScope:
     def __enter__(self):
         rec = _capture.active_recorder()
         if rec is not None:
-            rec.name_scopes.append(self.name)
+            rec.name_scopes.append(("scope", self.name))
 
     def __exit__(self, type, value, traceback):  # noqa: A002
         rec = _capture.active_recorder()

@@ -101,7 +101,8 @@ class Translation:
         self.placement = placement
         self.options = options
         self.env: Dict[int, popxl.Tensor] = {}
-        self._consts: Dict[int, popxl.Tensor] = {}
+        self._consts: Dict[tuple, popxl.Tensor] = {}
+        self._copies: Dict[tuple, popxl.Tensor] = {}
         self._seeds = 0
         self.node: Optional[Node] = None
 
@@ -111,9 +112,16 @@ class Translation:
     def tensor(self, v: Value) -> popxl.Tensor:
         t = self.env.get(v.id)
         if t is not None:
+            if self.placement and self.node is not None:
+                ipu = getattr(t, "_ipu", None)
+                if ipu is not None and ipu != self.node.ipu:  # made on another IPU: over the IPU-Links
+                    key = (v.id, self.node.ipu)
+                    if key not in self._copies:
+                        self._copies[key] = ops.ipu_copy(t, self.node.ipu)
+                    return self._copies[key]
             return t
         if v.is_const:
-            key = v.id
+            key = (v.id, self.node.ipu if self.placement and self.node is not None else None)
             if key not in self._consts:
                 what = f"a constant of {self.node.op_name}" if self.node is not None else "a constant"
                 self._consts[key] = popxl.constant(host_array(v.const, what), device_dtype(v.dtype, what),

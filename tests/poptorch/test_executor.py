@@ -1,0 +1,160 @@
+"""The PoplarExecutor's life: weights kept in sync with the wrapped model, setOptimizer,
+detach / attach, destroy, compileAndExport / poptorch.load, and PopTorch's errors."""
+import copy
+
+import pytest
+import torch
+
+import poptorch
+
+import models
+
+
+def test_parameters_follow_the_device(small_ipu):
+    torch.manual_seed(0)
+    model = models.MLP()
+    before = copy.deepcopy(model.state_dict())
+    trainer = poptorch.trainingModel(model, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.5))
+    x, y = models.data("mlp", 4)
+    trainer(x, y)
+    # reading a parameter (attribute, state_dict, named_parameters) copies the device's weights
+    assert not torch.equal(model.fc1.weight, before["fc1.weight"])
+    assert not torch.equal(model.state_dict()["out.bias"], before["out.bias"])
+    # an inference model of the same model sees the trained weights
+    inference = poptorch.inferenceModel(model)
+    out = inference(x, y)[0]
+    torch.testing.assert_close(out, model(x, y)[0].detach(), rtol=1e-5, atol=1e-6)
+    trainer(x, y)
+    out2 = inference(x, y)[0]
+    assert not torch.equal(out, out2)
+    torch.testing.assert_close(out2, model(x, y)[0].detach(), rtol=1e-5, atol=1e-6)
+    # the user changes the weights: copyWeightsToDevice sends them
+    with torch.no_grad():
+        model.out.bias.fill_(3.0)
+    trainer.copyWeightsToDevice()
+    trainer.copyWeightsToHost()
+    assert torch.all(model.out.bias == 3.0)
+    trainer.destroy()
+    assert type(model) is models.MLP and type(model.fc1.weight) is torch.nn.Parameter
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
+def test_set_optimizer_changes_the_learning_rate(small_ipu):
+    torch.manual_seed(0)
+    model = models.MLP()
+    ref = copy.deepcopy(model)
+    opt = poptorch.optim.SGD(model.parameters(), lr=0.1)
+    trainer = poptorch.trainingModel(model, optimizer=opt)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+    ref_sched = torch.optim.lr_scheduler.StepLR(ref_opt, 1, gamma=0.5)
+    x, y = models.data("mlp", 4)
+    for _ in range(3):
+        trainer(x, y)
+        sched.step()
+        trainer.setOptimizer(opt)
+        ref_opt.zero_grad()
+        ref(x, y)[1].backward()
+        ref_opt.step()
+        ref_sched.step()
+    for k, v in ref.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[k], v, rtol=1e-5, atol=1e-6)
+    # a constant attribute cannot change without recompiling
+    with pytest.raises(poptorch.Error, match="constant attribute"):
+        trainer.setOptimizer(poptorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+        trainer(x, y)
+
+
+def test_detach_attach_destroy(small_ipu):
+    model = models.MLP()
+    trainer = poptorch.trainingModel(model)
+    x, y = models.data("mlp", 4)
+    trainer(x, y)
+    assert trainer.isAttachedToDevice()
+    trainer.detachFromDevice()
+    assert not trainer.isAttachedToDevice()
+    w = model.fc1.weight.detach().clone()
+    with pytest.raises(poptorch.Error, match="Device is not attached"):
+        trainer.detachFromDevice()
+    trainer(x, y)  # attaches again, with the host weights
+    assert trainer.isAttachedToDevice() and not torch.equal(model.fc1.weight, w)
+    trainer.destroy()
+    assert not trainer.isCompiled()
+    with pytest.raises(poptorch.Error, match="Model has not been compiled or has been destroyed"):
+        trainer.copyWeightsToHost()
+
+
+def test_compile_and_export_then_load(small_ipu, tmp_path):
+    torch.manual_seed(0)
+    model = models.MLP().eval()
+    x, y = models.data("mlp", 4)
+    path = str(tmp_path / "mlp.poptorch")
+    poptorch.inferenceModel(model).compileAndExport(path, x, y)
+    loaded = poptorch.load(path)
+    torch.testing.assert_close(loaded(x, y)[0], model(x, y)[0].detach(), rtol=1e-5, atol=1e-6)
+    again = poptorch.inferenceModel(model)
+    again.loadExecutable(path)
+    assert again.isCompiled()
+    with pytest.raises(poptorch.Error, match="Invalid file"):
+        poptorch.load(__file__)
+
+
+def test_loss_rules(small_ipu):
+    class NoLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return (self.l(x) ** 2).mean()
+
+    with pytest.raises(poptorch.Error, match="Couldn't find a loss in graph"):
+        poptorch.trainingModel(NoLoss())(torch.zeros(2, 2))
+
+    class TwoLosses(NoLoss):
+        def forward(self, x):
+            out = self.l(x)
+            return torch.nn.functional.mse_loss(out, x) + torch.nn.functional.l1_loss(out, x)
+
+    with pytest.raises(poptorch.Error, match="Multiple independent losses found"):
+        poptorch.trainingModel(TwoLosses())(torch.zeros(2, 2))
+
+    class Wrapped(NoLoss):
+        def forward(self, x):
+            out = self.l(x)
+            return poptorch.identity_loss(torch.nn.functional.mse_loss(out, x) + (out ** 2).sum(), reduction="none")
+
+    poptorch.trainingModel(Wrapped())(torch.ones(2, 2))
+
+
+def test_unsupported_op_names_op_and_module(small_ipu):
+    class Inner(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.inv(x)
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Inner()
+
+        def forward(self, x):
+            return self.block(x) + 1
+
+    with pytest.raises(poptorch.Error, match=r"Unsupported op aten::linalg_inv_ex.* in module 'block' \(Inner\).*"
+                                             r"CPU before or after"):
+        poptorch.inferenceModel(Outer())(torch.eye(3).repeat(2, 1, 1))
+
+
+def test_item_on_device_values_is_an_error(small_ipu):
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    with pytest.raises(poptorch.Error, match="reads the value of a tensor computed on the IPU"):
+        poptorch.inferenceModel(M())(torch.ones(2))
+
+
+def test_backward_on_outputs_is_an_error(small_ipu):
+    out = poptorch.inferenceModel(torch.nn.Linear(2, 2))(torch.ones(1, 2))
+    with pytest.raises(poptorch.Error, match="backward\\(\\) cannot be called explicitly"):
+        out.backward()
