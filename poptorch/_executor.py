@@ -452,6 +452,25 @@ class PoplarExecutor:
     def _state_names(self) -> List[str]:
         return list(self._captured.params) + list(self._captured.buffers)
 
+    def _read(self, var) -> np.ndarray:
+        """A variable's value: from the device while attached (this process's replicas only: under
+        PopDist no other instance takes part), else the last value read or written."""
+        if self._is_attached:
+            return self._session.read_variable_local(var)
+        return self._session.get_tensor_data(var)
+
+    def _write(self, var, value) -> None:
+        self._session.write_variable_local(var, value)
+
+    def _refresh_host_copies(self) -> None:
+        """Before detaching: the session's host copies of the state that lives across runs
+        (weights, optimizer state, seed) take the device's values, so attaching again restores it."""
+        p = self._program
+        variables = list(p.weights.values()) + (p.opt_state.variables() if p.opt_state is not None else []) + \
+            ([p.seed] if p.seed is not None else [])
+        for v in variables:
+            self._session.write_variable_local(v, self._session.read_variable_local(v))
+
     def copyWeightsToHostIfNeeded(self) -> bool:  # noqa: N802
         if self._dirty_host_weights:
             logger.debug("Implicit copyWeightsToHost()")
@@ -464,13 +483,9 @@ class PoplarExecutor:
         if not self.isCompiled():
             raise createPoptorchError(NO_EXECUTABLE_ERR)
         self._dirty_host_weights = False
-        s = self._session
-        if self._is_attached:
-            s.weights_to_host()
         state = _raw_state(self._model)
         for name in self._state_names():
-            var = self._program.weights[name]
-            arr = s.get_tensor_data(var)
+            arr = self._read(self._program.weights[name])
             dst = state[name]
             with torch.no_grad():
                 torch.Tensor.copy_(dst, torch.from_numpy(np.ascontiguousarray(arr)).to(dst.dtype).reshape(dst.shape))
@@ -481,11 +496,9 @@ class PoplarExecutor:
         if not self.isCompiled():
             raise createPoptorchError(NO_EXECUTABLE_ERR)
         self._dirty_host_weights = False
-        s = self._session
         state = _raw_state(self._model)
         for name in self._state_names():
-            var = self._program.weights[name]
-            s.write_variable_data(var, host_array(torch.Tensor.detach(state[name]), name))
+            self._write(self._program.weights[name], host_array(torch.Tensor.detach(state[name]), name))
 
     def load_state_dict(self, state_dict, strict: bool = True):
         out = self._user_model.load_state_dict(state_dict, strict)
@@ -528,7 +541,7 @@ class PoplarExecutor:
                 "destroy() the model and call it again to recompile with the new optimizer")
         opt_state = self._program.opt_state
         for var, value in opt_state.host_values(new).items():
-            self._session.write_variable_data(var, value)
+            self._write(var, value)
         opt_state.optimizer = new
         self._compiled_optimizer = new
         self._optimizer_dirty = False
@@ -539,7 +552,7 @@ class PoplarExecutor:
         if not isinstance(self._optimizer, optim.Optimizer) or not self.isCompiled():
             return
         st = self._program.opt_state
-        ipu_state = {f"{slot}:{w}": torch.from_numpy(np.array(self._session.get_tensor_data(var)))
+        ipu_state = {f"{slot}:{w}": torch.from_numpy(np.array(self._read(var)))
                      for (w, slot), var in st.state.items()}
         self._optimizer.set_ipu_state(ipu_state, {n: float(self._compiled_optimizer.value(n).val())
                                                   for n in self._compiled_optimizer.PARAMS})
@@ -550,7 +563,7 @@ class PoplarExecutor:
         for (w, slot), var in st.state.items():
             key = f"{slot}:{w}"
             if key in saved:
-                self._session.write_variable_data(var, np.asarray(saved[key]).astype(var.dtype.as_numpy()))
+                self._write(var, np.asarray(saved[key]).astype(var.dtype.as_numpy()))
         self._optimizer.ipu_state_is_dirty = False
 
     # -- device --------------------------------------------------------------------------------------------------------
@@ -579,6 +592,7 @@ class PoplarExecutor:
             self.copyWeightsToHostIfNeeded()
             self._read_optimizer_state()
         self._cached_rng_state = self.rng_state
+        self._refresh_host_copies()
         self._session.__exit__(None, None, None)
         self._is_attached = False
 
@@ -602,7 +616,7 @@ class PoplarExecutor:
         var = self._program.seed if self._program is not None else None
         if var is not None and self._session is not None:
             v = int(seed)
-            self._session.write_variable_data(var, np.array([v & 0xFFFFFFFF, (v >> 32) & 0xFFFFFFFF], np.uint32))
+            self._write(var, np.array([v & 0xFFFFFFFF, (v >> 32) & 0xFFFFFFFF], np.uint32))
 
     @property
     def rng_state(self) -> List[int]:
@@ -611,7 +625,7 @@ class PoplarExecutor:
         var = self._program.seed
         if var is None:
             return list(self._cached_rng_state or [0])
-        lo, hi = (int(x) for x in self._session.get_tensor_data(var))
+        lo, hi = (int(x) for x in self._read(var))
         return [lo | (hi << 32)]
 
     @rng_state.setter

@@ -353,6 +353,34 @@ class Session:
             else:
                 self._write_variable(tensor, arr)
 
+    # -- for frontends (poptorch): one variable at a time, no collective between PopDist instances --
+    @_locked
+    def read_variable_local(self, tensor: Variable) -> np.ndarray:
+        """The device value of a variable that every replica holds whole and alike (a data-parallel
+        weight), read from this process's first replica: no other variable is read and, under
+        PopDist, no other instance takes part (Session.get_tensor_data reads every variable, from
+        the replicas PopXL names, with the instances exchanging what they read)."""
+        self._check_ir(tensor)
+        self._require_attached("read_variable_local")
+        if tensor in self._remote_vars or _replication.replicas_read(tensor, self._ir.replication_factor) != [0]:
+            raise ValueError(f"read_variable_local: {tensor.id!r} is not held alike by every replica; use "
+                             f"get_tensor_data")
+        return np.array(self._read_local(tensor, 0), copy=True)
+
+    @_locked
+    def write_variable_local(self, tensor: Variable, data: np.ndarray) -> None:
+        """write_variable_data for a frontend that keeps its own host copies: the variable's host copy
+        and device value become `data`, without first reading the other variables back from the
+        device (write_variable_data does that when the device is newer)."""
+        self._check_ir(tensor)
+        arr = np.array(np.asarray(data), dtype=tensor.dtype.as_numpy(), copy=True)
+        if not _replication.accepts_host_shape(tensor, arr.shape, self._ir.replication_factor):
+            raise ValueError(f"write_variable_local: {tensor.id!r} takes host data of shape {tensor.shape}, got "
+                             f"{arr.shape}")
+        self._host_weights[tensor] = arr
+        if self.is_attached:
+            self._write_variable(tensor, arr)
+
     def write_variables_data(self, tensors: Mapping[Variable, np.ndarray]) -> None:
         for t, d in tensors.items():
             self.write_variable_data(t, d)
