@@ -63,7 +63,7 @@ def add(op: Op):
     return ops.add(x, mul_scalar(y, alpha))
 
 
-@aten("sub.Tensor", "sub.Scalar")
+@aten("sub.Tensor")
 def sub(op: Op):
     dt = op.out_dtype()
     return ops.sub(op.t("self", dt), mul_scalar(op.t("other", dt), op.arg("alpha", 1)))
@@ -83,12 +83,12 @@ def mul(op: Op):
     return _binary(op, ops.mul)
 
 
-@aten("div.Tensor", "div.Scalar", "true_divide")
+@aten("div.Tensor", "div.Scalar")
 def div(op: Op):
     return _binary(op, ops.div)
 
 
-@aten("div.Tensor_mode", "div.Scalar_mode")
+@aten("div.Tensor_mode")
 def div_mode(op: Op):
     mode = op.arg("rounding_mode")
     dt = op.out_dtype()
@@ -152,12 +152,12 @@ def pow_tensor(op: Op):
     return ops.pow(op.t("self", dt), op.t("exponent", dt))
 
 
-@aten("maximum", "max.other")
+@aten("maximum")
 def maximum(op: Op):
     return _binary(op, lambda a, b: ops.maximum(a, b))
 
 
-@aten("minimum", "min.other")
+@aten("minimum")
 def minimum(op: Op):
     return _binary(op, ops.minimum)
 
@@ -175,12 +175,6 @@ def reciprocal(op: Op):
 @aten("rsqrt")
 def rsqrt(op: Op):
     return ops.reciprocal(ops.sqrt(op.t("self", op.out_dtype())))
-
-
-@aten("square")
-def square(op: Op):
-    x = op.t("self", op.out_dtype())
-    return ops.mul(x, x)
 
 
 @aten("addcmul")
@@ -338,7 +332,7 @@ def threshold(op: Op):
     return ops.where(ops.greater(x, scalar_like(op.arg("threshold"), x)), x, scalar_like(op.arg("value"), x))
 
 
-@aten("clamp.default", "clip.default")
+@aten("clamp.default")
 def clamp(op: Op):
     x = op.t("self", op.out_dtype())
     lo, hi = op.arg("min"), op.arg("max")
@@ -351,7 +345,7 @@ def clamp(op: Op):
     return x
 
 
-@aten("clamp.Tensor", "clip.Tensor")
+@aten("clamp.Tensor")
 def clamp_tensor(op: Op):
     dt = op.out_dtype()
     x = op.t("self", dt)
@@ -478,12 +472,7 @@ def isinf(op: Op):
     return ops.isinf(op.t("self"))
 
 
-@aten("isfinite")
-def isfinite(op: Op):
-    return ops.isfinite(op.t("self"))
-
-
-@aten("where.self", "where.ScalarSelf", "where.ScalarOther", "where.Scalar")
+@aten("where.self")
 def where(op: Op):
     dt = op.out_dtype()
     return ops.where(_as_bool(op, "condition"), op.t("self", dt), op.t("other", dt))

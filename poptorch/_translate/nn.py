@@ -72,7 +72,7 @@ def matmul(op: Op, a: popxl.Tensor, b: popxl.Tensor) -> popxl.Tensor:
     raise op.error(f"serializedMatMul: unknown mode {mode!r}")
 
 
-@aten("mm", "bmm", "matmul", "dot", "mv", "inner")
+@aten("mm", "bmm", "dot", "mv")
 def mm(op: Op):
     dt = op.out_dtype()
     return matmul(op, op.t("self", dt), op.t("mat2" if op.has("mat2") else "other" if op.has("other") else "vec"
@@ -94,14 +94,6 @@ def addmm(op: Op):
     return ops.add(mul_scalar(op.t("self", dt), beta), y)
 
 
-@aten("linear")
-def linear(op: Op):
-    dt = op.out_dtype()
-    w = op.t("weight", dt)
-    y = matmul(op, op.t("input", dt), ops.transpose(w, [1, 0]) if w.rank == 2 else w)
-    return ops.add(y, op.t("bias", dt)) if op.has("bias") else y
-
-
 # -- convolution and pooling ---------------------------------------------------------------------------------------
 
 def _spatial(v, n):
@@ -109,7 +101,7 @@ def _spatial(v, n):
     return tuple(int(x) for x in (v * n if len(v) == 1 else v))
 
 
-@aten("convolution", "_convolution", "conv2d", "conv1d", "conv3d")
+@aten("convolution")
 def convolution(op: Op):
     """aten::convolution with its groups argument (grouped and depthwise convolutions are planned by
     the lowering of popxl's conv)."""
@@ -145,8 +137,7 @@ def _pool_args(op: Op, n):
     return k, s, p
 
 
-@aten("max_pool2d_with_indices", "max_pool2d", "max_pool1d", "max_pool3d", "max_pool1d_with_indices",
-      "max_pool3d_with_indices")
+@aten("max_pool2d_with_indices", "max_pool3d_with_indices")
 def max_pool(op: Op):
     x = op.t("self")
     n = x.rank - 2
@@ -158,7 +149,7 @@ def max_pool(op: Op):
     return [y, None] if len(op.node.outputs) > 1 else y
 
 
-@aten("avg_pool2d", "avg_pool1d", "avg_pool3d")
+@aten("avg_pool2d", "avg_pool3d")
 def avg_pool(op: Op):
     """PyTorch divides by the whole window, padding included (count_include_pad, its default), or
     by divisor_override; popxl's pool divides by the elements inside the input."""
@@ -208,13 +199,12 @@ def _adaptive(op: Op, reduce_fn, pool_fn):
     return y
 
 
-@aten("_adaptive_avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_avg_pool1d",
-      "_adaptive_avg_pool1d")
+@aten("_adaptive_avg_pool2d", "_adaptive_avg_pool3d")
 def adaptive_avg_pool(op: Op):
     return _adaptive(op, ops.mean, ops.average_pool)
 
 
-@aten("adaptive_max_pool2d", "adaptive_max_pool1d", "adaptive_max_pool3d")
+@aten("adaptive_max_pool2d", "adaptive_max_pool3d")
 def adaptive_max_pool(op: Op):
     return [_adaptive(op, ops.max, ops.max_pool), None]
 
@@ -275,19 +265,6 @@ def native_batch_norm(op: Op):
                        stats_in_place=op.attr("updates_running_stats", False))
 
 
-@aten("_native_batch_norm_legit_no_training")
-def batch_norm_no_training(op: Op):
-    return _batch_norm(op, False, None, float(op.arg("eps")), False)
-
-
-@aten("_native_batch_norm_legit_functional")
-def batch_norm_functional(op: Op):
-    outs = _batch_norm(op, bool(op.arg("training")), op.arg("momentum"), float(op.arg("eps")), True)
-    if len(outs) == 3:
-        outs += [op.t("running_mean"), op.t("running_var")]
-    return outs
-
-
 @aten("native_layer_norm")
 def native_layer_norm(op: Op):
     dt = op.out_dtype()
@@ -314,7 +291,7 @@ def native_group_norm(op: Op):
 
 # -- softmax, dropout, attention ------------------------------------------------------------------------------------
 
-@aten("_softmax", "softmax.int")
+@aten("_softmax")
 def softmax(op: Op):
     x = op.t("self", op.out_dtype())
     if x.rank == 0:
@@ -338,7 +315,7 @@ def log_softmax_of(x: popxl.Tensor, dim: int) -> popxl.Tensor:
     return ops.sub(x, ops.logsumexp(x, axis=[dim], keepdims=True))
 
 
-@aten("_log_softmax", "log_softmax.int")
+@aten("_log_softmax")
 def log_softmax(op: Op):
     x = op.t("self", op.out_dtype())
     if x.rank == 0:
@@ -347,7 +324,7 @@ def log_softmax(op: Op):
     return log_softmax_of(x, d + x.rank if d < 0 else d)
 
 
-@aten("native_dropout", "dropout")
+@aten("native_dropout")
 def dropout(op: Op):
     x = op.t("input")
     p = float(op.arg("p"))
@@ -380,8 +357,7 @@ def attention(op: Op, q, k, v, mask, dropout_p: float, causal: bool, scale):
     return matmul(op, p, v), p
 
 
-@aten("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_attention_math", "scaled_dot_product_attention")
+@aten("_scaled_dot_product_flash_attention_for_cpu")
 def scaled_dot_product_attention(op: Op):
     dt = op.out_dtype()
     q, k, v = op.t("query", dt), op.t("key", dt), op.t("value", dt)
@@ -405,7 +381,7 @@ def reduce_loss(per: popxl.Tensor, reduction: int) -> popxl.Tensor:
     return ops.mean(per) if reduction == 1 else ops.sum(per)
 
 
-@aten("nll_loss_forward", "nll_loss2d_forward", "nll_loss_nd", "nll_loss")
+@aten("nll_loss_forward", "nll_loss2d_forward")
 def nll_loss(op: Op):
     dt = op.out_dtype()
     x = op.t("self", dt)
@@ -449,12 +425,6 @@ def mse_loss(op: Op):
     return reduce_loss(ops.mul(d, d), int(op.arg("reduction", 1)))
 
 
-@aten("l1_loss")
-def l1_loss(op: Op):
-    dt = op.out_dtype()
-    return reduce_loss(ops.abs(ops.sub(op.t("self", dt), op.t("target", dt))), int(op.arg("reduction", 1)))
-
-
 @aten("smooth_l1_loss", "huber_loss")
 def smooth_l1_loss(op: Op):
     dt = op.out_dtype()
@@ -477,22 +447,6 @@ def binary_cross_entropy(op: Op):
     lx = ops.maximum(ops.log(x), scalar_like(-100.0, x))
     l1x = ops.maximum(ops.log(ops.sub(scalar_like(1.0, x), x)), scalar_like(-100.0, x))
     per = ops.negate(ops.add(ops.mul(y, lx), ops.mul(ops.sub(scalar_like(1.0, y), y), l1x)))
-    if op.has("weight"):
-        per = ops.mul(per, op.t("weight", dt))
-    return reduce_loss(per, int(op.arg("reduction", 1)))
-
-
-@aten("binary_cross_entropy_with_logits")
-def binary_cross_entropy_with_logits(op: Op):
-    dt = op.out_dtype()
-    x, y = op.t("self", dt), op.t("target", dt)
-    # log(1 + exp(-|x|)) + max(-x, 0): log(sigmoid) without overflow
-    soft = ops.add(ops.log(add_scalar(ops.exp(ops.negate(ops.abs(x))), 1.0)), ops.relu(ops.negate(x)))
-    if op.has("pos_weight"):
-        lw = add_scalar(ops.mul(add_scalar(op.t("pos_weight", dt), -1.0), y), 1.0)
-        per = ops.add(ops.mul(ops.sub(scalar_like(1.0, y), y), x), ops.mul(lw, soft))
-    else:
-        per = ops.add(ops.mul(ops.sub(scalar_like(1.0, y), y), x), soft)
     if op.has("weight"):
         per = ops.mul(per, op.t("weight", dt))
     return reduce_loss(per, int(op.arg("reduction", 1)))

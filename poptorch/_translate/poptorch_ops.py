@@ -20,8 +20,7 @@ def identity_loss(op: Op):
     return ops.identity(x)
 
 
-@aten("poptorch::nop", "poptorch::recomputation_checkpoint", "poptorch::set_available_memory",
-      "poptorch::set_matmul_serialization", "poptorch::set_overlap_for_input", "poptorch::set_overlap_for_output")
+@aten("poptorch::nop", "poptorch::recomputation_checkpoint", "poptorch::set_available_memory", "poptorch::set_matmul_serialization", "poptorch::set_overlap_for_input", "poptorch::set_overlap_for_output")
 def annotation(op: Op):
     """An identity: what the annotation asks for was attached to the op that made its input
     (poptorch/_program.py, before the translation)."""

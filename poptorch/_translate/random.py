@@ -18,7 +18,7 @@ def _uniform(op: Op, low=0.0, high=1.0) -> popxl.Tensor:
     return u
 
 
-@aten("bernoulli.p", "bernoulli.default", "bernoulli.float")
+@aten("bernoulli.p", "bernoulli.default")
 def bernoulli(op: Op):
     """1 with probability p (a number, or each element of the input for bernoulli(probs))."""
     dt = op.out_dtype()
@@ -38,7 +38,7 @@ def rand(op: Op):
     return u if u.dtype == op.out_dtype() else ops.cast(u, op.out_dtype())
 
 
-@aten("randn", "randn_like", "normal_functional")
+@aten("randn", "randn_like")
 def randn(op: Op):
     dt = op.out_dtype()
     return ops.random_normal(op.tr.next_seed(), op.out_shape(), mean=float(op.arg("mean", 0.0)),

@@ -118,14 +118,14 @@ def _variance(op: Op, x: popxl.Tensor, axes, keep: bool):
     return ops.div(ss, scalar_like(max(n - float(correction), 0.0), x)), m
 
 
-@aten("var.correction", "var.dim", "var.default")
+@aten("var.correction")
 def var(op: Op):
     x = op.t("self", op.out_dtype())
     v, _ = _variance(op, x, _dims(op, x.rank), bool(op.arg("keepdim", False)))
     return v if tuple(v.shape) == op.out_shape() else ops.reshape(v, op.out_shape())
 
 
-@aten("std.correction", "std.dim", "std.default")
+@aten("std.correction")
 def std(op: Op):
     x = op.t("self", op.out_dtype())
     v, _ = _variance(op, x, _dims(op, x.rank), bool(op.arg("keepdim", False)))
@@ -133,7 +133,7 @@ def std(op: Op):
     return s if tuple(s.shape) == op.out_shape() else ops.reshape(s, op.out_shape())
 
 
-@aten("var_mean.correction", "var_mean.dim")
+@aten("var_mean.correction")
 def var_mean(op: Op):
     x = op.t("self", op.out_dtype(0))
     axes = _dims(op, x.rank)
@@ -166,7 +166,7 @@ def all_(op: Op):
     return _any_all(op, ops.min)
 
 
-@aten("linalg_vector_norm", "norm.ScalarOpt_dim", "norm.Scalar", "norm.ScalarOpt_dtype")
+@aten("linalg_vector_norm")
 def vector_norm(op: Op):
     x = op.t("self", op.out_dtype())
     p = op.arg("ord", op.arg("p", 2))

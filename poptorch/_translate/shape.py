@@ -45,8 +45,7 @@ def expand_to(t: popxl.Tensor, shape) -> popxl.Tensor:
 
 # -- views ------------------------------------------------------------------------------------------------------
 
-@aten("view", "_unsafe_view", "reshape", "view_copy", "_reshape_alias", "unsqueeze", "squeeze", "flatten.using_ints",
-      "unflatten", "alias", "view_as", "reshape_as")
+@aten("view", "_unsafe_view", "unsqueeze", "squeeze")
 def view(op: Op):
     x = op.t("self")
     return ops.reshape(x, op.out_shape()) if tuple(x.shape) != op.out_shape() else ops.identity(x)
@@ -58,7 +57,7 @@ def permute(op: Op):
     return ops.transpose(x, [_dim(d, x.rank) for d in op.arg("dims")])
 
 
-@aten("transpose.int", "swapaxes", "swapdims")
+@aten("transpose.int")
 def transpose(op: Op):
     x = op.t("self")
     perm = list(range(x.rank))
@@ -68,24 +67,13 @@ def transpose(op: Op):
     return ops.transpose(x, perm) if x.rank > 1 else ops.identity(x)
 
 
-@aten("t", "numpy_T")
+@aten("t")
 def t(op: Op):
     x = op.t("self")
     return ops.transpose(x, list(range(x.rank))[::-1]) if x.rank > 1 else ops.identity(x)
 
 
-@aten("movedim.int")
-def movedim(op: Op):
-    x = op.t("self")
-    perm = list(range(x.rank))
-    s, d = _dim(op.arg("source"), x.rank), _dim(op.arg("destination"), x.rank)
-    perm.pop(s)
-    perm.insert(d, s)
-    return ops.transpose(x, perm)
-
-
-@aten("clone", "contiguous", "detach", "lift_fresh", "lift_fresh_copy", "lift", "_to_copy", "to.dtype",
-      "to.dtype_layout", "to.device", "type_as", "_conj", "resolve_conj", "resolve_neg", "positive")
+@aten("clone", "detach", "_to_copy")
 def copy_cast(op: Op):
     x = op.t("self")
     dt = op.out_dtype()
@@ -110,7 +98,7 @@ def _slice_bounds(size: int, start, end, step):
     return start, max(end, start), int(step or 1)
 
 
-@aten("slice.Tensor", "slice_copy.Tensor")
+@aten("slice.Tensor")
 def slice_(op: Op):
     x = op.t("self")
     d = _dim(op.arg("dim", 0), x.rank)
@@ -120,7 +108,7 @@ def slice_(op: Op):
     return ops.slice(x, start=[start], stop=[end], step=[step], axis=[d])
 
 
-@aten("select.int", "select_copy.int")
+@aten("select.int")
 def select(op: Op):
     x = op.t("self")
     d = _dim(op.arg("dim"), x.rank)
@@ -130,16 +118,7 @@ def select(op: Op):
     return ops.reshape(s, op.out_shape())
 
 
-@aten("narrow")
-def narrow(op: Op):
-    x = op.t("self")
-    d = _dim(op.arg("dim"), x.rank)
-    start = int(op.arg("start"))
-    start = start + x.shape[d] if start < 0 else start
-    return ops.slice(x, start=[start], stop=[start + int(op.arg("length"))], step=[1], axis=[d])
-
-
-@aten("split.Tensor", "split_with_sizes", "split_with_sizes_copy", "unsafe_split.Tensor")
+@aten("split.Tensor", "split_with_sizes")
 def split(op: Op):
     x = op.t("self")
     d = _dim(op.arg("dim", 0), x.rank)
@@ -147,11 +126,6 @@ def split(op: Op):
     if len(sizes) == 1:
         return [ops.identity(x)]
     return ops.split(x, sizes, d)
-
-
-@aten("chunk")
-def chunk(op: Op):
-    return split(op)
 
 
 @aten("unbind.int")
@@ -165,7 +139,7 @@ def unbind(op: Op):
     return out
 
 
-@aten("cat", "concat", "concatenate")
+@aten("cat")
 def cat(op: Op):
     dt = op.out_dtype()
     ts = [t for t in op.tensors("tensors", dt) if not (t.rank == 1 and t.shape[0] == 0)]  # torch skips empty 1-D
@@ -184,7 +158,7 @@ def stack(op: Op):
     return parts[0] if len(parts) == 1 else ops.concat(parts, d)
 
 
-@aten("expand", "expand_copy", "broadcast_to", "expand_as")
+@aten("expand")
 def expand(op: Op):
     x = op.t("self")
     out = expand_to(x, op.out_shape())
@@ -311,7 +285,7 @@ def embedding(op: Op):
     return out
 
 
-@aten("index.Tensor", "_unsafe_index.Tensor")
+@aten("index.Tensor")
 def index(op: Op):
     """Advanced indexing x[i0, i1, ...] with index tensors on some axes (None on the others).
     Boolean masks with a known value become integer indices; the indexed axes are flattened into
@@ -428,7 +402,7 @@ def scatter_add(op: Op):
     return ops.add(x, _scatter_flat(_src_for(op, x, flat_idx.shape), flat_idx, x.shape))
 
 
-@aten("index_put", "_unsafe_index_put")
+@aten("index_put")
 def index_put(op: Op):
     """x[indices] = values (or += with accumulate): a boolean mask becomes `where`; integer indices
     on the first axes become a scatter of rows."""
@@ -512,18 +486,17 @@ def _filled(op: Op, value) -> popxl.Tensor:
     return popxl.constant(np.full(op.out_shape(), value, dt.as_numpy()), dt)
 
 
-@aten("zeros_like", "empty_like", "new_zeros", "new_empty", "empty.memory_format", "zeros", "empty_strided",
-      "new_empty_strided")
+@aten("zeros_like", "empty_like", "new_zeros", "new_empty")
 def zeros_like(op: Op):
     return _filled(op, 0)
 
 
-@aten("ones_like", "new_ones", "ones")
+@aten("ones_like", "new_ones")
 def ones_like(op: Op):
     return _filled(op, 1)
 
 
-@aten("full_like", "new_full", "full")
+@aten("full_like", "new_full")
 def full_like(op: Op):
     return _filled(op, op.arg("fill_value"))
 
@@ -536,19 +509,4 @@ def fill_scalar(op: Op):
 @aten("fill.Tensor")
 def fill_tensor(op: Op):
     return expand_to(op.t("value", op.out_dtype()), op.out_shape())
-
-
-@aten("scalar_tensor")
-def scalar_tensor(op: Op):
-    return _filled(op, op.arg("s"))
-
-
-@aten("arange.start_step", "arange.start", "arange.default")
-def arange(op: Op):
-    dt = op.out_dtype()
-    v = op.out()
-    start = float(op.arg("start", 0))
-    step = float(op.arg("step", 1))
-    vals = start + step * np.arange(v.shape[0])
-    return popxl.constant(vals.astype(dt.as_numpy()), dt)
 

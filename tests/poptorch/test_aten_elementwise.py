@@ -72,6 +72,17 @@ def binary_cases():
         Case("fmod", lambda a: torch.fmod(a, 0.7), [t(8)], grad=False),
         Case("addcmul", lambda a, b, c: torch.addcmul(a, b, c, value=0.5), [t(3, 4), t(3, 4), t(4)]),
         Case("lerp", lambda a, b: torch.lerp(a, b, 0.3), [t(5), t(5)]),
+        Case("lerp_tensor", torch.lerp, [t(5), t(5), t(5, low=0.0, high=1.0)]),
+        Case("addcdiv", lambda a, b, c: torch.addcdiv(a, b, c, value=-0.5), [t(2, 3), t(2, 3), t(3, positive=True)]),
+        Case("rsub_tensor", lambda a, b: torch.rsub(a, b, alpha=2), [t(4), t(4)]),
+        Case("pow_scalar_base", lambda a: 2.0 ** a, [t(6)]),
+        Case("clamp_tensor", lambda a, lo, hi: (torch.clamp(a, min=lo, max=hi), torch.clamp_max(a, hi)),
+             [t(3, 4), t(4) - 1, t(4) + 1]),
+        Case("threshold", lambda a: F.threshold(a, 0.1, 2.0), [t(9)]),
+        Case("xlogy_scalars", lambda a: (torch.xlogy(a, 2.0), torch.xlogy(2.0, a)), [t(5, positive=True)]),
+        Case("log10_frac", lambda a: (torch.log10(a), torch.frac(a * 3)), [t(5, positive=True)]),
+        Case("float_divisions", lambda a, b: (torch.floor_divide(a, b), torch.fmod(a, b), torch.remainder(a, b),
+                                              torch.sgn(a)), [t(7) * 5, t(7, positive=True)], grad=False),
     ]
 
 
@@ -84,7 +95,12 @@ def logic_cases():
         Case("where", lambda c, a, b: torch.where(c, a, b), [t(3, 1, dtype=torch.bool), t(3, 4), t(4)]),
         Case("where_scalar", lambda c, a: torch.where(c, a, 0.0), [t(5, dtype=torch.bool), t(5)]),
         Case("masked_fill", lambda a, m: a.masked_fill(m, -1e9), [t(2, 3, 4), t(3, 1, dtype=torch.bool)]),
-        Case("isnan", lambda a: (torch.isnan(a), torch.isfinite(a)), [t(5)], grad=False),
+        Case("isnan", lambda a: (torch.isnan(a), torch.isfinite(a), torch.isinf(a / 0.0)), [t(5)], grad=False),
+        Case("compare_scalar_more", lambda a: (a >= 0.5, a <= 0.1, a < -0.2), [t(4, 5)], grad=False),
+        Case("logic_more", lambda a, b: (torch.logical_or(a, b), torch.logical_xor(a, b), a & True, a | False,
+                                         a ^ True), [t(6, dtype=torch.bool), t(6, dtype=torch.bool)], grad=False),
+        Case("masked_fill_tensor", lambda a, m, v: a.masked_fill(m, v), [t(3, 4), t(4, dtype=torch.bool), t()],
+             no_grad_inputs=(2,)),
     ]
 
 

@@ -22,6 +22,8 @@ def matmul_cases():
         Case("addmm", lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2.0), [t(4), t(3, 5), t(5, 4)]),
         Case("baddbmm", lambda b, x, y: torch.baddbmm(b, x, y), [t(2, 3, 4), t(2, 3, 5), t(2, 5, 4)]),
         Case("einsum", lambda a, b: torch.einsum("bij,bjk->bik", a, b), [t(2, 3, 4), t(2, 4, 2)]),
+        Case("addbmm", lambda b, x, y: torch.addbmm(b, x, y, alpha=0.5), [t(3, 4), t(2, 3, 5), t(2, 5, 4)]),
+        Case("addmv_dot", lambda b, m, v: (torch.addmv(b, m, v), torch.dot(v, v)), [t(3), t(3, 4), t(4)]),
     ]
 
 
@@ -48,6 +50,12 @@ def conv_cases():
         Case("adaptive_avg_uneven", lambda x: F.adaptive_avg_pool2d(x, 3), [t(1, 2, 7, 5)]),
         Case("max_pool1d", lambda x: F.max_pool1d(x, 2), [t(2, 3, 9)]),
         Case("upsample_nearest", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), [t(1, 2, 3, 3)]),
+        Case("pools_1d", lambda x: (F.avg_pool1d(x, 3, stride=2), F.adaptive_avg_pool1d(x, 3),
+                                    F.interpolate(x, scale_factor=3, mode="nearest")), [t(2, 3, 7)]),
+        Case("pools_3d", lambda x: (F.avg_pool3d(x, 2), F.max_pool3d(x, 2), F.adaptive_avg_pool3d(x, (1, 2, 2)),
+                                    F.adaptive_max_pool3d(x, 1), F.interpolate(x, scale_factor=2, mode="nearest")),
+             [t(1, 2, 4, 4, 4)]),
+        Case("adaptive_max", lambda x: F.adaptive_max_pool2d(x, (2, 1)), [t(2, 2, 4, 3)]),
     ]
 
 
@@ -93,6 +101,7 @@ def loss_cases():
         Case("bce_logits", F.binary_cross_entropy_with_logits, [t(5, 2) * 3, t(5, 2, low=0.0, high=1.0)]),
         Case("bce_logits_pos", lambda x, y: F.binary_cross_entropy_with_logits(x, y, pos_weight=torch.tensor([2.0, 0.5])),
              [t(5, 2), t(5, 2, low=0.0, high=1.0)]),
+        Case("soft_margin", F.soft_margin_loss, [t(4, 3), torch.sign(t(4, 3))], no_grad_inputs=(1,)),
         Case("kl_div", lambda x, y: F.kl_div(F.log_softmax(x, 1), F.softmax(y, 1), reduction="batchmean"),
              [t(3, 4), t(3, 4)]),
     ]

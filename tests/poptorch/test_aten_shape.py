@@ -71,6 +71,10 @@ def index_cases():
         Case("scatter_add", lambda x, i, s: x.scatter_add(0, i, s), [t(3, 4), i64(5, 4, high=3), t(5, 4)]),
         Case("masked_assign", lambda x, m: x.masked_fill(m, 0.0) + x, [t(4, 3), t(4, 3, dtype=torch.bool)]),
         Case("index_put", lambda x, v: x.index_put((torch.tensor([0, 2]),), v), [t(4, 3), t(2, 3)]),
+        Case("scatter_value", lambda x, i: x.scatter(0, i, 1.5), [t(3, 4), torch.tensor([[2, 0, 1, 2]])]),
+        Case("factories_like", lambda x: (torch.zeros_like(x) + x, torch.ones_like(x) * x, torch.full_like(x, 2.0) - x,
+                                          x.new_zeros(3) + 1, x.new_ones(2, 2), x.new_full((2,), 7.0),
+                                          x.new_empty(3).fill_(1.0) * 2), [t(2, 3)]),
     ]
 
 
@@ -90,6 +94,12 @@ def reduce_cases():
         Case("cumsum", lambda x: torch.cumsum(x, 1), [t(2, 9)]),
         Case("any_all", lambda x: (x.any(1), x.all()), [t(3, 4, dtype=torch.bool)], grad=False),
         Case("sum_int", lambda x: x.sum(1), [i64(3, 4)], grad=False),
+        Case("min_max_all", lambda x: (x.max(), torch.min(x, 1), x.amin((0, 2)), x.prod()),
+             [t(2, 3, 4, positive=True)]),
+        Case("any_all_dims", lambda x: (x.any(), x.any((0, 1)), x.all(1), x.all((0, 2))),
+             [t(2, 3, 4, dtype=torch.bool)], grad=False),
+        Case("norms", lambda x: (torch.norm(x, p=3, dim=1), torch.norm(x, p=1), torch.norm(x, dim=0, keepdim=True),
+                                 torch.norm(x, float("inf"), dim=1)), [t(3, 5)]),
     ]
 
 
