@@ -386,7 +386,13 @@ class PoplarExecutor:
         return outputs
 
     def _follow_trainer(self) -> None:
+        """The weights of a model another PopTorch model trains (the whole model or a part of it,
+        as in `inferenceModel(net)` after `trainingModel(NetWithLoss(net))`)."""
         trainer_ref = self._user_model.__dict__.get("_poptorch_trainer")
+        if trainer_ref is None:
+            for _, p in _raw_params(self._user_model):
+                trainer_ref = p.__dict__.get("_poptorch_trainer")
+                break
         trainer = trainer_ref() if trainer_ref is not None else None
         if trainer is None or trainer is self:
             return
