@@ -13,10 +13,6 @@ from torch.library import custom_op, register_autograd
 _NS = "poptorch"
 
 
-def _identity_grad(ctx, grad):
-    return grad
-
-
 def _register_identity(name: str, schema_fn):
     op = custom_op(f"{_NS}::{name}", mutates_args=())(schema_fn)
     op.register_fake(lambda x, *a: torch.empty_like(x))

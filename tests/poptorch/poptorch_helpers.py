@@ -3,7 +3,7 @@ compile covers a whole family of ops."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Sequence
 
 import numpy as np
 import torch
