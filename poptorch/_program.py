@@ -88,6 +88,10 @@ class TorchBuilder(_Builder):
     def _grad_source(self, name):
         return self.weight_inputs[name]
 
+    def grouping(self, name):
+        """PopTorch's weights are the same on every replica (replicaGrouping is not supported)."""
+        return None, None
+
     # -- the forward graph -------------------------------------------------------------------------------------------
     def _translation(self, seed) -> Translation:
         return Translation(self.captured, self.spec.training, seed=seed, placement=self.spec.placement,
