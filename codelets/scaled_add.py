@@ -1,4 +1,8 @@
-"""ScaledAdd: data = a * data + b * deltas, in place (popops ScaledAddSupervisor / aXPlusbY)."""
+"""ScaledAdd: data = a * data + b * deltas, in place (popops ScaledAddSupervisor / aXPlusbY).
+
+data and deltas share a type, or mix float32 and float16 as poplibs' mixed ScaledAdd vertices do
+(popops::scaledAddTo: data half with deltas float, data float with deltas half); the arithmetic is
+float32 and the result is rounded once to data's type."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,20 +23,41 @@ def _axpby(d, x, n, a, b):  # pragma: no cover - replaced by the Numba overload
     raise NotImplementedError
 
 
+def _axpby_f32(dd, xx, n, a, b):
+    """dd[:n] = a * dd + b * xx on float32 runs (a == 1: dd + b * xx)."""
+    if a == 1.0:
+        for i in range(n):
+            dd[i] = dd[i] + b * xx[i]
+    else:
+        for i in range(n):
+            dd[i] = a * dd[i] + b * xx[i]
+
+
+_axpby_f32_jit = njit(inline="always")(_axpby_f32)
+
+
 @overload(_axpby)
 def _axpby_ov(d, x, n, a, b):
-    if isinstance(d.dtype, types.Record):  # float16: widen and narrow whole runs (ipu.half), ~1 ns an element
+    # float16 is stored as a record of uint16 bits: the half side(s) are widened and narrowed in
+    # whole runs (ipu.half), ~1 ns an element
+    d_half = isinstance(d.dtype, types.Record)
+    x_half = isinstance(x.dtype, types.Record)
+    if d_half and x_half:
         def impl(d, x, n, a, b):
             dd = to_f32(d, n)
-            xx = to_f32(x, n)
-            if a == 1.0:
-                for i in range(n):
-                    dd[i] = dd[i] + b * xx[i]
-            else:
-                for i in range(n):
-                    dd[i] = a * dd[i] + b * xx[i]
+            _axpby_f32_jit(dd, to_f32(x, n), n, a, b)
             from_f32(dd, d, n)
         return impl
+    if d_half:  # half data, float deltas
+        def impl_hf(d, x, n, a, b):
+            dd = to_f32(d, n)
+            _axpby_f32_jit(dd, x, n, a, b)
+            from_f32(dd, d, n)
+        return impl_hf
+    if x_half:  # float data, half deltas
+        def impl_fh(d, x, n, a, b):
+            _axpby_f32_jit(d, to_f32(x, n), n, a, b)
+        return impl_fh
 
     def impl2(d, x, n, a, b):
         if a == 1.0:
@@ -54,9 +79,10 @@ def _scaled_add(views, off, cnt, fp, ip):
                np.float32(fp[v, 1]))
 
 
-def scaled_add_cycles(n: np.ndarray, itemsize: int, is_float: bool, axpby: np.ndarray, workers: int = 6) -> np.ndarray:
-    """Tile cycles of one ScaledAdd supervisor vertex over n elements (constant scales, data and
-    deltas of one type, not memory constrained).
+def scaled_add_cycles(n: np.ndarray, itemsize: int, is_float: bool, axpby: np.ndarray, workers: int = 6,
+                      delta_itemsize: int | None = None) -> np.ndarray:
+    """Tile cycles of one ScaledAdd supervisor vertex over n elements (constant scales, not memory
+    constrained); `delta_itemsize` is the deltas' element size when it differs from data's.
 
     Source: poplibs lib/popops/PerformanceEstimation.cpp @ 03953b1c,
     getScaledArithmeticSupervisorCycleEstimate:
@@ -71,6 +97,11 @@ def scaled_add_cycles(n: np.ndarray, itemsize: int, is_float: bool, axpby: np.nd
     - aXPlusbY (a != 1) on float: the float aX+bY worker: 16 prologue + (6 + 3 x (vectors - 1))
       + on the leftover worker 1 + (5 for a last float) + 1 (no worker id test); half aX+bY uses the
       ScaledAdd worker above.
+    - mixed types (same function): data float with deltas half takes the float path with an inner
+      loop of 4 cycles a vector instead of 3; data half with deltas float has its own worker:
+      16 prologue + (8 + 4 x (vectors - 1)), where the first totalVectors % 6 workers take one
+      vector more, + 2 + on the leftover worker 1 + (2 + 5 for two halves left + 2 + 7 for an odd
+      one); the vector width is data's (4 halves).
     - int: no worker split, the supervisor loops 3 elements at a time: 53 + 26 x (n / 3) + 6
       (+ 26 x (n % 3) when n % 3 != 0) + 8.
     Checked against Graphcore's published Mk2 hardware measurements (375 / 467 / 665 / 1043 cycles
@@ -85,7 +116,18 @@ def scaled_add_cycles(n: np.ndarray, itemsize: int, is_float: bool, axpby: np.nd
     left = n % vw
     vpw = total_vectors // workers
     supervisor = 21 + 6 + 11 + np.where(left == 0, 7, 13) + 12
-    loop = np.where(vpw > 0, 6 + 3 * np.maximum(vpw - 1, 0), 0)
+    mixed = delta_itemsize is not None and delta_itemsize != itemsize
+    if mixed and itemsize == 2:  # half data, float deltas
+        extra = total_vectors % workers
+        busiest = vpw + (extra > 0)
+        loop = np.where(busiest > 0, 8 + 4 * np.maximum(busiest - 1, 0), 0)
+        tail = np.where(left > 0, 2 + np.where(left >= 2, 5, 0) + 2 + np.where(left % 2 == 1, 7, 0), 0)
+        # the worker with the leftover elements has id extra: it has vpw vectors when extra > 0
+        left_worker = 16 + np.where(vpw > 0, 8 + 4 * np.maximum(vpw - 1, 0), 0) + 2 + 1 + tail + 1
+        other = 16 + loop + 2 + 1
+        return supervisor + workers * np.maximum(left_worker, other)
+    inner = 4 if mixed else 3
+    loop = np.where(vpw > 0, 6 + inner * np.maximum(vpw - 1, 0), 0)
     if itemsize == 4:
         tail = np.where(left > 0, 8, 0)
     else:
@@ -112,22 +154,25 @@ class ScaledAdd(Codelet):
         return _scaled_add
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"ScaledAdd: data is {types[0].name} but deltas is {types[1].name}")
+        if types[0] != types[1] and not (types[0] in _FLOATS and types[1] in _FLOATS):
+            raise TypeError(f"ScaledAdd: data is {types[0].name} but deltas is {types[1].name}; poplibs' "
+                            f"ScaledAdd mixes only float32 and float16")
         if np.any(cnt[:, 0] != cnt[:, 1]):
             raise ValueError("ScaledAdd: data and deltas must have the same number of elements")
 
     def cycles(self, types, cnt, fp, ip, target):
         t = types[0]
-        return scaled_add_cycles(cnt[:, 0], t.itemsize, t.is_float, fp[:, 0] != 1.0, target.worker_contexts)
+        return scaled_add_cycles(cnt[:, 0], t.itemsize, t.is_float, fp[:, 0] != 1.0, target.worker_contexts,
+                                 types[1].itemsize)
 
     def code_bytes(self, types):
         # the float/half supervisor + worker assembly of popops ScaledAdd is ~ 0.5 KiB
         return 512
 
     def reference(self, data, deltas, a=1.0, b=1.0):
-        if data.dtype == np.float16:
-            return (a * data.astype(np.float32) + b * deltas.astype(np.float32)).astype(np.float16)
+        if data.dtype.kind == "f":
+            f32 = np.float32
+            return (f32(a) * data.astype(f32) + f32(b) * deltas.astype(f32)).astype(data.dtype)
         if data.dtype.kind == "i":
             return (a * data.astype(np.float64) + b * deltas).astype(data.dtype)
         return (np.float32(a) * data + np.float32(b) * deltas).astype(data.dtype)

@@ -248,9 +248,16 @@ def increment_mod_(t: Tensor, increment: float, modulus: float) -> Tensor:
     return _increment_mod(t, increment, modulus, True)
 
 
+_SCALED_ADD_MIXED = (dtypes.float16, dtypes.float32)
+
+
 def _scaled_add(X: Tensor, Y: Tensor, a: Union[float, Tensor], b: Union[float, Tensor], inplace: bool) -> Tensor:
     X, Y = coerce_operands(X, Y, what="scaled_add operands")
-    dt = check_same_dtype("scaled_add", X, Y)
+    # PopART's ScaledAddOp::setup gives the output X's type; poplibs' scaledAddTo mixes float32 and
+    # float16 (either way round), other pairs must agree
+    if not (X.dtype in _SCALED_ADD_MIXED and Y.dtype in _SCALED_ADD_MIXED):
+        check_same_dtype("scaled_add", X, Y)
+    dt = X.dtype
     check_numeric("scaled_add", X)
     shape = broadcast_shapes(X.shape, Y.shape, what="scaled_add operands")
     if inplace and shape != X.shape:

@@ -91,6 +91,16 @@ def test_where_maximum_clip_increment_mod_scaled_add(main, var):
         ops.scaled_add(var((2,)), var((2,)), popxl.constant([1.0, 2.0]))
 
 
+def test_scaled_add_mixed_precision_dtypes(main, var):
+    """PopART's ScaledAddOp::setup gives the output X's type; poplibs mixes float32 and float16 only."""
+    assert ops.scaled_add(var((3,), np.float32), var((3,), np.float16)).dtype == popxl.float32
+    assert ops.scaled_add_(var((3,), np.float16), var((3,), np.float32), b=-0.1).dtype == popxl.float16
+    with pytest.raises(TypeError, match="same dtype"):
+        ops.scaled_add(var((3,), np.int32), var((3,), np.float32))
+    with pytest.raises(TypeError, match="same dtype"):
+        ops.scaled_add(var((3,), np.float16), var((3,), np.int32))
+
+
 REDUCTIONS = ["sum", "mean", "max", "min", "prod", "logsum", "logsumexp", "l1", "l2", "sumsquare", "median"]
 
 

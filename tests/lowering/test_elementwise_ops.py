@@ -185,3 +185,31 @@ def test_broadcast_fuzz(seed):
     x32, y32 = a.astype(np.float32), b.astype(np.float32)
     want = (ref(y32, x32) if swap else ref(x32, y32)).astype(dtype)
     np.testing.assert_allclose(out.astype(np.float32), want.astype(np.float32), **_tol(dtype))
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype", [(np.float32, np.float16), (np.float16, np.float32)])
+@pytest.mark.parametrize("scales", ["floats", "tensors"])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_scaled_add_mixed_precision(x_dtype, y_dtype, scales, inplace):
+    """PopART's ScaledAddOp takes X and Y of float32 and float16 in either order (poplibs' mixed
+    scaledAddTo); the result has X's type and is computed in float32."""
+    import popxl
+
+    for shape in [(1,), (13, 5), (2, 3, 97)]:
+        x = RNG.uniform(-2, 2, shape).astype(x_dtype)
+        y = RNG.uniform(-2, 2, shape).astype(y_dtype)
+        y.flat[0] = 1e-4  # below float16's step near 2 (a float16 X rounds it away only once)
+
+        def build(xt, yt):
+            if scales == "floats":
+                a, b = 0.5, -1.25
+            else:
+                a, b = popxl.constant(0.5, popxl.float32), popxl.constant(-1.25, popxl.float16)
+            fn = ops.scaled_add_ if inplace else ops.scaled_add
+            return fn(xt, yt, a, b)
+
+        out, _ = run_popxl(build, [x, y])
+        want = (np.float32(0.5) * x.astype(np.float32) - np.float32(1.25) * y.astype(np.float32)).astype(x_dtype)
+        assert out.dtype == x_dtype and out.shape == shape
+        np.testing.assert_allclose(out.astype(np.float32), want.astype(np.float32),
+                                   rtol=1e-6 if x_dtype == np.float32 else 1e-3, atol=1e-6)

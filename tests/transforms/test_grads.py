@@ -356,6 +356,12 @@ CASES = [
     GradCase("float16", lambda x: ops.exp(x) * x, [r(4).astype(np.float16)], rtol=1e-2, atol=1e-2,
              session_rtol=1e-2, session_atol=1e-2),
     GradCase("unused_input", lambda x, y: x * 2.0, [r(3), r(2)]),
+    # mixed precision as PopART's ScaledAddOp allows: each gradient in its own input's type
+    GradCase("scaled_add_mixed", lambda x, y: ops.scaled_add(x, y, 0.5, -2.0), [r(3, 4), r(3, 4).astype(np.float16)],
+             rtol=1e-2, atol=1e-2, session_rtol=1e-2, session_atol=1e-2),
+    GradCase("scaled_add_mixed_tensor_scales", lambda x, y, a, b: ops.scaled_add(x, y, a, b),
+             [r(3, 4).astype(np.float16), r(3, 4), r(), r().astype(np.float16)],
+             rtol=1e-2, atol=1e-2, session_rtol=1e-2, session_atol=2e-2),
     GradCase("int_input", lambda x, i: x * ops.cast(i, popxl.float32), [r(3), ints(4, 3)]),
 ]
 

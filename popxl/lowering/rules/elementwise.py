@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import ipu
+
 from codelets.elementwise import BINARY_OPS, UNARY_OPS
 from popxl import op_table
 
@@ -90,14 +92,28 @@ def scaled_add(ctx, op):
     if a is not None and b is not None:
         _scaled_add_float(ctx, op, X, Y, float(a), float(b))
         return
-    # tensor scales: a * X + b * Y through multiply and add vertices
+    # tensor scales: a * X + b * Y through multiply and add vertices, in float32 when X, Y or a
+    # scale is float32 (poplibs' mixed scaledAddTo computes in float), rounded once to X's type
     et = ctx.etype(op.outputs[0])
     shape = tuple(op.outputs[0].shape)
+    scales = {key: (ctx.value(op.inputs[names.index(key)]) if val is None else None)
+              for key, val in (("a", a), ("b", b))}
+    kinds = {X.dtype, Y.dtype} | {v.dtype for v in scales.values() if v is not None}
+    wide = ipu.FLOAT32 if et.is_float and ipu.FLOAT32 in kinds else et
+
+    def as_wide(v, suffix):
+        return v if v.dtype == wide else B.elementwise(ctx, "Cast", [v], ["in"], v.shape, wide, suffix=suffix)
+
     terms = []
     for key, val, src in (("a", a, X), ("b", b, Y)):
-        scale = ctx.value(op.inputs[names.index(key)]) if val is None else B.scalar_constant(ctx, val, et, key)
-        terms.append(B.binary(ctx, "mul", src, scale.reshape(()), shape=shape, suffix=f"scale_{key}"))
-    map_elementwise(ctx, op, "BinaryOp", terms, ["a", "b"], ip={"op": BINARY_OPS["add"]}, suffix="sum")
+        scale = scales[key] if val is None else B.scalar_constant(ctx, val, wide, key)
+        scale = as_wide(scale.reshape(()), f"scale_{key}_wide")
+        terms.append(B.binary(ctx, "mul", as_wide(src, f"{key}_wide"), scale, shape=shape, suffix=f"scale_{key}"))
+    if wide == et:
+        map_elementwise(ctx, op, "BinaryOp", terms, ["a", "b"], ip={"op": BINARY_OPS["add"]}, suffix="sum")
+        return
+    total = B.binary(ctx, "add", terms[0], terms[1], shape=shape, suffix="sum")
+    map_elementwise(ctx, op, "Cast", [total], ["in"], suffix="narrow")
 
 
 def _scaled_add_float(ctx, op, X, Y, a, b):

@@ -242,18 +242,24 @@ def _scaled_add(ctx, op, grads):
     def scale(key):
         if op.attrs.get(key) is not None:
             return const(op.attrs[key], g.dtype)
-        return ops.reshape(ctx.input(idx[key]), ())
+        s = ops.reshape(ctx.input(idx[key]), ())
+        return s if s.dtype == g.dtype else ops.cast(s, g.dtype)
 
     out = [None] * len(op.inputs)
     if ctx.wants(0):
         out[0] = unbroadcast(ops.mul(g, scale("a")), X.shape)
-    if ctx.wants(1):
+    if ctx.wants(1):  # Y may be of the other float type (mixed precision): its gradient is of Y's
         out[1] = unbroadcast(ops.mul(g, scale("b")), Y.shape)
+        if out[1].dtype != Y.dtype:
+            out[1] = ops.cast(out[1], Y.dtype)
     for key, data in (("a", 0), ("b", 1)):
         if key in idx and ctx.wants(idx[key]):
             if 0 in op.modified and data == 0:
                 raise NotImplementedError(f"autodiff: the gradient of scale `a` of the in-place scaled_add "
                                           f"'{op.name}' needs X before it was overwritten; use ops.scaled_add.")
-            s = ops.sum(ops.mul(g, ctx.input(data)))
-            out[idx[key]] = ops.reshape(s, op.inputs[idx[key]].shape)
+            x = ctx.input(data)
+            s = ops.sum(ops.mul(g, x if x.dtype == g.dtype else ops.cast(x, g.dtype)))
+            scale_t = op.inputs[idx[key]]
+            s = s if s.dtype == scale_t.dtype else ops.cast(s, scale_t.dtype)
+            out[idx[key]] = ops.reshape(s, scale_t.shape)
     return out
