@@ -19,7 +19,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _memory_report, _replication, dtypes
+from . import _io_shapes, _memory_report, _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -396,12 +396,32 @@ class Session:
         return list(self._lowered.h2d)
 
     def _leading(self) -> tuple:
-        lead = []
-        if self._ir.num_host_transfers > 1:
-            lead.append(self._ir.num_host_transfers)
-        if self._ir.instance_replication_factor > 1:  # this instance's replicas (PopDist)
-            lead.append(self._ir.instance_replication_factor)
-        return tuple(lead)
+        # (num_host_transfers, this instance's replicas (PopDist)), each left out when it is 1
+        return _io_shapes.extra_input_dims(self._ir)
+
+    # PopXL's own helpers of the same jobs, which Graphcore's tutorials and tests call
+    @property
+    def _extra_input_dims(self) -> tuple:
+        return self._leading()
+
+    def _full_input_shape(self, shape) -> tuple:
+        """The shape of the host array of a stream of `shape`: the leading dims, then `shape`."""
+        return self._leading() + tuple(shape)
+
+    def _expected_outputs(self) -> List[DeviceToHostStream]:
+        return list(self._lowered.d2h)
+
+    def _verify_io_shape(self, s, arr: np.ndarray) -> None:
+        _io_shapes.verify_io_shape(self._ir, s, np.asarray(arr))
+
+    def _validate_run_io_streams(self, stream_buffer_map, expected_streams) -> None:
+        _io_shapes.validate_io_streams(self._ir, stream_buffer_map, expected_streams)
+
+    def _validate_run_inputs(self, inputs) -> None:
+        self._validate_run_io_streams(inputs, self.expected_inputs())
+
+    def _validate_run_outputs(self, outputs) -> None:
+        self._validate_run_io_streams(outputs, self._expected_outputs())
 
     def _leading_hint(self) -> str:
         """What the leading dimensions of host buffers are, for error messages."""
@@ -454,12 +474,10 @@ class Session:
             if arr.shape != want and arr.size == int(np.prod(want)) and arr.squeeze().shape == tuple(
                     d for d in want if d != 1):
                 arr = arr.reshape(want)  # dimensions of size 1 dropped or added, as PopXL accepts
-            if arr.shape != want:
-                raise ValueError(
-                    f"Shape mismatch for input stream {s.tensor_id}:\nStream shape = {tuple(s.shape)}, therefore "
-                    f"expected full global batch shape {want}. Got array shape = {arr.shape}. (Input stream "
-                    f"{s.tensor_id!r}: {self._leading_hint()})"
-                )
+            try:  # what else PopXL accepts (a longer num_host_transfers dimension), or its error
+                arr = _io_shapes.fit_to_stream(self._ir, s, arr)
+            except ValueError as e:
+                raise ValueError(f"{e}. (Input stream {s.tensor_id!r}: {self._leading_hint()})") from None
             npd = s.dtype.as_numpy()
             arr = _float8_bytes(arr, s.dtype, f"input for stream {s.tensor_id!r}")
             if arr.dtype != npd:
