@@ -47,22 +47,43 @@ class _BindingLoader(importlib.abc.Loader):
 
     def exec_module(self, module):
         name = module.__name__.rsplit(".", 1)[-1]
-        for cls in _binding_classes(name):
+        for cls in _binding_classes(name, self.source):
             setattr(module, cls.__name__, cls)
         module.__doc__ = (f"{name}: the simulator's Python implementation of {os.path.basename(self.source)} "
                           f"({self.impl}); nothing is compiled.")
         module.__served_by__ = self.impl
 
 
-def _binding_classes(name: str) -> list:
-    """The classes of binding module `name` (its implementation module registers its custom ops)."""
+def _implementations():
     from . import (all_reduce_tp, cross_entropy_sharded, cross_entropy_sharded_wr, grad_reduce_square_add,
                    layer_norm_distributed, rotary_pos_embed, strided_collectives)
-    for m in (strided_collectives, all_reduce_tp, grad_reduce_square_add, rotary_pos_embed, layer_norm_distributed,
-              cross_entropy_sharded, cross_entropy_sharded_wr):
-        if name in m.BINDING_CLASSES:
+    return (strided_collectives, all_reduce_tp, grad_reduce_square_add, rotary_pos_embed, layer_norm_distributed,
+            cross_entropy_sharded, cross_entropy_sharded_wr)
+
+
+def _binding_classes(name: str, source: str) -> list:
+    """The classes of binding module `name` compiled from `source`. Where several implementations
+    share the module name, the one whose functions the source defines (popxl/_addons/_sources.py);
+    when the source is none of them, classes whose `createOpInGraph` raises, naming the source."""
+    from ._sources import sources, unservable
+
+    for m in _implementations():
+        variants = getattr(m, "VARIANTS", {}).get(name)
+        if variants:
+            src = sources(source)
+            for v in variants:
+                if v.matches(src):
+                    return v.classes
+            return [_refusing_class(cls.__name__, unservable(name, src, variants)) for cls in variants[0].classes]
+        if name in getattr(m, "BINDING_CLASSES", {}):
             return m.BINDING_CLASSES[name]
     raise ImportError(f"no Python implementation of binding module {name!r}")
+
+
+def _refusing_class(class_name: str, why: str):
+    def create(*args, **kwargs):
+        raise NotImplementedError(why)
+    return type(class_name, (), {"createOpInGraph": staticmethod(create), "__doc__": why})
 
 
 class _CppimportStandIn(importlib.abc.Loader):
@@ -115,6 +136,44 @@ def _real_spec(fullname: str, path=None):
     return None
 
 
+class _UnservedLoader(importlib.abc.Loader):
+    """A cppimport module the simulator has no implementation of: it imports (so a package that
+    imports all its ops still loads), and using any of its names raises, naming the source."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        leaf = module.__name__.rsplit(".", 1)[-1]
+        why = (f"{leaf}: the C++ custom op cppimport would compile from {self.source} has no Python implementation "
+               f"in the simulator, which compiles no C++ (it serves popxl-addons' {', '.join(sorted(BINDINGS))}). "
+               f"Write the op in Python with popxl.custom_op (docs/custom-ops.md).")
+
+        def __getattr__(attr):  # noqa: N807
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            raise NotImplementedError(f"{leaf}.{attr}: {why}")
+
+        module.__getattr__ = __getattr__
+        module.__doc__ = why
+
+
+def _cppimport_source(folder: str, leaf: str):
+    """`folder/leaf.cpp` when it is a cppimport module source (its first lines say `cppimport`)."""
+    source = os.path.join(folder, leaf + ".cpp")
+    if not os.path.exists(source):
+        return None
+    try:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            head = f.read(512)
+    except OSError:
+        return None
+    return source if "cppimport" in head else None
+
+
 class BindingFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         leaf = fullname.rsplit(".", 1)[-1]
@@ -125,6 +184,11 @@ class BindingFinder(importlib.abc.MetaPathFinder):
                     return importlib.machinery.ModuleSpec(fullname, _BindingLoader(BINDINGS[leaf], source),
                                                           origin=source)
             return None
+        if "." in fullname and not fullname.startswith("cppimport"):
+            for d in path or ():
+                source = _cppimport_source(d, leaf)
+                if source is not None and not os.path.exists(os.path.join(d, leaf + ".py")):
+                    return importlib.machinery.ModuleSpec(fullname, _UnservedLoader(source), origin=source)
         if fullname == "cppimport" or fullname.startswith("cppimport."):
             if fullname == "cppimport":
                 real = _real_spec("cppimport")
