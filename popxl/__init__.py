@@ -1,8 +1,8 @@
 """PopXL (SDK 3.x) frontend for the tile-level IPU simulator: build an Ir of graphs, tensors and ops
 with the PopXL API, then run it with ``popxl.Session``."""
 from . import dtypes
-from .context import (ExecutionContext, gcg, get_current_context, get_current_graph, get_ir, get_main_graph, gmg,
-                      in_sequence, io_tiles, ipu, name_scope, op_debug_context)
+from .context import (ExecutionContext, gcg, get_current_context, get_current_graph, get_ir, get_main_graph, gir,
+                      gmg, in_sequence, io_tiles, ipu, name_scope, op_debug_context)
 from .dtypes import (bool, complex64, complex128, double, dtype, float, float8_143, float8_152, float16, float32,
                      float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from .errors import UndefinedValue
@@ -39,7 +39,7 @@ __all__ = [
     "ReplicatedTensorSharding", "TileSet", "ExecutionContext", "UndefinedValue", "dtype", "dtypes", "bool", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_143", "float8_152", "float16",
     "float32", "float64", "complex64", "complex128", "half", "float", "double", "gcg", "gmg", "get_current_graph",
-    "get_main_graph", "get_current_context", "get_ir", "in_sequence", "io_tiles", "ipu", "name_scope",
+    "get_main_graph", "get_current_context", "get_ir", "gir", "in_sequence", "io_tiles", "ipu", "name_scope",
     "op_debug_context", "ops", "random_seed", "transforms", "utils", "create_seeds",
 ]
 if "Session" in globals():

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Context", "ExecutionContext", "get_current_context", "get_current_graph", "get_main_graph",
-    "gcg", "gmg", "get_ir", "ipu", "in_sequence", "io_tiles", "name_scope",
+    "gcg", "gmg", "get_ir", "gir", "ipu", "in_sequence", "io_tiles", "name_scope",
     "debug_context_frame_offset", "get_source_location", "op_debug_context",
 ]
 
@@ -275,8 +275,11 @@ gmg = get_main_graph
 
 
 def get_ir() -> "Ir":
-    """The Ir currently being built."""
+    """The Ir currently being built (of the innermost ``with graph:``). Alias: ``gir`` (PopXL 3.3)."""
     return get_current_context().graph.ir
+
+
+gir = get_ir
 
 
 @contextmanager

@@ -34,7 +34,13 @@ class Graph:
         self._inputs: List[Tensor] = []
         self._outputs: List[Tensor] = []
         self._by_ref_inputs: Set[Tensor] = set()
+        # False when autodiff must not differentiate this graph's ops where a graph calls it
+        # (PopART's Graph::setCanBeRecursivelyAutodiffed): its GradGraphInfo is given instead
+        self._recursive_autodiff = True
         return self
+
+    def _set_recursive_autodiff(self, allowed: bool) -> None:
+        self._recursive_autodiff = bool(allowed)
 
     # -- what the op builder, graph_input / graph_output and the transforms change --------------------
     def _add_op(self, op: "Op") -> None:

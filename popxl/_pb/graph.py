@@ -79,6 +79,15 @@ class Graph:
     def getScope(self) -> str:  # noqa: N802
         return self._g.id
 
+    def setCanBeRecursivelyAutodiffed(self, can: bool) -> None:  # noqa: N802
+        """False: autodiff of a graph calling this one takes its gradient from the
+        called_graphs_grad_info it is given, never differentiates its ops (popxl-addons 3.4's
+        Modules with their own `build_grad`)."""
+        self._g._set_recursive_autodiff(can)
+
+    def canBeRecursivelyAutodiffed(self) -> bool:  # noqa: N802
+        return self._g._recursive_autodiff
+
     # ops
     def getOps(self) -> List[Op]:  # noqa: N802
         return [op_view(o) for o in self._g._ops]

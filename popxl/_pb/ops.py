@@ -466,7 +466,14 @@ class _AvailableMemory:
 
 
 class MatMulOp(_AvailableMemory, Op):
-    pass
+    @edits
+    def setUseFullyConnectedPass(self, use: bool) -> None:  # noqa: N802
+        """Recorded (popxl-addons 3.4's disable_fc_pass): PopART then stops preparing transposed
+        weights for the backward pass; the simulated matmul planner lays out each product itself."""
+        self._op.attrs["use_fully_connected_pass"] = bool(use)
+
+    def useFullyConnectedPass(self) -> bool:  # noqa: N802
+        return bool(self._op.attrs.get("use_fully_connected_pass", True))
 
 
 class AvailableMemoryOp(_AvailableMemory, Op):

@@ -1,6 +1,8 @@
 """Neural-network ops: softmax, normalisations, losses and lamb_square."""
 from typing import Literal, Optional, Tuple, Union
 
+import numpy as np
+
 from popxl import dtypes
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor, constant
@@ -87,9 +89,14 @@ def _nll_check(op: str, probs: Tensor, labels: Tensor, reduction: str, ignore_in
     check_int(op, labels, "labels")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', not {reduction!r}.")
-    if probs.rank < 1 or labels.shape != probs.shape[:-1]:
-        raise ValueError(f"{op}: labels must have the shape of probs without its last (class) axis: "
-                         f"probs {probs.shape}, labels {labels.shape}.")
+    # PopART's Nll ops take the labels as they come (any fixed-point type, the loss of reduction
+    # 'none' has their shape); their Opx flattens probs to (rows, classes) and the labels to (rows,):
+    # so (N,) and (N, 1) labels of (N, C) probs are both accepted
+    rows = int(np.prod(probs.shape[:-1], dtype=np.int64)) if probs.rank >= 1 else -1
+    if probs.rank < 1 or labels.nelms != rows:
+        raise ValueError(f"{op}: labels must hold one class index per row of probs (probs {probs.shape} has "
+                         f"{max(rows, 0)} rows of {probs.shape[-1] if probs.rank else 0} classes), "
+                         f"got labels of shape {labels.shape}.")
     loss_shape = labels.shape if reduction == "none" else ()
     attrs = {"reduction": reduction, "ignore_index": None if ignore_index is None else int(ignore_index)}
     return loss_shape, attrs
@@ -112,9 +119,11 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Union[f
     """The nll loss of softmax probabilities ``probs`` and, fused, the gradient of the loss (times
     ``loss_grad``) with respect to the logits the softmax was taken of. Returns ``(loss, grad)``."""
     loss_shape, attrs = _nll_check("nll_loss_with_softmax_grad", probs, labels, reduction, ignore_index)
-    if not isinstance(loss_grad, Tensor):
-        loss_grad = constant(loss_grad, probs.dtype, "loss_grad")
-    check_same_dtype("nll_loss_with_softmax_grad", probs, loss_grad)
+    if not isinstance(loss_grad, Tensor):  # PopXL makes a float32 constant, whatever the probs' type
+        loss_grad = constant(loss_grad, dtypes.float32, "loss_grad")
+    if loss_grad.dtype not in (dtypes.float32, dtypes.float16):  # float32 with float16 probs is supported
+        raise TypeError(f"nll_loss_with_softmax_grad: loss_grad must be float32 or float16, got "
+                        f"{loss_grad.id} of dtype {loss_grad.dtype.name}.")
     if loss_grad.nelms != 1:
         raise ValueError(f"nll_loss_with_softmax_grad: loss_grad must be a scalar, got shape {loss_grad.shape}.")
     op = create_op("nll_loss_with_softmax_grad", [probs, labels, loss_grad],

@@ -249,6 +249,11 @@ class _State:
             return self.infos[graph]
         if graph in self.building:
             raise RuntimeError(f"autodiff: recursive calls of {graph} can't be differentiated.")
+        if not graph._recursive_autodiff:
+            raise RuntimeError(
+                f"autodiff: {graph} is marked as not recursively differentiable "
+                f"(_pb_graph.setCanBeRecursivelyAutodiffed(False)): pass the GradGraphInfo of its gradient "
+                f"graph in called_graphs_grad_info.")
         info = _autodiff_stitched(graph, list(graph.outputs), list(graph.inputs), self)
         self.infos[graph] = info
         return info

@@ -159,6 +159,9 @@ def test_nn_ops(main, var):
     assert loss.shape == () and grad.shape == (8, 5)
     with pytest.raises(ValueError):
         ops.nll_loss(probs, var((5,), np.int32))
+    # PopART flattens the labels: (N, 1) labels are taken, and the 'none' loss has their shape
+    assert ops.nll_loss(probs, var((8, 1), np.uint32), reduction="none").shape == (8, 1)
+    assert ops.nll_loss_with_softmax_grad(ops.cast(probs, popxl.float16), var((8, 1), np.int8))[0].dtype == popxl.float16
     with pytest.raises(TypeError):
         ops.nll_loss(probs, var((8,)))
     assert ops.lamb_square(x).shape == () and ops.lamb_square(x).dtype == popxl.float32

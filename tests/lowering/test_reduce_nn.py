@@ -117,3 +117,38 @@ def test_narrow_int_reductions(dtype, name):
     out, _ = run_popxl(lambda t: fn(t, axis=1), [x])
     want = ref(x.astype(np.int64), (1,), False).astype(dtype)  # sums wrap like the device
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("label_dtype", [np.int32, np.uint32, np.int8, np.uint16])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_nll_labels_of_another_shape_and_type(label_dtype, reduction):
+    """PopART's Nll ops take (N, 1) labels of (N, C) probs (their Opx flattens the labels) and any
+    fixed-point label type; the loss of reduction 'none' has the labels' shape."""
+    logits = RNG.normal(size=(6, 5)).astype(np.float32)
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    labels = RNG.integers(0, 5, (6, 1)).astype(label_dtype)
+    outs, _ = run_popxl(lambda p, l: (ops.nll_loss(p, l, reduction=reduction),
+                                      *ops.nll_loss_with_softmax_grad(p, l, reduction=reduction)), [probs, labels])
+    per = -np.log(probs[np.arange(6), labels[:, 0].astype(np.int64)])
+    want = per.mean() if reduction == "mean" else per.reshape(6, 1)
+    for o in outs[:2]:
+        assert o.shape == np.shape(want)
+        np.testing.assert_allclose(o, want, rtol=1e-5)
+    grad = probs.copy()
+    grad[np.arange(6), labels[:, 0].astype(np.int64)] -= 1
+    np.testing.assert_allclose(outs[2], grad / (6 if reduction == "mean" else 1), rtol=1e-5, atol=1e-7)
+
+
+def test_nll_with_softmax_grad_float32_loss_grad_of_float16_probs():
+    """PopXL's default loss_grad is a float32 constant, also for float16 probs."""
+    import popxl
+
+    probs = np.full((4, 3), 1 / 3, np.float16)
+    labels = np.array([0, 1, 2, 1], np.int32)
+    (loss, dx), _ = run_popxl(lambda p, l: ops.nll_loss_with_softmax_grad(p, l, popxl.constant(2.0, popxl.float32)),
+                              [probs, labels])
+    assert loss.dtype == dx.dtype == np.float16
+    np.testing.assert_allclose(loss, np.log(3), rtol=1e-3)
+    want = np.full((4, 3), 1 / 3, np.float32)
+    want[np.arange(4), labels] -= 1
+    np.testing.assert_allclose(dx.astype(np.float32), want * 2 / 4, rtol=2e-3, atol=1e-3)

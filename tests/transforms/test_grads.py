@@ -356,6 +356,11 @@ CASES = [
     GradCase("float16", lambda x: ops.exp(x) * x, [r(4).astype(np.float16)], rtol=1e-2, atol=1e-2,
              session_rtol=1e-2, session_atol=1e-2),
     GradCase("unused_input", lambda x, y: x * 2.0, [r(3), r(2)]),
+    # (N, 1) labels of (N, C) probs, as PopART's Nll ops take them
+    GradCase("nll_loss_column_labels", lambda p, l: ops.nll_loss(p, l, reduction="none") * 1.5,
+             [pos(4, 3), ints(3, 4, 1)], wrt=[0]),
+    GradCase("nll_softmax_column_labels", lambda x, l: ops.nll_loss_with_softmax_grad(ops.softmax(x, 1), l)[0],
+             [r(4, 3), ints(3, 4, 1)], wrt=[0]),
     # mixed precision as PopART's ScaledAddOp allows: each gradient in its own input's type
     GradCase("scaled_add_mixed", lambda x, y: ops.scaled_add(x, y, 0.5, -2.0), [r(3, 4), r(3, 4).astype(np.float16)],
              rtol=1e-2, atol=1e-2, session_rtol=1e-2, session_atol=1e-2),

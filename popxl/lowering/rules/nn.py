@@ -101,6 +101,7 @@ def _reduce_loss(ctx, per_sample, valid, reduction, et):
 def _nll(ctx, op, probs, labels):
     et = probs.dtype
     classes = probs.shape[-1]
+    labels = labels.reshape(tuple(probs.shape[:-1]))  # (N, 1) labels of (N, C) probs, as PopART flattens
     mask = _onehot_mask(ctx, labels, classes, et)
     picked = B.reduce(ctx, B.binary(ctx, "mul", probs, mask, suffix="pick"), (probs.rank - 1,), "sum",
                       suffix="picked")
@@ -135,6 +136,8 @@ def nll_loss_with_softmax_grad(ctx, op):
     # d loss / d logits = (probs - onehot) * loss_grad [/ count for mean], zero on ignored samples
     grad = B.binary(ctx, "sub", probs, mask, suffix="dx")
     scale = loss_grad.reshape(())
+    if scale.dtype != et:  # a float32 loss_grad of float16 probs
+        scale = B.elementwise(ctx, "Cast", [scale], ["in"], (), et, suffix="loss_grad_cast")
     if reduction == "mean":
         if valid is not None:
             count = B.reduce(ctx, valid, tuple(range(valid.rank)), "sum", suffix="grad_count")

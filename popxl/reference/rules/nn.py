@@ -38,7 +38,7 @@ def batch_norm_inference(ctx, op, ins):
 def _nll(op, probs, labels):
     """Per-sample losses, the one-hot of the labels and the valid mask (labels != ignore_index)."""
     classes = probs.shape[-1]
-    labels = np.asarray(labels).astype(np.int64)
+    labels = np.asarray(labels).astype(np.int64).reshape(probs.shape[:-1])
     hot = labels[..., None] == np.arange(classes)
     ign = op.attrs.get("ignore_index")
     valid = np.ones(labels.shape, bool) if ign is None else labels != ign
@@ -59,7 +59,8 @@ def _reduce(per, valid, reduction):
 def nll_loss(ctx, op, ins):
     probs = wide(ins[0])
     per, _, valid = _nll(op, probs, ins[1])
-    return [_reduce(per, valid if op.attrs.get("ignore_index") is not None else None, op.attrs["reduction"])]
+    loss = _reduce(per, valid if op.attrs.get("ignore_index") is not None else None, op.attrs["reduction"])
+    return [np.reshape(loss, op.outputs[0].shape)]
 
 
 @reference_rule("nll_loss_with_softmax_grad")
@@ -73,7 +74,7 @@ def nll_loss_with_softmax_grad(ctx, op, ins):
     if red == "mean":
         scale = scale / (valid.sum() if ignoring else max(per.size, 1))
     dx = (probs - hot) * scale * valid[..., None]
-    return [loss, dx]
+    return [np.reshape(loss, op.outputs[0].shape), dx]
 
 
 @reference_rule("lamb_square")

@@ -102,12 +102,17 @@ def _nll_probs_grad(ctx, op, g, log_prob: bool):
     reduction = op.attrs["reduction"]
     ignore = op.attrs.get("ignore_index")
     lab = ctx.input(1)
+    rows = tuple(probs.shape[:-1])
+    if tuple(labels.shape) != rows:  # (N, 1) labels of (N, C) probs
+        lab = ops.reshape(lab, rows)
+        if reduction == "none":
+            g = ops.reshape(g, rows)
     valid = None
     if ignore is not None:
         is_valid = ops.logical_not(ops.equal(lab, const(ignore, lab.dtype)))
         valid = mask(is_valid, dt)
         lab = ops.where(is_valid, lab, const(0, lab.dtype))
-    hot = ops.onehot(lab, classes, const([0.0, 1.0], dt), labels.rank)
+    hot = ops.onehot(lab, classes, const([0.0, 1.0], dt), len(rows))
     # per-sample scale, shape labels.shape
     if reduction == "none":
         scale = g
@@ -120,9 +125,9 @@ def _nll_probs_grad(ctx, op, g, log_prob: bool):
                 scale = ops.mul(scale, const(1.0 / max(labels.nelms, 1), dt))
     if valid is not None:
         scale = ops.mul(valid, scale)
-    if scale.shape != labels.shape:
-        scale = ops.add(ops.init(labels.shape, dt, "nll_scale", "zero"), scale)
-    scale = ops.reshape(scale, labels.shape + (1,))
+    if scale.shape != rows:
+        scale = ops.add(ops.init(rows, dt, "nll_scale", "zero"), scale)
+    scale = ops.reshape(scale, rows + (1,))
     d = ops.mul(ops.negate(hot), scale)
     if not log_prob:
         d = ops.div(d, ctx.input(0))
@@ -149,12 +154,13 @@ def _nll_loss_with_softmax_grad(ctx, op, grads):
     if (producer is not None and producer.type == "softmax" and producer.attrs["axis"] == probs.rank - 1
             and ctx.is_only_grad_source(probs)):
         dx = ctx.output(1)
-        scale = g if op.attrs["reduction"] != "none" else ops.reshape(g, g.shape + (1,))
+        scale = g if op.attrs["reduction"] != "none" else ops.reshape(g, tuple(probs.shape[:-1]) + (1,))
         if op.attrs["reduction"] != "none":
             scale = ops.reshape(scale, ())
         lg = op.inputs[2]
         if not (isinstance(lg, Constant) and np.all(np.asarray(lg._data) == 1)):
-            scale = ops.div(scale, ops.reshape(ctx.input(2), ()))
+            lg_t = ops.reshape(ctx.input(2), ())
+            scale = ops.div(scale, lg_t if lg_t.dtype == scale.dtype else ops.cast(lg_t, scale.dtype))
         return [_DirectGrad(producer, {0: ops.mul(dx, scale)}), None, None]
     return [_nll_probs_grad(ctx, op, g, False), None, None]
 
