@@ -161,9 +161,11 @@ def _dynamic_check(op: str, t: Tensor, index, axes, sizes):
         raise ValueError(f"{op}: {len(axes)} axes but {len(sizes)} sizes.")
     if len(set(axes)) != len(axes):
         raise ValueError(f"{op}: repeated axis in {axes}.")
-    if index.shape != (len(axes),):
-        raise ValueError(f"{op}: the index tensor must have shape ({len(axes)},) (one offset per axis), "
-                         f"got {index.shape}.")
+    # popops dynamicSlice / dynamicUpdate (PopART checks nothing): offset.dim(0) must equal the number
+    # of axes and the offset may have a second dimension; each axis then reads its row's single offset
+    if not (index.rank in (1, 2) and index.shape[0] == len(axes) and (index.rank == 1 or index.shape[1] == 1)):
+        raise ValueError(f"{op}: the index tensor must have shape ({len(axes)},) or ({len(axes)}, 1) (one offset "
+                         f"per axis of {list(axes)}), got {index.shape}.")
     for a, s in zip(axes, sizes):
         if not 0 <= s <= t.shape[a]:
             raise ValueError(f"{op}: size {s} of axis {a} must be between 0 and {t.shape[a]}.")

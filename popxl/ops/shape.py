@@ -14,7 +14,7 @@ from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
 from ._op_builder import create_op, single, not_a_tensor
-from ._shapes import check_same_dtype, normalize_axes, normalize_axis
+from ._shapes import normalize_axes, normalize_axis
 
 __all__ = ["reshape", "reshape_", "reshape_handle_negative_axis", "flatten", "flatten_", "squeeze",
            "transpose", "transpose_", "slice", "slice_", "process_args", "subsample", "concat", "concat_",
@@ -224,7 +224,11 @@ def _concat(ts: Iterable[Tensor], axis: int, inplace: bool) -> Tensor:
         raise ValueError("concat needs at least one tensor.")
     for t in ts:
         _check_tensor("concat", t)
-    dt = check_same_dtype("concat", *ts)
+    types_ = [t.dtype for t in ts]
+    if len(set(types_)) > 1:  # PopXL's check and text (ops/concat.py), then which inputs differ
+        raise TypeError(f"All inputs to a concat operation must have the same type: {types_} "
+                        f"({', '.join(f'{t.id}: {t.dtype.name}' for t in ts)}; use ops.cast first)")
+    dt = types_[0]
     rank = ts[0].rank
     if rank == 0:
         raise ValueError("concat: scalars cannot be concatenated; reshape them to shape (1,) first.")

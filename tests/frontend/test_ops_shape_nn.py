@@ -83,8 +83,11 @@ def test_concat_split(main, var):
     assert ops.concat([a, b], axis=-1).shape == (2, 8)
     with pytest.raises(ValueError):
         ops.concat([a, b], axis=0)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"All inputs to a concat operation must have the same type: "
+                                        r"\[popxl.dtypes.float32, popxl.dtypes.int32\]"):
         ops.concat([a, var((2, 3), np.int32)], 1)
+    with pytest.raises(TypeError, match="All inputs to a concat operation must have the same type"):
+        ops.concat_([a, var((2, 3), np.float16)], 0)
     assert ops.concat_([a, a]).producer.attrs["view"]
     parts = ops.split(var((6, 4)), 3)
     assert isinstance(parts, list) and [p.shape for p in parts] == [(2, 4)] * 3
@@ -125,6 +128,10 @@ def test_gather_scatter_dynamic(main, var):
         ops.dynamic_update(t, index, var((2, 4, 2)), [0, 2], [2, 1], False)
     with pytest.raises(ValueError):
         ops.dynamic_slice(t, var((3,), np.uint32), [0, 2], [2, 1], True)
+    # popops also takes one offset per row of a (number of axes, 1) index
+    assert ops.dynamic_slice(t, var((2, 1), np.uint32), [0, 2], [2, 1], True).shape == (2, 4, 1)
+    with pytest.raises(ValueError, match=r"shape \(2,\) or \(2, 1\)"):
+        ops.dynamic_slice(t, var((2, 2), np.uint32), [0, 2], [2, 1], True)
 
 
 def test_onehot(main, var):

@@ -301,3 +301,18 @@ def test_onehot(dt, shape, classes, axis):
     expect = np.where(hot, vals[1], vals[0]).astype(dt)
     expect = np.moveaxis(expect, -1, axis if axis >= 0 else len(shape) + 1 + axis)
     np.testing.assert_array_equal(out, expect)
+
+
+def test_dynamic_update_with_a_column_of_offsets():
+    """popops takes an offset of shape (number of axes, 1): each axis reads the single offset of
+    its row (the Llama application's KV-cache update passes its (2, 1) last-token indices so)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 3, 4, 6)).astype(np.float32)
+    upd = rng.normal(size=(2, 3, 4, 1)).astype(np.float32)
+    off = np.array([[0], [4]], np.int32)
+    (out, sl), _ = run_popxl(lambda a, b, c: (ops.dynamic_update_(a, b, c, [0, 3], [2, 1], True),
+                                              ops.dynamic_slice(c, b, [0, 3], [1, 1], True)), [x, off, upd])
+    expect = x.copy()
+    expect[:, :, :, 4:5] = upd
+    np.testing.assert_array_equal(out, expect)
+    np.testing.assert_array_equal(sl, upd[0:1, :, :, 0:1])

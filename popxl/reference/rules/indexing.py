@@ -120,14 +120,14 @@ def _dynamic_index(t, offsets, axes, sizes):
 @reference_rule("dynamic_slice")
 def dynamic_slice(ctx, op, ins):
     t, off = ins
-    return [t[_dynamic_index(t, off, op.attrs["axes"], op.attrs["sizes"])]]
+    return [t[_dynamic_index(t, off.reshape(-1), op.attrs["axes"], op.attrs["sizes"])]]
 
 
 @reference_rule("dynamic_update")
 def dynamic_update(ctx, op, ins):
     t, off, upd = ins
     out = t.copy()
-    out[_dynamic_index(t, off, op.attrs["axes"], op.attrs["sizes"])] = upd
+    out[_dynamic_index(t, off.reshape(-1), op.attrs["axes"], op.attrs["sizes"])] = upd
     return [out]
 
 
