@@ -92,7 +92,13 @@ class CrossEntropyShardedGrad(CustomOp):
         return ops.exp(-nls) * g - mask * g
 
 
-def _create(graph, inputs, outputs, group, availableMemoryProportion=0.4, settings=None):  # noqa: N803
+def _create(graph, inputs, outputs, group=None, availableMemoryProportion=0.4, settings=None,  # noqa: N803
+            groupSize=None):  # noqa: N803
+    if group is None:  # sdk-release-3.0's binding: a group of `groupSize` consecutive replicas
+        if groupSize is None:
+            raise TypeError("CrossEntropyShardedOp.createOpInGraph: give `group` (a replica grouping) or `groupSize`")
+        from popxl.graph import Graph
+        group = Graph._from_pb(graph).ir.replica_grouping(stride=1, group_size=int(groupSize))._pb_replica_grouping
     return create_in_graph(CrossEntropySharded(), graph, inputs, outputs,
                            dict(group=group, available_memory_proportion=float(availableMemoryProportion)),
                            settings)

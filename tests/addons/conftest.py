@@ -85,6 +85,21 @@ def addons_branch(addons, request):
     return request.node.callspec.params["addons"]
 
 
+def needs(addons, module: str, attr: str = None):
+    """Skip, with the reason, when the branch under test has no `module` (or no `attr` in it): the
+    feature came in a later popxl-addons release."""
+    import importlib
+
+    try:
+        m = importlib.import_module(module)
+    except ImportError:
+        m = None
+    if m is None or (attr is not None and not hasattr(m, attr)):
+        what = f"{module}.{attr}" if attr else module
+        pytest.skip(f"{what} is not in popxl-addons {os.path.basename(os.path.dirname(os.path.dirname(addons.__file__)))}")
+    return m
+
+
 @pytest.fixture(autouse=True)
 def _small_target(monkeypatch):
     monkeypatch.setenv("IPU_SIM_TARGET", "small:8")

@@ -110,9 +110,11 @@ def _run_script(script, *paths):
     return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_popxl_addons_rotary_source_is_served_and_a_changed_copy_is_refused(addons, tmp_path):
+def test_popxl_addons_rotary_source_is_served_and_a_changed_copy_is_refused(addons, addons_branch, tmp_path):
     """popxl-addons' own source gets its interleaved op; a copy of the package whose rotateTensor
     is changed gets, when the op is created, an error naming the file and the function."""
+    if addons_branch == "sdk-release-3.0":
+        pytest.skip("sdk-release-3.0's own rotary op is refused (tests/addons/test_cpp_ops.py)")
     src_dir = os.path.join(os.path.dirname(addons.__file__), "ops", "rotary_pos_embed")
     pkg = tmp_path / "myrope"
     shutil.copytree(src_dir, pkg)

@@ -65,6 +65,7 @@ def test_phased_forward_with_batch_serialisation_and_remote_weights(addons, io_m
     np.testing.assert_allclose(ys, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.every_branch
 def test_phased_training_with_batch_serialised_forward_and_gradient(addons):
     """Training phase by phase: forward layer by layer, then gradients layer by layer in reverse
     (transforms.batch_serialise_fwd_and_grad: activations the gradient needs are stored to remote

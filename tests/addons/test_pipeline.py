@@ -2,6 +2,7 @@
 transform clones the ops into stage graphs, IPU copies and a repeat of the main cycle through
 PopART's _ir views), checked against NumPy."""
 import numpy as np
+import pytest
 
 import popxl
 from popxl import ops
@@ -61,6 +62,7 @@ def test_two_stage_pipeline_over_two_ipus(addons):
     np.testing.assert_allclose(ys, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.every_branch
 def test_pipelined_training_over_two_ipus(addons):
     """Forward on IPU 0 and IPU 1, the loss gradient and layer 1's gradient on IPU 1, layer 0's
     gradient on IPU 0 (three stages); layer 0's activations stashed and restored across stages

@@ -3,6 +3,7 @@ sharding): loaded by addons.load_remote_graph, gathered by all_gather_replica_sh
 strided all-gather custom op), gradients reduce-scattered by reduce_replica_sharded_graph (the
 strided reduce-scatter custom op), shards updated and stored back; checked against NumPy."""
 import numpy as np
+import pytest
 
 import popxl
 from popxl import ops
@@ -25,8 +26,13 @@ def _net(addons):
     return Net()
 
 
-def test_remote_sharded_weights_trained_over_four_replicas(addons):
+@pytest.mark.every_branch
+def test_remote_sharded_weights_trained_over_four_replicas(addons, addons_branch):
     from popxl_addons.named_tensors import NamedTensors
+
+    # sdk-release-3.0 shards only tensors of at least `sharded_threshold` (1024) elements
+    threshold = {"sharded_threshold": 1} if addons_branch == "sdk-release-3.0" else {}
+    reduce_threshold = {"threshold": 1} if addons_branch == "sdk-release-3.0" else {}
 
     ir = popxl.Ir(replication=R)
     with ir.main_graph, popxl.in_sequence(True):
@@ -35,7 +41,7 @@ def test_remote_sharded_weights_trained_over_four_replicas(addons):
         facts, fwd = _net(addons).create_graph(popxl.TensorSpec((B, D_IN), popxl.float32))
         bwd = addons.autodiff(fwd, grads_required=fwd.args.tensors)
 
-        buffers = addons.named_variable_buffers(facts, entries=1)  # sharded over all 4 replicas
+        buffers = addons.named_variable_buffers(facts, entries=1, **threshold)  # sharded over all 4 replicas
         remote = facts.init_remote(buffers, 0)
         load, names = addons.load_remote_graph(buffers)
         shards = NamedTensors.pack(names, load.call(0))
@@ -47,7 +53,7 @@ def test_remote_sharded_weights_trained_over_four_replicas(addons):
         dy = info.outputs[0] - target
         grads = bwd.call(dy, args=bwd.grad_graph_info.inputs_dict(info))
         grads = NamedTensors.pack(sorted(fwd.args.named_tensors), grads)
-        reduce, rnames = addons.rts.reduce_replica_sharded_graph(grads, "mean")
+        reduce, rnames = addons.rts.reduce_replica_sharded_graph(grads, "mean", **reduce_threshold)
         grad_shards = NamedTensors.pack(rnames, reduce.bind(grads).call())
         for name, shard in shards.named_tensors.items():
             g = grad_shards.named_tensors[name]

@@ -8,6 +8,8 @@ import pytest
 import popxl
 from popxl import ops
 
+from .conftest import needs
+
 B, D_IN, D_HID, D_OUT = 4, 6, 5, 3
 LR = 0.1
 
@@ -73,7 +75,7 @@ def _build_training(addons, recompute=False):
     return ir, variables, (x_s, t_s, y_s)
 
 
-@pytest.mark.parametrize("recompute", [False, True])
+@pytest.mark.parametrize("recompute", [pytest.param(False, marks=pytest.mark.every_branch), True])
 def test_linear_module_trained_by_autodiff_and_an_optimizer_graph(addons, recompute):
     ir, variables, (x_s, t_s, y_s) = _build_training(addons, recompute)
     rng = np.random.default_rng(0)
@@ -204,6 +206,7 @@ def test_embedding_layer_norm_and_adam_match_the_reference_interpreter(addons):
 def test_conv2d_layer_forward_and_gradients(addons):
     """addons.layers.Conv2D (ops.conv with padding, bias) and its gradients through addons.autodiff,
     against NumPy."""
+    needs(addons, "popxl_addons.layers.conv")
     from popxl_addons.layers.conv import Conv2D
 
     n, c, h, w, oc = 2, 3, 5, 5, 4

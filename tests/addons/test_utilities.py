@@ -7,6 +7,8 @@ import numpy as np
 import popxl
 from popxl import ops
 
+from .conftest import needs
+
 
 def _mlp(addons):
     from popxl_addons.layers import Linear
@@ -22,7 +24,7 @@ def _mlp(addons):
     return Mlp()
 
 
-def test_task_session_writes_weights_through_popart(addons):
+def test_task_session_writes_weights_through_popart(addons, addons_branch):
     from popxl_addons.task_session import write_variables_pb
     ir = popxl.Ir()
     with ir.main_graph:
@@ -44,10 +46,12 @@ def test_task_session_writes_weights_through_popart(addons):
     h = np.maximum(x @ w["a.weight"] + w["a.bias"], 0)
     np.testing.assert_allclose(y, h @ w["b.weight"] + w["b.bias"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(state.a.weight, w["a.weight"])
-    assert sess.session_state["steps"] == 1
+    if addons_branch != "sdk-release-3.0":  # TaskSession counts its steps from sdk-release-3.1
+        assert sess.session_state["steps"] == 1
 
 
 def test_seed_variable_loads_and_stores_in_the_host_fragments(addons):
+    needs(addons, "popxl_addons", "seed_variable")
     ir = popxl.Ir(replication=2)
     with ir.main_graph:
         seed_var, seed = addons.seed_variable(1984)
