@@ -162,16 +162,18 @@ class _UnservedLoader(importlib.abc.Loader):
 
 
 def _cppimport_source(folder: str, leaf: str):
-    """`folder/leaf.cpp` when it is a cppimport module source (its first lines say `cppimport`)."""
+    """`folder/leaf.cpp` when it is the cppimport source of a PopART custom op (its first lines say
+    `cppimport` and it includes PopART's headers). Other C++ modules (a pybind11 helper that needs
+    no IPU) are left to the real cppimport."""
     source = os.path.join(folder, leaf + ".cpp")
     if not os.path.exists(source):
         return None
     try:
         with open(source, encoding="utf-8", errors="replace") as f:
-            head = f.read(512)
+            text = f.read(1 << 16)
     except OSError:
         return None
-    return source if "cppimport" in head else None
+    return source if "cppimport" in text[:512] and "popart" in text else None
 
 
 class BindingFinder(importlib.abc.MetaPathFinder):

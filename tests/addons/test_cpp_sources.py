@@ -148,7 +148,7 @@ def test_an_unknown_cppimport_module_imports_and_refuses_to_be_used(tmp_path):
     pkg = tmp_path / "myops"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("import cppimport.import_hook\nfrom . import fancy_binding\n")
-    (pkg / "fancy_binding.cpp").write_text("// cppimport\nPYBIND11_MODULE(fancy_binding, m) {}\n")
+    (pkg / "fancy_binding.cpp").write_text("// cppimport\n#include <popart/op.hpp>\nPYBIND11_MODULE(fancy_binding, m) {}\n")
     script = textwrap.dedent("""\
         import popxl, myops
         try:
