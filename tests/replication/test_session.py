@@ -36,8 +36,11 @@ def test_streams_carry_transfer_and_replica_dims(T, R):
         full = data.reshape((T, R, 2, 3))
         want = np.cumsum(full * 10.0, axis=0)  # each replica accumulates its own transfers
         np.testing.assert_allclose(out[st].reshape(T, R, 2, 3), want)
-        with pytest.raises(ValueError, match="expected"):
-            s.run({xs: np.zeros((5, 2, 3), np.float32)})
+        with pytest.raises(ValueError, match="expected full global batch shape"):
+            s.run({xs: np.zeros(lead + (2, 4), np.float32)})
+        if R > 1:  # PopXL's text for a replica dimension of the wrong size
+            with pytest.raises(ValueError, match=r"is the wrong size.\nIt should be of size replication_factor = "):
+                s.run({xs: np.zeros((T, 5, 2, 3) if T > 1 else (5, 2, 3), np.float32)})
 
 
 def test_device_acquisition_message(monkeypatch, capsys, caplog):
