@@ -30,13 +30,13 @@ from .remote import StreamingMemory
 from .program import CodeLoad, MultiExchange, RemoteLoad, RemoteStore
 from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence,
                       Switch, Sync)
-from .target import GC2, GC200, Target, get_target, small_target
+from .target import BOW, C600, GC2, GC200, Target, get_target, small_target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
 from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
                     ElementType, element_type)
 
 __all__ = [
-    "ALL_TYPES", "BOOL", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8", "INT16", "INT32", "OUT",
+    "ALL_TYPES", "BOOL", "BOW", "C600", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8", "INT16", "INT32", "OUT",
     "TEMPORARY", "UINT8", "UINT16", "UINT32", "VARIABLE",
     "Call", "CodeLiveness", "CodeLoad", "Codelet", "CompileError", "ComputeSet", "Copy", "CrossReplica", "DeviceToHost",
     "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream", "HostToDevice", "If",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .links import link_phase_cycles
 from .target import Target
 
 __all__ = ["branch_cycles", "compute_set_tile_cycles", "distinct_runs", "exchange_tile_cycles",
@@ -15,7 +16,7 @@ __all__ = ["branch_cycles", "compute_set_tile_cycles", "distinct_runs", "exchang
 
 
 @njit(cache=True)
-def _schedule(tiles, cycles, supervisor, num_tiles, workers):
+def _schedule(tiles, cycles, supervisor, num_tiles, workers, launch):
     """Tile cycles of a compute set.
 
     Worker vertices go, in the order they were added, to the least loaded of the tile's worker
@@ -38,19 +39,29 @@ def _schedule(tiles, cycles, supervisor, num_tiles, workers):
                 if load[t, k] < load[t, w]:
                     w = k
             load[t, w] += cycles[v]
-    out = np.empty(num_tiles, np.int64)
+    out = np.zeros(num_tiles, np.int64)
     for t in range(num_tiles):
         m = 0
         for k in range(workers):
             if load[t, k] > m:
                 m = load[t, k]
         out[t] = sup[t] + workers * m
+    used = np.zeros(num_tiles, np.bool_)
+    for v in range(tiles.shape[0]):
+        used[tiles[v]] = True
+    for t in range(num_tiles):
+        if used[t]:
+            out[t] += launch
     return out
 
 
 def compute_set_tile_cycles(tiles, cycles, supervisor, target: Target) -> np.ndarray:
+    """Tile cycles of a compute set: its vertices scheduled as `_schedule` says, plus the fixed
+    cost of starting the compute set on every tile that runs a vertex
+    (Target.compute_set_launch_cycles, measured on hardware: see its source)."""
     return _schedule(np.asarray(tiles, np.int64), np.asarray(cycles, np.int64),
-                     np.asarray(supervisor, np.bool_), target.num_tiles, target.worker_contexts)
+                     np.asarray(supervisor, np.bool_), target.num_tiles, target.worker_contexts,
+                     target.compute_set_launch_cycles)
 
 
 def distinct_runs(src_off, nbytes) -> np.ndarray:
@@ -118,9 +129,12 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, di
     ExchangeEstimator, exchangeBytesPerCycle = 4), and a run sent to several tiles is sent once
     (the exchange multicasts). A tile's phase costs the fixed exchange overhead plus
     max(bytes sent, bytes received) / 4. Copies within one tile go through the load/store path at
-    8 bytes written per cycle (Jia et al. 2019). Between IPUs: the bytes leaving each IPU share its
-    IPU-Links (10 links x 128 Gbit/s x 0.85, poplibs test util), and the phase adds an inter-IPU
-    sync (poplibs test IPU model). `distinct`: as for exchange_code_bytes.
+    8 bytes written per cycle (Jia et al. 2019). Between IPUs: the runs cross the IPU-Links wired
+    between their IPUs (ipu/links.py: the IPU-M2000 ladder shares an IPU's 10 links over its three
+    neighbours; 128 Gbit/s x 0.85 per link, poplibs test util), which stream the words as the
+    tiles send them, so the phase takes the slower of the tiles and the busiest link bundle, and
+    adds an inter-IPU sync (poplibs test IPU model). Returns per-tile cycles and the cycles the
+    step takes beyond its slowest tile. `distinct`: as for exchange_code_bytes.
     """
     n = target.num_tiles
     src_tile = np.asarray(src_tile, np.int64)
@@ -148,9 +162,9 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, di
         dst_ipu = dst_tile // target.tiles_per_ipu
         cross = src_ipu != dst_ipu
         if cross.any():
-            out_bytes = np.bincount(src_ipu[cross], weights=nbytes[cross], minlength=target.ipus)
-            link_bpc = target.ipu_link_bytes_per_cycle() * target.ipu_links
-            extra = int(np.ceil(out_bytes.max() / link_bpc)) + target.inter_ipu_sync_cycles()
+            link = link_phase_cycles(src_ipu[cross], dst_ipu[cross], nbytes[cross], target)
+            link += target.exchange_overhead_cycles  # the phase's start, as on a tile
+            extra = max(0, link - int(cycles.max(initial=0))) + target.inter_ipu_sync_cycles()
     return cycles, extra
 
 

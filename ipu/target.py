@@ -1,7 +1,8 @@
 """The machine description: every constant of the simulated IPU, each with its source.
 
-A Target is a frozen dataclass. `GC200` (Mk2, the default), `GC2` (Mk1) and `small_target()` (a few
-tiles, for fast tests) are provided; `get_target(name)` selects one by name.
+A Target is a frozen dataclass. `GC200` (Mk2 in an IPU-M2000, the default), `BOW` (the Bow IPU in a
+Bow-2000), `C600` (the Mk2 IPU with float8 on a C600 PCIe card), `GC2` (Mk1 on a C2 card) and
+`small_target()` (a few tiles, for fast tests) are provided; `get_target(name)` selects one by name.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 
-__all__ = ["GC2", "GC200", "Target", "get_target", "small_target"]
+__all__ = ["BOW", "C600", "GC2", "GC200", "Target", "get_target", "small_target"]
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,12 @@ class Target:
     tiles_per_ipu: int
     # Bytes of In-Processor memory per tile. GC200: 638,976 (624 KiB), GC2: 262,144. Same sources.
     bytes_per_tile: int
-    # Tile clock. GC200 in an IPU-M2000: 1.33 GHz; GC2 on a C2 PCIe card: 1.3 GHz (1.6 GHz peak part).
+    # Tile clock. GC200 in an IPU-M2000: 1.33 GHz (250 TFLOPS half = 1472 x 128 x 1.33 GHz, IPU-M2000
+    # datasheet). Bow IPU in a Bow-2000: 1.85 GHz (TessellateIPU's "IPU Peak Flops" notebook reads
+    # tile_clock_frequency = 1.85e9 from a Bow device; 350 TFLOPS = 1472 x 128 x 1.85 GHz). C600:
+    # 280 TFLOPS half (C600 product brief) = 1472 x 128 x 1.486 GHz. GC2 on a C2 card: 1.6 GHz
+    # (Jia et al. 2019, arXiv 1912.03413, sec. 4: 124.5 TFLOPS mixed / 31.1 TFLOPS float peaks =
+    # 1216 tiles x 64 / 16 FLOP x 1.6 GHz, the clock of the measured parts).
     clock_hz: float
     # IPUs per replica. Each IPU has its own tiles and memory.
     ipus: int = 1
@@ -37,12 +43,31 @@ class Target:
     exchange_overhead_cycles: int = 30
     # On-IPU barrier synchronisation. Source: poplibs CTC planner (~90 cycles).
     sync_cycles: int = 90
+    # Starting a compute set on a tile: the supervisor reads the compute set's vertex list, starts
+    # its vertices and waits for them (the internal sync of a compute set). poplibs' estimators
+    # count the vertex only, so single-vertex measurements on hardware run a fixed amount longer
+    # at every size. Source: TessellateIPU (graphcore-research/tessellate-ipu,
+    # tile_interpreter_hw_primitives.py, ipu_cycle_count_overhead) measured 45 cycles between two
+    # successive cycle-count vertices on hardware, i.e. one compute set whose vertex reads the
+    # counter and stores it (about 5 instructions, our assumption): 40 cycles of launch. It is
+    # the same gap as its AMP measurements less poplin's estimate (36-39 cycles at every N,
+    # notebooks/IPU Peak Flops.ipynb) and Graphcore's Mk2 ScaledAdd measurements less their probe
+    # and poplibs' estimate (51-53 cycles); codelets/reference_hardware.csv scores both.
+    compute_set_launch_cycles: int = 40
     # Inter-IPU sync: ceil(15 ns x f x (1 + nIPUs/4) x 2) cycles. Source: poplibs test IPU model.
     inter_ipu_sync_ns: float = 15.0
-    # IPU-Link: 128 Gbit/s per link x 0.85 efficiency, 10 links per IPU. Source: poplibs test util.
+    # IPU-Link: 128 Gbit/s per link x 0.85 efficiency, 10 links per IPU. Source: poplibs test util
+    # (GC200: 10 links, 320 GB/s both ways together = 10 x 2 x 16 GB/s, IPU-M2000 datasheet).
     ipu_link_gbps: float = 128.0
     ipu_link_efficiency: float = 0.85
     ipu_links: int = 10
+    # How the IPU-Links are wired (ipu/links.py): "ladder" (IPU-M2000 / Bow-2000 and their PODs:
+    # IPUs 2k and 2k + 1 are the rungs of a ladder whose two rails run through IPUs i, i + 2, ...,
+    # closed into a ring at the ends, and each IPU's links are shared out over its neighbours) or
+    # "ring" (C600 cards: each pair of neighbouring cards joined by one cable of
+    # ipu_links_per_cable links, C600 product brief).
+    ipu_link_wiring: str = "ladder"
+    ipu_links_per_cable: int = 2
     # Host <-> IPU streams. IPU-M2000 host links: 2 x 100 Gbit/s RoCE (IPU-M2000 datasheet) shared
     # by 4 IPUs, so ~6.25 GB/s per IPU; plus a fixed ~2 us round trip to start a transfer
     # (assumption, the order of a PCIe/RoCE DMA setup).
@@ -117,11 +142,23 @@ class Target:
 
 GC200 = Target(name="GC200", tiles_per_ipu=1472, bytes_per_tile=638_976, clock_hz=1.33e9)
 
+# The Bow IPU: the GC200's tiles, memory and AMP at 1.85 GHz (wafer-on-wafer power delivery), in a
+# Bow-2000 of 4 IPUs wired as the IPU-M2000 (Bow-2000 datasheet: same IPU-Links and IPU-Gateway).
+BOW = Target(name="Bow", tiles_per_ipu=1472, bytes_per_tile=638_976, clock_hz=1.85e9)
+
+# The C600 PCIe card: one Mk2 IPU with float8 (codelets/matmul_float8.py: 560 TFLOPS float8, 280
+# float16 = 1472 x 128 FLOP x 1.486 GHz), 4 IPU-Links, cards joined in pairs by cables of 2 links
+# (C600 product brief). The host link is the card's PCIe Gen4 x16: 16 GT/s x 16 lanes = 32 GB/s
+# each way before protocol overhead, at the IPU-Link's 0.85 efficiency (assumption) 27.2 GB/s.
+C600 = Target(name="C600", tiles_per_ipu=1472, bytes_per_tile=638_976, clock_hz=280e12 / (1472 * 128),
+              ipu_links=4, ipu_link_wiring="ring", ipu_links_per_cable=2,
+              host_bytes_per_second=16e9 * 16 / 8 * 0.85)
+
 GC2 = Target(
     name="GC2",
     tiles_per_ipu=1216,
     bytes_per_tile=262_144,
-    clock_hz=1.3e9,
+    clock_hz=1.6e9,
     peak_flops_per_cycle_half=64,
     peak_flops_per_cycle_float=16,
 )
@@ -132,11 +169,12 @@ def small_target(tiles: int = 4, bytes_per_tile: int = 638_976, name: str | None
     return replace(GC200, name=name or f"GC200-{tiles}tiles", tiles_per_ipu=tiles, bytes_per_tile=bytes_per_tile)
 
 
-_NAMED = {"gc200": GC200, "mk2": GC200, "gc2": GC2, "mk1": GC2}
+_NAMED = {"gc200": GC200, "mk2": GC200, "m2000": GC200, "bow": BOW, "bow2000": BOW, "bow-2000": BOW,
+          "c600": C600, "gc2": GC2, "mk1": GC2}
 
 
 def get_target(name: str | None = None) -> Target:
-    """A target by name: 'GC200' / 'mk2', 'GC2' / 'mk1', or 'small:N' for N tiles.
+    """A target by name: 'GC200' / 'mk2', 'Bow', 'C600', 'GC2' / 'mk1', or 'small:N' for N tiles.
 
     With no name, the IPU_SIM_TARGET environment variable decides, else GC200.
     """
@@ -151,6 +189,6 @@ def get_target(name: str | None = None) -> Target:
         except ValueError:
             pass
     raise ValueError(
-        f"Unknown IPU target {name!r}. Choose 'GC200' (Mk2, default), 'GC2' (Mk1) or 'small:N' "
-        f"(a GC200 with N tiles)."
+        f"Unknown IPU target {name!r}. Choose 'GC200' (Mk2 in an IPU-M2000, default), 'Bow' (Bow-2000, "
+        f"1.85 GHz), 'C600' (Mk2 PCIe card with float8), 'GC2' (Mk1) or 'small:N' (a GC200 with N tiles)."
     )

@@ -207,17 +207,20 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     zero = np.zeros_like(a_blk)
     if K == 0:
         ex_a = ex_b = compute = ex_p = zero
-        red = zero + int(reduce_partials_cycles(out_pt, 0, out_float, target.worker_contexts))
+        red = zero + target.compute_set_launch_cycles + int(reduce_partials_cycles(out_pt, 0, out_float, target.worker_contexts))
         red_bytes = zero + _align(out_pt * osz)
     else:
         ex_a = _phase(target, a_share, a_blk)
         ex_b = _phase(target, b_share, b_blk)
-        compute = cg * (matmul_block_cycles(cm, ck, cn, False, False, target, float8=True) if is_f8
-                        else matmul_block_cycles(cm, ck, cn, not is_half, True, target))
+        # one compute set of AMP vertices, started once on every tile (Target.compute_set_launch_cycles)
+        compute = target.compute_set_launch_cycles + cg * (
+            matmul_block_cycles(cm, ck, cn, False, False, target, float8=True) if is_f8
+            else matmul_block_cycles(cm, ck, cn, not is_half, True, target))
         ex_p = _phase(target, p_blk, pk * out_pt * 4)
         needs_reduce = (pk > 1) | (not out_float)
         red = np.where(needs_reduce,
-                       reduce_partials_cycles(np.full_like(pk, out_pt), pk, out_float, target.worker_contexts), 0)
+                       target.compute_set_launch_cycles
+                       + reduce_partials_cycles(np.full_like(pk, out_pt), pk, out_float, target.worker_contexts), 0)
         # the reduction's input [pk, outputs] and (when out's elements are scattered) a result
         red_bytes = np.where(needs_reduce, _align(pk * out_pt * 4) + _align(out_pt * osz), 0)
     total = ex_a + ex_b + compute + ex_p + red
