@@ -1,6 +1,7 @@
 """Calibration: the simulator's cost models against poplibs' estimators and hardware measurements.
 
     python -m profiler.calibrate [TABLE.csv] [--json] [--max-error 0.10]
+    python -m profiler.calibrate --hardware [TABLE.csv] [--json] [--max-error 0.10] [--max-median 0.05]
 
 TABLE.csv (default: codelets/reference_cycles.csv, shipped) has the columns
 
@@ -18,6 +19,12 @@ For every row the command computes our model's cycles through the codelet regist
 error, share of rows within 5% and 10%). `--json` prints `{"rows": [...], "summary": {...}}`. With
 `--max-error E` it exits 1 when a scored row is off by more than E (or its own tolerance), or when a
 row with a reference cannot be computed.
+
+`--hardware` scores the other table, codelets/reference_hardware.csv: published measurements of real
+IPUs (chip, clock, sizes, what was timed, exact source), each rebuilt as a workload against ipu/ and
+codelets/ and simulated whole (launch, exchange, syncs, IPU-Links: profiler/hardware.py). It prints
+published, simulated, error and source per row; with --max-error (default 0.10 there) and
+--max-median (default 0.05) it exits 1 when a row, or the median, is past its limit.
 """
 from __future__ import annotations
 
@@ -502,7 +509,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the rows and summary as JSON")
     ap.add_argument("--max-error", type=float, default=None,
                     help="exit 1 when a scored row's |model - reference| / reference exceeds this")
+    ap.add_argument("--hardware", action="store_true",
+                    help="score the published hardware measurements (codelets/reference_hardware.csv) instead")
+    ap.add_argument("--max-median", type=float, default=None,
+                    help="with --hardware: exit 1 when the median |error| exceeds this (default 0.05)")
     args = ap.parse_args(argv)
+    if args.hardware:
+        return _main_hardware(args)
     try:
         rows = compute(read_table(args.table))
     except TableError as e:
@@ -523,6 +536,29 @@ def main(argv=None) -> int:
             print(f"calibrate: {len(bad)} row(s) past the limit ({100 * args.max_error:.0f}%, or the row's "
                   f"own tolerance):\n{msg}", file=sys.stderr)
             return 1
+    return 0
+
+
+def _main_hardware(args) -> int:
+    from . import hardware
+
+    table = args.table if args.table != DEFAULT_TABLE else hardware.HARDWARE_TABLE
+    try:
+        rows = hardware.simulate(hardware.read_hardware_table(table))
+    except (TableError, hardware.TableError) as e:  # (this module may run as __main__)
+        print(f"calibrate: {e}", file=sys.stderr)
+        return 2
+    max_error = 0.10 if args.max_error is None else args.max_error
+    max_median = 0.05 if args.max_median is None else args.max_median
+    if args.json:
+        print(json.dumps(hardware.hardware_json(rows), indent=1))
+    else:
+        hardware.print_hardware(rows, max_error)
+    bad = hardware.hardware_failures(rows, max_error, max_median)
+    if bad:
+        print(f"calibrate --hardware: {len(bad)} problem(s) (limits: {100 * max_error:.0f}% a row, "
+              f"{100 * max_median:.0f}% median):\n  " + "\n  ".join(bad), file=sys.stderr)
+        return 1
     return 0
 
 

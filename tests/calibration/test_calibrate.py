@@ -18,11 +18,10 @@ def test_shipped_table_matches_the_transcriptions():
             "codelets/reference_cycles.csv is out of date: python tests/calibration/make_reference_table.py")
 
 
-def test_every_shipped_row_is_within_ten_percent_and_hardware_within_five():
+def test_every_shipped_row_is_within_ten_percent():
+    # (the hardware measurements are workloads: codelets/reference_hardware.csv, test_hardware.py)
     rows = calibrate.compute(calibrate.read_table(calibrate.DEFAULT_TABLE))
     assert not calibrate.failures(rows, 0.10)
-    hw = [r for r in rows if r.probe]
-    assert len(hw) == 4 and all(abs(r.error) <= 0.05 for r in hw)
     s = calibrate.summary(rows)
     assert s["scored"] > 500 and s["uncomputed"] == 0 and s["pearson_r"] > 0.999
 

@@ -25,8 +25,8 @@ def test_scaled_add_one_tile_matches_poplibs_estimate(n, poplibs):
     engine.write_tensor(x, xv)
     engine.write_tensor(y, yv)
     cycles = engine.run()
-    assert abs(cycles - poplibs) <= 0.1 * poplibs
-    assert cycles == poplibs  # our model reproduces the estimator exactly
+    # the vertex is poplibs' estimate exactly; the compute set adds its launch (measured on hardware)
+    assert cycles == poplibs + g.target.compute_set_launch_cycles
     np.testing.assert_allclose(engine.read_tensor(x), xv + np.float32(0.25) * yv, rtol=1e-6)
 
 
@@ -68,7 +68,7 @@ def test_supervisor_vertices_run_one_after_another():
         g.add_vertex(cs, "ScaledAdd", 0, data=x[i * 10:(i + 1) * 10], deltas=x[i * 10:(i + 1) * 10], a=1.0, b=1.0)
     exe = ipu.compile(g, ipu.Execute(cs))
     one = int(scaled_add_cycles(np.array([10]), 4, True, np.array([False]))[0])
-    assert exe.steps[0].cycles == 7 * one
+    assert exe.steps[0].cycles == 7 * one + g.target.compute_set_launch_cycles  # one launch per compute set
 
 
 def test_worker_vertices_share_six_contexts():
@@ -91,8 +91,9 @@ def test_worker_vertices_share_six_contexts():
         return ipu.compile(g, ipu.Execute(cs)).steps[0].cycles
 
     one = int(reduce_cycles(np.array([1]), np.array([8]), "sum", np.array([0]), ipu.FLOAT32, ipu.FLOAT32)[0])
-    assert tile_cycles(1) == tile_cycles(6) == 6 * one
-    assert tile_cycles(7) == 2 * 6 * one
+    launch = ipu.small_target(1).compute_set_launch_cycles
+    assert tile_cycles(1) == tile_cycles(6) == 6 * one + launch
+    assert tile_cycles(7) == 2 * 6 * one + launch
 
 
 def test_same_program_twice_same_cycles_and_bytes():
