@@ -9,6 +9,8 @@ case: one vertex, each field a whole variable of its own on one tile.
 """
 from __future__ import annotations
 
+import os
+import sys
 import zlib
 from dataclasses import dataclass
 
@@ -16,6 +18,12 @@ import numpy as np
 import pytest
 
 import ipu
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # the tests here import codelet_targets (pytest runs with --import-mode=importlib)
+    sys.path.insert(0, HERE)
+
+from codelet_targets import vertex_target  # noqa: E402
 
 # awkward sizes: one element, primes, sizes that are not multiples of any vector width
 SIZES = (1, 7, 13, 97)
@@ -30,7 +38,7 @@ class Run:
 
 
 def run_vertices(codelet, variables: dict, vertices: list, tiles: int = 2) -> Run:
-    g = ipu.Graph(ipu.small_target(tiles))
+    g = ipu.Graph(vertex_target(tiles))
     vs = {}
     for name, (dtype, data, tile) in variables.items():
         n = data if isinstance(data, (int, np.integer)) else np.asarray(data).size

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 
 import ipu
+from codelet_targets import vertex_target
 from codelets.histogram import histogram_combine_cycles, histogram_cycles
 
 
 def _one(codelet, arrays, params):
-    g = ipu.Graph(ipu.small_target(2))
+    g = ipu.Graph(vertex_target(2))
     vs = {}
     for name, arr in arrays.items():
         v = g.add_variable(name, (arr.size,), arr.dtype)

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import ipu
+from codelet_targets import vertex_target
 from codelets.matmul import amp_geometry, matmul_block_cycles, reduce_partials_cycles
 
 TYPES = [("float32", "float32"), ("float16", "float32"), ("float16", "float16")]
@@ -10,7 +11,7 @@ SHAPES = [(1, 1, 1), (1, 7, 1), (7, 1, 5), (5, 13, 1), (6, 8, 16), (13, 17, 19),
 
 
 def _one_vertex(m, k, n, dt, odt, accumulate=0, target=None):
-    g = ipu.Graph(target or ipu.small_target(2))
+    g = ipu.Graph(target or vertex_target(2))
     a = g.add_variable("a", (m, k), dt)
     b = g.add_variable("b", (k, n), dt)
     o = g.add_variable("o", (m, n), odt)
@@ -69,7 +70,7 @@ def test_block_accumulates(dt, odt):
 
 def test_block_with_empty_k_writes_zeros():
     # (the empty operands are empty slices of mapped variables: an empty variable has no memory)
-    g = ipu.Graph(ipu.small_target(1))
+    g = ipu.Graph(vertex_target(1))
     a = g.add_variable("a", (1,))
     b = g.add_variable("b", (1,))
     o = g.add_variable("o", (4, 5))
@@ -87,7 +88,7 @@ def test_block_with_empty_k_writes_zeros():
 def test_many_vertices_one_call_and_supervisors_add_up():
     """Several blocks on two tiles run in one kernel call; supervisor vertices on a tile run one
     after another, so a tile's time is the sum of its vertices' models."""
-    target = ipu.small_target(2)
+    target = vertex_target(2)
     g = ipu.Graph(target)
     shapes = [(3, 5, 7), (16, 8, 16), (1, 1, 1), (20, 33, 9)]
     tiles = [0, 0, 1, 1]
@@ -135,7 +136,7 @@ def test_cost_model_poplibs_values_and_peak():
 
 
 def test_block_rejects_wrong_sizes_and_types():
-    g = ipu.Graph(ipu.small_target(1))
+    g = ipu.Graph(vertex_target(1))
     a = g.add_variable("a", (4, 5))
     b = g.add_variable("b", (5, 6))
     o = g.add_variable("o", (4, 6))
@@ -153,7 +154,7 @@ def test_block_rejects_wrong_sizes_and_types():
 @pytest.mark.parametrize("num, length", [(0, 5), (1, 7), (2, 1), (3, 13), (5, 64), (8, 101), (33, 8), (33, 7), (20, 26),
                                          (4, 31), (2, 16), (32, 1)])
 def test_reduce_partials(num, length, odt):
-    g = ipu.Graph(ipu.small_target(1))
+    g = ipu.Graph(vertex_target(1))
     p = g.add_variable("p", (max(num * length, 1),))
     o = g.add_variable("o", (length,), odt)
     g.set_tile_mapping(p, 0)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ipu
+from codelet_targets import vertex_target
 from codelets.rng import (dropout_cycles, dropout_reference, modify_seed_cycles, modify_seed_reference,
                           normal_cycles, normal_reference, random_bits, uniform_cycles, uniform_reference)
 
@@ -13,7 +14,7 @@ SEED = np.array([0x1234, 0xBEEF], np.uint32)
 
 def _random(codelet, n, dt, params, parts=1, seed=SEED, x=None, tile=1):
     """`parts` supervisor vertices on one tile, each a consecutive run of the n outputs."""
-    g = ipu.Graph(ipu.small_target(2))
+    g = ipu.Graph(vertex_target(2))
     s = g.add_variable("seed", (2,), "uint32")
     o = g.add_variable("out", (n,), dt)
     vs = [s, o]
@@ -100,7 +101,7 @@ def test_dropout(dt, ratio):
 
 
 def test_modify_seed():
-    g = ipu.Graph(ipu.small_target(2))
+    g = ipu.Graph(vertex_target(2))
     s = g.add_variable("seed", (2,), "uint32")
     m = g.add_variable("mod", (1,), "uint32")
     o = g.add_variable("out", (2,), "uint32")
