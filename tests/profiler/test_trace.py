@@ -5,6 +5,7 @@ import pytest
 
 import profiler
 from profiler.trace import PID_PROGRAM, PID_TILES, build_trace, parse_tiles
+from profiler_helpers import SCALED_ADD_256
 
 
 def _check_trace_events(tr):
@@ -41,7 +42,7 @@ def test_trace_is_valid_trace_event_json(profile_file, tmp_path):
     assert all(b[0] >= a[1] - 1e-9 for a, b in zip(ends, ends[1:]))
     # tile lanes: tile 0 runs the ScaledAdd of the loop, tile 1 the function's
     tile0 = [e for e in x if e["pid"] == PID_TILES and e["tid"] == 0 and e["cat"] == "compute"]
-    assert len(tile0) == 3 and all(e["args"]["cycles"] == 567 for e in tile0)
+    assert len(tile0) == 3 and all(e["args"]["cycles"] == SCALED_ADD_256 for e in tile0)
     names = {e["args"]["name"] for e in tr["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {"all steps", "compute", "exchange", "sync", "tile 0", "tile 1"} <= names
 
