@@ -32,8 +32,10 @@ def test_distributed_processes_read_their_share():
     assert firsts == [8, 12]  # 2 processes x 2 steps of 4 samples; this one reads samples 8..15
 
 
-@pytest.mark.parametrize("mode,sharing", [(poptorch.DataLoaderMode.Async, poptorch.SharingStrategy.FileSystem),
-                                          (poptorch.DataLoaderMode.AsyncRebatched, poptorch.SharingStrategy.Fork)])
+@pytest.mark.parametrize("mode,sharing", [
+    # a spawned worker imports PyTorch afresh (tens of seconds on a busy host)
+    pytest.param(poptorch.DataLoaderMode.Async, poptorch.SharingStrategy.FileSystem, marks=pytest.mark.slow),
+    (poptorch.DataLoaderMode.AsyncRebatched, poptorch.SharingStrategy.Fork)])
 def test_async_modes_give_the_sync_batches(mode, sharing):
     """The worker process (spawned, as PopTorch starts it, or forked) runs a loader with two
     worker processes of its own."""

@@ -18,6 +18,7 @@ def _load(name):
     return runpy.run_path(os.path.join(EXAMPLES, f"{name}.py"), run_name="example")
 
 
+@pytest.mark.slow  # 8 calls of 10 training steps of a CNN on the 1472-tile GC200
 def test_mnist_trains():
     res = _load("mnist")["main"](["--train-size", "640", "--test-size", "160", "--device-iterations", "10",
                                   "--lr", "0.1"])

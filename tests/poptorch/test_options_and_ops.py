@@ -98,6 +98,7 @@ def test_ipu_print_tensor(small_ipu, capfd):
     assert "doubled" in out.out + out.err
 
 
+@pytest.mark.slow
 def test_half_model(small_ipu):
     torch.manual_seed(0)
     model = models.MLP()

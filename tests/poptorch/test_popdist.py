@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -14,6 +15,7 @@ def _run(args, timeout=300):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
+@pytest.mark.slow  # three processes that each import PyTorch and compile: about a minute
 def test_two_instances_train_like_one_process(tmp_path):
     prog = os.path.join(HERE, "popdist_program.py")
     dist, single = tmp_path / "dist.npz", tmp_path / "single.npz"
