@@ -120,7 +120,7 @@ def main(argv=None):
         table.add_row(kind, f"{r['first']:.2f}", f"{r['capture']:.2f}", f"{r['compile']:.2f}",
                       f"{r['step'] * 1e3:.1f}", f"{r['torch'] * 1e3:.2f}", f"{r['step'] / r['torch']:.0f}x",
                       f"{r['cycles']:,.0f}")
-    Console().print(table)
+    Console(width=150).print(table)
     return results
 
 
