@@ -165,9 +165,12 @@ def _worker(dataset, q, stop, load_indefinitely: bool, rebatched_size: Optional[
                 _put(q, item, stop)
             _put(q, _EPOCH_END, stop)
             if not load_indefinitely:
-                return
+                break
     except Exception as e:  # handed to the model's process, which raises it
         _put(q, ("__poptorch_worker_error__", f"{type(e).__name__}: {e}"), stop)
+    # stay alive until told to stop: tensors in the queue are shared through this process (their
+    # file descriptors are handed over when the consumer takes them)
+    stop.wait()
 
 
 def _watch_parent(parent: int, stop) -> None:
