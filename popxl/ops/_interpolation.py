@@ -7,36 +7,47 @@ import numpy as np
 
 
 def source_coords(out_len: int, in_len: int, scale: float, mode: str) -> np.ndarray:
-    """Source coordinate of every output position along one axis (ONNX coordinate_transformation_mode)."""
-    x = np.arange(out_len, dtype=np.float64)
+    """Source coordinate of every output position along one axis (ONNX coordinate_transformation_mode).
+
+    In float32, with PopART's formulas (popx/op/resizex.cpp, coordinateTransformation): the
+    coordinates decide which neighbours blend and their weights, so computing them in another
+    precision moves results by an ulp where PopART's do not."""
+    i = np.arange(out_len, dtype=np.float32)
+    s = np.float32(scale)
     if mode == "align_corners":
-        return x * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros(out_len)
+        size = np.float32(in_len) * s  # PopART scales the input length, not the output's
+        if size == 1:
+            return np.zeros(out_len, np.float32)
+        return i * np.float32(in_len - 1) / (size - np.float32(1))
     if mode == "asymmetric":
-        return x / scale
-    if mode == "pytorch_half_pixel" and out_len <= 1:
-        return np.zeros(out_len)
-    return (x + 0.5) / scale - 0.5  # half_pixel
+        return i / s
+    if mode == "pytorch_half_pixel" and not np.float32(in_len) * s > 1:
+        return np.zeros(out_len, np.float32)
+    return (i + np.float32(0.5)) / s - np.float32(0.5)  # half_pixel
 
 
 def nearest_index(coords: np.ndarray, in_len: int, mode: str) -> np.ndarray:
     """The source index nearest each coordinate (ONNX nearest_mode), clamped to the axis."""
+    frac = coords - np.floor(coords)
     if mode == "floor":
         i = np.floor(coords)
     elif mode == "ceil":
         i = np.ceil(coords)
     elif mode == "round_prefer_ceil":
-        i = np.floor(coords + 0.5)
+        i = np.where(frac < 0.5, np.floor(coords), np.ceil(coords))
     else:  # round_prefer_floor
-        i = np.ceil(coords - 0.5)
+        i = np.where(frac <= 0.5, np.floor(coords), np.ceil(coords))
     return np.clip(i, 0, in_len - 1).astype(np.int64)
 
 
 def linear_neighbours(coords: np.ndarray, in_len: int):
-    """(low index, high index, weight of the high one) of each coordinate, clamped to the axis."""
-    c = np.clip(coords, 0, in_len - 1)
-    lo = np.floor(c).astype(np.int64)
-    hi = np.minimum(lo + 1, in_len - 1)
-    return lo, hi, c - lo
+    """(low index, high index, weight of the high one) of each coordinate, as PopART's resizeLinear:
+    the floor and ceiling of the coordinate clamped to the axis, weighted by the coordinate's
+    fraction (negative coordinates count as 0), in float32."""
+    c = np.maximum(np.asarray(coords, np.float32), np.float32(0))
+    lo = np.clip(np.floor(c), 0, in_len - 1).astype(np.int64)
+    hi = np.clip(np.ceil(c), 0, in_len - 1).astype(np.int64)
+    return lo, hi, (c - np.floor(c)).astype(np.float32)
 
 
 def axis_matrix(in_len: int, out_len: int, scale: float, attrs: dict) -> np.ndarray:
@@ -48,8 +59,8 @@ def axis_matrix(in_len: int, out_len: int, scale: float, attrs: dict) -> np.ndar
         m[rows, nearest_index(coords, in_len, attrs.get("nearest_mode", "round_prefer_floor"))] = 1.0
         return m
     lo, hi, frac = linear_neighbours(coords, in_len)
-    np.add.at(m, (rows, lo), 1.0 - frac)
-    np.add.at(m, (rows, hi), frac)
+    np.add.at(m, (rows, lo), 1.0 - frac.astype(np.float64))
+    np.add.at(m, (rows, hi), frac.astype(np.float64))
     return m
 
 

@@ -136,7 +136,11 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gr
     if float_format not in ("auto", "fixed", "scientific", "none"):
         raise ValueError(f"print_tensor: float_format must be 'auto', 'fixed', 'scientific' or 'none', "
                          f"not {float_format!r}.")
-    attrs = {"title": title if title is not None else f"print{t.name}",  # PopXL's default title "print_self": bool(print_self),
+    for what, char in (("separator", separator), ("open_bracket", open_bracket), ("close_bracket", close_bracket)):
+        if len(char) != 1:  # PopXL's check and words
+            raise ValueError(f"Parameter {what} must be 1 character exactly. Not length {len(char)} and value {char}.")
+    # PopXL 3.x's default title is "print_<name>" (SDK 2.x printed "print<name>")
+    attrs = {"title": title if title is not None else f"print_{t.name}", "print_self": bool(print_self),
              "print_gradient": bool(print_gradient), "summarise_threshold": int(summarise_threshold),
              "edge_items": int(edge_items), "max_line_width": int(max_line_width), "digits": int(digits),
              "float_format": float_format, "separator": separator, "open_bracket": open_bracket,

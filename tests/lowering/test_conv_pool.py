@@ -119,3 +119,37 @@ def test_interpolate(mode, scales):
     x = RNG.normal(size=(1, 2, 4, 6)).astype(np.float32)
     out, _ = run_popxl(lambda a: ops.interpolate(a, scales, mode=mode), [x])
     np.testing.assert_allclose(out, _resize_ref(x, scales, mode), rtol=1e-5, atol=1e-6)
+
+
+def _popart_linear_1d(x, axis, scale, ctm):
+    """One axis of PopART's resizeLinear (popx/op/resizex.cpp), written out in float32: the
+    coordinate, its floor / ceiling neighbours and weights, then mul, mul, add on the device."""
+    f32 = np.float32
+    n_in = x.shape[axis]
+    n_out = int(np.floor(n_in * scale))
+    i = np.arange(n_out, dtype=f32)
+    if ctm == "align_corners":
+        size = f32(n_in) * f32(scale)
+        c = i * f32(n_in - 1) / (size - f32(1))
+    else:
+        c = (i + f32(0.5)) / f32(scale) - f32(0.5)
+    c = np.maximum(c, f32(0))
+    lo = np.clip(np.floor(c), 0, n_in - 1).astype(int)
+    hi = np.clip(np.ceil(c), 0, n_in - 1).astype(int)
+    w = (c - np.floor(c)).astype(f32).reshape([-1 if k == axis else 1 for k in range(x.ndim)])
+    return np.take(x, lo, axis=axis) * (f32(1) - w) + np.take(x, hi, axis=axis) * w
+
+
+@pytest.mark.parametrize("shape,scales,ctm", [
+    ((10, 10, 10), (1.0, 1.0, 0.3), "half_pixel"),       # PopXL's own test: 1e-7 against torch
+    ((2, 7, 5), (1.0, 1.7, 2.5), "half_pixel"),
+    ((1, 3, 5), (1.0, 1.0, 2.6), "align_corners"),       # the scaled input length, not the output's
+])
+def test_interpolate_linear_is_popart_float32_arithmetic_bit_for_bit(shape, scales, ctm):
+    x = RNG.normal(size=shape).astype(np.float32)
+    out, _ = run_popxl(lambda a: ops.interpolate(a, scales, mode="linear", coordinate_transformation_mode=ctm), [x])
+    want = x
+    for a, s in enumerate(scales):
+        if s != 1.0:
+            want = _popart_linear_1d(want, a, s, ctm)
+    np.testing.assert_array_equal(out, want)

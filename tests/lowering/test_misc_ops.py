@@ -35,7 +35,9 @@ def test_print_tensor_in_a_loop_prints_every_iteration(capsys):
     assert capsys.readouterr().err == "v: [0 0]\nv: [1 1]\nv: [2 2]\n"
 
 
-def test_print_tensor_default_title_is_print_and_the_tensor_name(capsys):
+def test_print_tensor_default_title_is_print_underscore_and_the_tensor_name(capsys):
+    """PopXL 3.x titles an untitled print `print_<name>`; print_self=False prints nothing of the
+    tensor itself."""
     ir = popxl.Ir()
     with ir.main_graph:
         x = popxl.variable(np.array([0.0, 1.0], np.float32), name="x")
@@ -44,7 +46,22 @@ def test_print_tensor_default_title_is_print_and_the_tensor_name(capsys):
         ops.host_store(o, y)
     with popxl.Session(ir, "ipu_model") as session:
         session.run()
-    assert capsys.readouterr().err == "printx: [0.0000000 1.0000000]\n"
+    assert capsys.readouterr().err == "print_x: [0.0000000 1.0000000]\n"
+
+
+def test_print_tensor_print_self_false_prints_nothing_and_bad_brackets_are_refused(capsys):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.array([0.0, 1.0], np.float32), name="x")
+        y = ops.print_tensor(x, print_self=False)
+        o = popxl.d2h_stream(y.shape, y.dtype)
+        ops.host_store(o, y)
+        with pytest.raises(ValueError, match="Parameter open_bracket must be 1 character exactly"):
+            ops.print_tensor(x, open_bracket="[[")
+    with popxl.Session(ir, "ipu_model") as session:
+        out = session.run()
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(out[o], [0.0, 1.0])
 
 
 # The outputs Poplar printed for PopTorch's print test (graphcore/poptorch tests/print_tensor_test.py)
@@ -72,9 +89,9 @@ def test_print_tensor_matches_what_poplar_prints(capsys, options, expected):
 def test_print_tensor_summarises_long_tensors(capsys):
     x = np.arange(2000, dtype=np.float32) / 4
     run_popxl(lambda a: ops.print_tensor(a, "t", summarise_threshold=10, edge_items=2, digits=4,
-                                         float_format="fixed", separator=", ", open_bracket="(", close_bracket=")"),
+                                         float_format="fixed", separator=",", open_bracket="(", close_bracket=")"),
               [x])
-    assert capsys.readouterr().err == "t: (0.0, 0.2, ..., 499.5, 499.8)\n"
+    assert capsys.readouterr().err == "t: (0.0,0.2,...,499.5,499.8)\n"
 
 
 def test_print_tensor_prints_the_gradient_when_asked(capsys):

@@ -39,7 +39,9 @@ def interpolate(ctx, op):
         shape = [1] * x.rank
         shape[a] = n_out
         w_hi = ctx.g.add_constant(ctx.name(f"w_hi{a}"), frac.reshape(shape).astype(x.dtype.numpy), x.dtype)
-        w_lo = ctx.g.add_constant(ctx.name(f"w_lo{a}"), (1 - frac).reshape(shape).astype(x.dtype.numpy), x.dtype)
+        # 1 - frac in float32, as PopART subtracts its float coefficients from 1 on the device
+        w_lo = ctx.g.add_constant(ctx.name(f"w_lo{a}"), (np.float32(1) - frac).reshape(shape).astype(x.dtype.numpy),
+                                  x.dtype)
         ctx.tiles.map(ctx.g, w_hi)
         ctx.tiles.map(ctx.g, w_lo)
         a_lo, a_hi = _take(cur, a, lo), _take(cur, a, hi)
