@@ -83,8 +83,8 @@ class Op:
         """This op as PopART's `_ir.Op` (a view that reads and edits it; popxl/_pb)."""
         view = getattr(self, "_pb_view", None)
         if view is None:
-            from popxl._pb.ops import op_class_for
-            view = self._pb_view = op_class_for(self.type)(self)
+            from popxl._pb.op_classes import class_for
+            view = self._pb_view = class_for(self)(self)
         return view
 
     def __repr__(self) -> str:

@@ -7,6 +7,7 @@ The names keep PopART's layout: `_ir.Graph`, `_ir.Op`, `_ir.Tensor`, `_ir.op.Cal
 import sys
 import types
 
+from popxl._pb.op_classes import all_classes as all_op_classes
 from popxl._pb import (BwdGraphInfo, CallOp, ExecutionContext, ExpectedConnection, ExpectedConnectionType, Graph,
                        GraphId, HostLoadOp, HostStoreOp, IfOp, InitOp, IpuCopyOp, Ir, LoopOp, MatMulOp, Op,
                        OpSettings, Patterns, PatternsLevel, Region, Regions, RemoteLoadOp, RemoteStoreOp, Tensor,
@@ -24,10 +25,10 @@ def _module(name: str, doc: str, **names) -> types.ModuleType:
     return m
 
 
-op = _module("op", "PopART's op classes (views of popxl ops).", CallOp=CallOp, LoopOp=LoopOp, IfOp=IfOp,
-             IpuCopyOp=IpuCopyOp, InitOp=InitOp, MatMulOp=MatMulOp)
-op.exchange = _module("op.exchange", "Host and remote exchange ops.", HostLoadOp=HostLoadOp, HostStoreOp=HostStoreOp,
-                      RemoteLoadOp=RemoteLoadOp, RemoteStoreOp=RemoteStoreOp)
+_op_classes = all_op_classes()
+op = _module("op", "PopART's op classes (views of popxl ops; popxl/_pb/op_classes.py).", **_op_classes[""])
+op.exchange = _module("op.exchange", "Host and remote exchange ops.", **_op_classes["exchange"])
+op.collectives = _module("op.collectives", "Collective ops.", **_op_classes["collectives"])
 view = _module("view", "Regions of tensors.", Region=Region, Regions=Regions)
 patterns = _module("patterns", "Graph rewrites.", Patterns=Patterns, PatternsLevel=PatternsLevel)
 

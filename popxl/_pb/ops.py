@@ -480,15 +480,7 @@ class AvailableMemoryOp(_AvailableMemory, Op):
     pass
 
 
-_CLASSES = {"call": CallOp, "repeat": LoopOp, "conditional": IfOp, "ipu_copy": IpuCopyOp, "init": InitOp,
-            "host_load": HostLoadOp, "host_store": HostStoreOp, "remote_load": RemoteLoadOp,
-            "remote_store": RemoteStoreOp, "matmul": MatMulOp}
-
-
 def op_class_for(op_type: str) -> type:
-    cls = _CLASSES.get(op_type)
-    if cls is not None:
-        return cls
-    from popxl.op_table import OP_TYPES
-    entry = OP_TYPES.get(op_type)
-    return AvailableMemoryOp if entry is not None and "available_memory_proportion" in entry.attrs else Op
+    """The `_ir.op` class of an out-of-place popxl op of type `op_type` (op_classes.py)."""
+    from .op_classes import class_named, names_of
+    return class_named(names_of(op_type, False)[1], op_type)

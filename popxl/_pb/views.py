@@ -183,22 +183,12 @@ def _modified_through(t, op_ids, seen) -> bool:
 
 
 # -- ops ----------------------------------------------------------------------------------------
-# popxl op types whose PopART op type name is not the CamelCase of the popxl name
-_PB_TYPES = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "matmul": "MatMul", "group_norm": "GroupNormalization",
-             "call": "Call", "repeat": "Loop", "conditional": "If", "ipu_copy": "IpuCopy", "host_load": "HostLoad",
-             "host_store": "HostStore", "remote_load": "RemoteLoad", "remote_store": "RemoteStore",
-             "init": "Init", "replicated_all_reduce": "ReplicatedAllReduce",
-             "replicated_all_gather": "ReplicatedAllGather", "replicated_reduce_scatter": "ReplicatedReduceScatter",
-             "nll_loss": "Nll", "softmax": "Softmax", "gelu": "Gelu", "scaled_add": "ScaledAdd"}
-
-
 def pb_op_type(op) -> str:
-    t = op.type
-    if t in _PB_TYPES:
-        return _PB_TYPES[t]
+    """PopART's op type of popxl op `op` ("Add", "AddLhsInplace", ...: op_classes.py's table)."""
     if op.attrs.get("_custom_op_type"):
         return op.attrs["_custom_op_type"]
-    return "".join(p[:1].upper() + p[1:] for p in t.split("_"))
+    from .op_classes import names_of
+    return names_of(op.type, bool(op.inplace))[0]
 
 
 class Op:

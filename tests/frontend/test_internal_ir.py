@@ -330,3 +330,61 @@ def test_bwd_graph_info_built_by_hand_makes_a_grad_graph_info():
     assert [ec.fwd_tensor for ec in again.expected_outputs] == [g.inputs[1], g.inputs[0]]
     with pytest.raises(KeyError):  # a backward graph id the Ir does not have
         GradGraphInfo._from_pb(ir._pb_ir, pg, _ir.BwdGraphInfo(_ir.GraphId("no_such_graph"), [], []))
+
+
+def _contains(graph, op_type, cls):
+    return any(op.opType() == op_type and isinstance(op, cls) for op in graph._pb_graph.getOps())
+
+
+def test_every_op_popxl_records_has_popart_class_and_op_type():
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        a = popxl.variable(np.ones((2, 3), np.float32), name="a")
+        b = popxl.variable(np.ones((2, 3), np.float32), name="b")
+        idx = popxl.constant(np.array([0, 1], np.int32))
+        ops.add(a, b)
+        ops.add_(a, b)
+        a - b
+        ops.gather(a, idx)
+        ops.relu_(ops.relu(a))
+        ops.reshape_(ops.reshape(a, (3, 2)), (6,))
+        ops.slice_(a, 0, 1, axis=0)
+        ops.negate(a)
+        ops.sum(a)
+        ops.collectives.replicated_all_gather(a)
+        ops.collectives.replicated_all_reduce_(b)
+        ops.var_updates.accumulate_(a, b)
+        ops.host_load(popxl.h2d_stream((2, 3), popxl.float32), "x")
+        ops.onehot(idx, popxl.constant(3), popxl.constant(np.array([0.0, 1.0], np.float32)), axis=1)
+        ops.repeat(ir.create_graph(lambda t: t + 1, a), 2, a)
+    g = ir.main_graph
+    for op_type, cls in [("Add", _ir.op.AddOp), ("AddLhsInplace", _ir.op.AddLhsInplaceOp), ("Sub", _ir.op.SubtractOp),
+                         ("Gather", _ir.op.GatherOp), ("Relu", _ir.op.ReluOp), ("ReluInplace", _ir.op.ReluInplaceOp),
+                         ("Reshape", _ir.op.ReshapeOp), ("ReshapeInplace", _ir.op.ReshapeInplaceOp),
+                         ("SliceInplace", _ir.op.SliceInplaceOp), ("Neg", _ir.op.NegateOp),
+                         ("ReduceSum", _ir.op.ReduceSumOp), ("Accumulate", _ir.op.AccumulateOp),
+                         ("ReplicatedAllGather", _ir.op.collectives.ReplicatedAllGatherOp),
+                         ("ReplicatedAllReduceInplace", _ir.op.collectives.ReplicatedAllReduceInplaceOp),
+                         ("HostLoad", _ir.op.exchange.HostLoadOp), ("OneHot", _ir.op.OnehotOp),
+                         ("Loop", _ir.op.LoopOp)]:
+        assert _contains(g, op_type, cls), (op_type, cls)
+    # an op's class is its own: an in-place add is not an AddOp, a gather not a matmul
+    assert not _contains(g, "AddLhsInplace", _ir.op.AddOp)
+    assert not any(isinstance(op, _ir.op.MatMulOp) for op in g._pb_graph.getOps())
+    # the gather keeps the methods of ops with an available-memory proportion
+    gather = next(op for op in g._pb_graph.getOps() if isinstance(op, _ir.op.GatherOp))
+    gather.setAvailableMemoryProportion(0.3)
+    assert gather.getAvailableMemoryProportion() == pytest.approx(0.3)
+
+
+def test_every_op_type_of_the_table_has_a_class_in_ir_op():
+    from popxl.op_table import OP_TYPES
+    from popxl._pb.op_classes import names_of
+    modules = {"": _ir.op, "exchange": _ir.op.exchange, "collectives": _ir.op.collectives}
+    for op_type in OP_TYPES:
+        if op_type == "rts_shard":  # ours: PopART shards a variable without an op
+            continue
+        for inplace in (False, True):
+            name, cls_name, module = names_of(op_type, inplace)
+            assert isinstance(getattr(modules[module], cls_name), type), (op_type, cls_name)
+            assert name and cls_name.endswith("Op")
