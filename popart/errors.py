@@ -8,8 +8,7 @@ in tile memory; it carries the simulator's memory report.
 from __future__ import annotations
 
 
-class popart_exception(RuntimeError):  # noqa: N801 - PopART's name
-    """An error in the model, the options or the data given to PopART."""
+from popxl.errors import popart_exception  # noqa: E402 - one class, raised by popxl too
 
 
 class popart_internal_exception(popart_exception):  # noqa: N801

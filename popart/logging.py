@@ -1,44 +1,44 @@
-"""popart.getLogger(name): PopART's per-module loggers ("ir", "devicex", "session", ...), as
-Python loggers under "popart.<name>"; levels take PopART's names (TRACE, DEBUG, INFO, WARN,
-ERR, CRITICAL, OFF). POPART_LOG_LEVEL sets the default level, as in PopART."""
+"""popart.getLogger(name): PopART's per-module loggers ("session", "devicex", "ir", ...) and
+levels (TRACE, DEBUG, INFO, WARN, ERR, CRITICAL, OFF). The log itself is popxl/_logging.py: the
+simulator's sessions write PopART's lines there; POPART_LOG_LEVEL sets the default level."""
 from __future__ import annotations
 
-import logging as _logging
-import os
+from popxl import _logging
 
-_LEVELS = {"TRACE": 5, "DEBUG": _logging.DEBUG, "INFO": _logging.INFO, "WARN": _logging.WARNING,
-           "WARNING": _logging.WARNING, "ERR": _logging.ERROR, "ERROR": _logging.ERROR,
-           "CRITICAL": _logging.CRITICAL, "OFF": _logging.CRITICAL + 10}
+_LEVELS = _logging.LEVELS
 
 
 class Logger:
     def __init__(self, name: str):
-        self._logger = _logging.getLogger(f"popart.{name}" if name else "popart")
-        env = os.environ.get("POPART_LOG_LEVEL")
-        if env and env.upper() in _LEVELS:
-            self._logger.setLevel(_LEVELS[env.upper()])
+        self._module = name
 
     def setLevel(self, level: str) -> None:  # noqa: N802 - PopART's name
-        key = str(level).upper()
-        if key not in _LEVELS:
-            raise ValueError(f"Unknown log level {level!r}; use one of {sorted(_LEVELS)}")
-        self._logger.setLevel(_LEVELS[key])
+        _logging.set_level(self._module, level)
 
     def getLevel(self) -> str:  # noqa: N802
-        lv = self._logger.getEffectiveLevel()
+        lv = _logging.get_level(self._module)
         return min(_LEVELS, key=lambda k: abs(_LEVELS[k] - lv))
 
+    def _log(self, level: str, msg: str) -> None:
+        _logging.log(self._module or "popart", level, msg)
+
+    def trace(self, msg: str) -> None:
+        self._log("TRACE", msg)
+
     def debug(self, msg: str) -> None:
-        self._logger.debug(msg)
+        self._log("DEBUG", msg)
 
     def info(self, msg: str) -> None:
-        self._logger.info(msg)
+        self._log("INFO", msg)
 
     def warn(self, msg: str) -> None:
-        self._logger.warning(msg)
+        self._log("WARN", msg)
 
     def error(self, msg: str) -> None:
-        self._logger.error(msg)
+        self._log("ERR", msg)
+
+    def critical(self, msg: str) -> None:
+        self._log("CRITICAL", msg)
 
 
 def getLogger(name: str = "all") -> Logger:  # noqa: N802

@@ -2,11 +2,16 @@
 
 from ipu.errors import ApplicationRuntimeError
 
-__all__ = ["UndefinedValue", "poplar_exception", "poplar_runtime_error", "poplar_application_runtime_error"]
+__all__ = ["UndefinedValue", "popart_exception", "poplar_exception", "poplar_runtime_error", "poplar_application_runtime_error"]
 
 
 class UndefinedValue(Exception):
     """A value that has not been set (for example the IPU of a tensor nothing placed yet)."""
+
+
+class popart_exception(RuntimeError):  # noqa: N801 - PopART's name
+    """An error in the model, the options or the data given to PopART (a RuntimeError, as pybind
+    maps popart::error). PopXL's C++ side raises it too; popart re-exports this class."""
 
 
 class poplar_exception(RuntimeError):  # noqa: N801 - PopART's name

@@ -8,6 +8,7 @@ the leading (num_host_transfers, replication) dimensions, outputs keyed by devic
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import warnings
@@ -19,7 +20,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _io_shapes, _memory_report, _replication, dtypes
+from . import _devices, _io_shapes, _logging, _memory_report, _replication, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -30,29 +31,20 @@ from .utils import to_numpy
 h2dStreamBufferMaps = Mapping[HostToDeviceStream, np.ndarray]  # noqa: N816
 d2hStreamBufferMaps = Mapping[DeviceToHostStream, np.ndarray]  # noqa: N816
 
-_DEVICE_TARGETS = {
-    # "ipu_model": a full Mk2 GC200 unless IPU_SIM_TARGET says otherwise
-    "ipu_model": None,
-    "ipu_hw": None,
-    # "cpu": PopXL's CPU device has no tiles to speak of; we run it on a small simulated IPU
-    "cpu": "small:16",
-}
 _hw_warned = False
 
 
 def _target_for(device_desc) -> ipu.Target:
-    if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's DeviceInfo)
+    if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's sessions)
         return device_desc
-    if device_desc not in _DEVICE_TARGETS:
+    if isinstance(device_desc, _devices.DeviceInfo):  # a device the caller made (PopXL accepts one)
+        return device_desc.getTarget()
+    if device_desc not in ("ipu_model", "ipu_hw", "cpu"):
         raise ValueError(
             f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
             f"(also simulated here) or 'cpu' (a small simulated IPU)."
         )
-    env = os.environ.get("IPU_SIM_TARGET")
-    if env:
-        return ipu.get_target(env)
-    name = _DEVICE_TARGETS[device_desc]
-    return ipu.get_target(name) if name else ipu.GC200
+    return _devices.session_target(device_desc)
 
 
 def _replica_space(ir):
@@ -81,14 +73,12 @@ def _locked(method):
 def _acquired(session) -> None:
     """Say what device the program takes, as device acquisition does (PopART logs it at info)."""
     import logging
-    import sys
 
     t = session.target
     msg = (f"Acquired a simulated device of {session.num_ipus} IPU(s): {session.replication_factor} replica(s) x "
            f"{session.ipus_per_replica} IPU(s) per replica, {t.name} with {t.tiles_per_ipu} tiles per IPU")
     logging.getLogger("popxl").info(msg)
-    if os.environ.get("POPART_LOG_LEVEL", "").upper() in ("INFO", "DEBUG", "TRACE"):
-        print(f"[popxl] {msg}", file=sys.stderr)
+    _logging.log("devicex", "INFO", msg)
 
 
 class Session:
@@ -100,6 +90,8 @@ class Session:
             raise TypeError(f"Session takes a popxl.Ir, got {type(ir).__name__}")
         self._ir = ir
         self.device_desc = device_desc
+        if isinstance(device_desc, _devices.DeviceInfo):
+            self.device_desc = _devices.device_kind(device_desc)
         self.weights_to_host_on_exit = weights_to_host_on_exit
         self.target = _target_for(device_desc)
         # a replica takes as many IPUs as its program is placed on (popxl.ipu(n), ops.ipu_copy)
@@ -116,10 +108,11 @@ class Session:
         # replicas of this process (this instance's with PopDist), and the way to the others'
         self.replication_factor, self._comm = _replica_space(ir)
         self._replica_offset = self._comm.replica_offset if self._comm is not None else 0
-        if device_desc == "ipu_hw" and not _hw_warned:
+        if self.device_desc == "ipu_hw" and not _hw_warned:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
         t0 = time.perf_counter()
+        _logging.log("session", "DEBUG", "Starting compilation")
         self._lowered = lower(ir, self.target)
         t1 = time.perf_counter()
         try:
@@ -140,19 +133,30 @@ class Session:
         self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm)
         self.num_ipus = self.replication_factor * self.ipus_per_replica
         _acquired(self)
-        self._host_weights: Dict[Variable, np.ndarray] = {
-            v: np.array(v._data, copy=True) for v in self._lowered.variables
-        }
+        # the device the program runs on (PopXL's: the one given, or one for device_desc; "ipu_hw"
+        # is an offline device until the session is entered)
+        if isinstance(device_desc, _devices.DeviceInfo):
+            self._device = device_desc
+        elif isinstance(device_desc, ipu.Target):  # a frontend's own target (popart attaches its device itself)
+            self._device = _devices.DeviceInfo(_devices.DeviceType.IpuModel, self.num_ipus, device_desc)
+        else:
+            self._device = _devices.to_device_info(self.device_desc, self.num_ipus, _target_for(device_desc))
+        self._compiled_for = (_devices.device_kind(self._device), self._device.numIpus, self._device.tilesPerIPU)
+        self._was_attached_stack: list = []
         # remote variables: their value is an entry of a remote buffer in streaming memory
         self._remote_vars = dict(getattr(self._lowered, "remote_variables", {}))
-        for v in self._remote_vars:
-            self._host_weights[v] = np.array(v._data, copy=True)
-        self._attach_depth = 0
+        # the host buffer of every variable (PopART's TensorData): weights_to_host writes into it; a
+        # variable made from an np.memmap keeps the user's memmap as its buffer
+        self._host_weights: Dict[Variable, np.ndarray] = {}
+        for v in [*self._lowered.variables, *self._remote_vars]:
+            self._host_weights[v] = v._data if isinstance(v._data, np.memmap) else np.array(v._data, copy=True)
+            _logging.log("devicex", "TRACE", f"Reusing TensorData for d2hWeightBuffer of tensor {v.id}")
         self._device_is_newer = False
         self._lock = threading.RLock()  # runs and weight transfers of one session, one thread at a time
         self.run_seconds = 0.0
         self.total_cycles = 0
-        self._write_weights()
+        if self.is_attached:  # a device given attached: it gets the weights now (PopXL's rule)
+            self.weights_from_host()
 
     # -- PopDist ----------------------------------------------------------------------------------
     def collective_cycles(self) -> int:
@@ -194,8 +198,27 @@ class Session:
         return PbSession(self)
 
     @property
+    def ir_(self):
+        """The Ir (PopXL's attribute name; `ir` reads it too)."""
+        return self._ir
+
+    @property
     def is_attached(self) -> bool:
-        return self._attach_depth > 0
+        return self._device.isAttached
+
+    def _set_device(self, device) -> None:
+        """Run on another device (PopXL's _set_device): entering the session checks that the
+        executable runs there."""
+        self._device = device
+
+    def _check_device(self) -> None:
+        kind, n, tiles = self._compiled_for
+        got = (_devices.device_kind(self._device), self._device.numIpus, self._device.tilesPerIPU)
+        if got != (kind, n, tiles):
+            raise _devices.popart_exception(
+                f"The executable was compiled for a {kind} device of {n} IPU(s) with {tiles} tiles each and cannot "
+                f"be loaded on {self._device} ({got[0]}, {got[1]} IPU(s), {got[2]} tiles each). Create the Session "
+                f"for the device it will run on.")
 
     @property
     def num_host_transfers(self) -> int:
@@ -204,19 +227,39 @@ class Session:
     # -- context manager --------------------------------------------------------------------------
     @_locked
     def __enter__(self) -> "Session":
-        if self._attach_depth == 0:
-            self._write_weights()
-        self._attach_depth += 1
+        # as PopXL: an offline ("ipu_hw") device becomes an available device of the system; a
+        # device not attached is attached; the weights go to the device if it was not attached
+        should_setup = not self.is_attached
+        if self._device.type == _devices.DeviceType.OfflineIpu:
+            self._was_attached_stack.append(self._device)
+            self._device = _devices.acquire_hw_device(self._device.numIpus, self._device.getTarget())
+        else:
+            self._was_attached_stack.append(self.is_attached)
+            if not self.is_attached and not self._device.attach() and not self._device.tryAttachUntilTimeout():
+                self._was_attached_stack.pop()
+                raise RuntimeError(f"Could not attach to device {self._device.id}. Check `gc-monitor` for device usage. "
+                                   f"(Another session holds it: exit that session's context or detach its device.)")
+        if should_setup:
+            try:
+                self._check_device()
+                self.weights_from_host()
+            except BaseException:
+                self.__exit__(*sys.exc_info())
+                raise
         return self
 
     @_locked
     def __exit__(self, exc_type, exc_value, exc_tb):
-        # as PopXL: leaving the outermost context copies the weights back, unless an error is
-        # propagating
-        if self._attach_depth == 1 and self.weights_to_host_on_exit and exc_type is None:
-            self.weights_to_host()
-        self._attach_depth -= 1
-        if self._attach_depth == 0:
+        # as PopXL: the context that attached copies the weights back (unless an error is
+        # propagating) and detaches; a context entered while attached leaves the device attached
+        was = self._was_attached_stack.pop()
+        if not was or isinstance(was, _devices.DeviceInfo):
+            if exc_type is None and self.weights_to_host_on_exit:
+                self.weights_to_host()
+            self._device.detach()
+        if isinstance(was, _devices.DeviceInfo):
+            self._device = was
+        if not self.is_attached:
             _profile_event(self, "exit")
 
     # -- weights --------------------------------------------------------------------------------
@@ -239,16 +282,21 @@ class Session:
     @_locked
     def weights_from_host(self) -> None:
         self._require_attached("weights_from_host")
+        _logging.log("devicex", "DEBUG", "Writing weights from host, ")
         self._write_weights()
+        _logging.log("devicex", "DEBUG", "Writing weights from host complete.")
 
     @_locked
     def weights_to_host(self) -> None:
         self._require_attached("weights_to_host")
+        _logging.log("devicex", "DEBUG", "Writing weights to host")
         self._run_fragment("WeightsToHostFragment")  # before the weights are read, as PopART's WeightsToHost
         fetched = self._fetch_replicas(list(self._host_weights))
         for v in self._host_weights:
-            self._host_weights[v] = _replication.host_value(v, lambda r: fetched[v][r], self._ir.replication_factor)
+            value = _replication.host_value(v, lambda r: fetched[v][r], self._ir.replication_factor)
+            self._host_weights[v] = _into_host_buffer(self._host_weights[v], value)
         self._device_is_newer = False
+        _logging.log("devicex", "DEBUG", "Writing weights to host complete.")
 
     def _read_local(self, v, r: int) -> np.ndarray:
         """Device storage of variable `v` on replica r of this process."""
@@ -312,7 +360,11 @@ class Session:
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
         # all_replicas: one value per replica, whether the host copy came from the device or not
-        return _replication.retrieved(tensor, self._host_weights[tensor], self._ir.replication_factor)
+        host = self._host_weights[tensor]
+        got = _replication.retrieved(tensor, host, self._ir.replication_factor)
+        if isinstance(host, np.memmap) and got.shape == host.shape:
+            return host  # the user's memmap itself, as PopXL returns it
+        return got
 
     def get_tensors_data(self, tensors: Iterable[Union[Variable, Constant]]):
         tensors = list(tensors)
@@ -346,7 +398,7 @@ class Session:
         arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()
-        self._host_weights[tensor] = arr
+        self._host_weights[tensor] = _into_host_buffer(self._host_weights[tensor], arr)
         if self.is_attached:
             if tensor in self._remote_vars:  # an entry of a remote buffer in streaming memory
                 self._write_remote_variable(tensor, arr)
@@ -607,6 +659,16 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<popxl.Session on simulated {self.target.name} ({self.device_desc})>"
+
+
+def _into_host_buffer(buf: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Put `value` in a variable's host buffer: into it when it is the user's np.memmap (written and
+    flushed to its file, as PopXL's weights_to_host does), else as the new buffer."""
+    if isinstance(buf, np.memmap) and buf.shape == value.shape:
+        buf[...] = value
+        buf.flush()
+        return buf
+    return value
 
 
 def _float8_bytes(arr: np.ndarray, dtype, what: str) -> np.ndarray:

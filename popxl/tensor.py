@@ -563,10 +563,13 @@ def variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name:
             f"{g._label}). Variables can only live in the main graph: create the variable there and "
             "pass it to this graph as a graph input (`popxl.graph_input`), or use a constant "
             "(`popxl.constant`).")
-    np_data = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
-                       nan_on_overflow=nan_on_overflow)
     if replica_grouping is None:
         replica_grouping = g.ir.replica_grouping()
+    if isinstance(data, np.memmap):
+        np_data = _memmap_data(data, dtype, replica_grouping)
+    else:
+        np_data = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
+                           nan_on_overflow=nan_on_overflow)
     if retrieval_mode is None:
         retrieval_mode = "one_per_group"
     if retrieval_mode not in ("one_per_group", "all_replicas"):
@@ -583,6 +586,29 @@ def variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name:
     v._retrieval_mode = retrieval_mode
     v._location = TensorLocation()
     return v
+
+
+def _memmap_data(data: np.memmap, dtype: Optional[dtypes.dtype], replica_grouping: ReplicaGrouping,
+                 warn: bool = True) -> np.memmap:
+    """A memory-mapped array is the variable's host buffer itself, not a copy: the session writes
+    the device's values into it (and flushes it) at weights_to_host, as PopXL does. So it must
+    already be what the device holds: PopXL's checks and words."""
+    if data.dtype.itemsize == 8 and data.dtype.kind in "fiu":
+        raise ValueError(f"When passing a memory-mapped NumPy array, the dtype {dtype} is not supported, as it "
+                         f"requires downcasting (the array holds {data.dtype}). Store the data as a 32-bit type in the "
+                         f"memmap.")
+    if dtype is not None and dtypes.dtype.as_dtype(dtype).as_numpy() != data.dtype:
+        raise ValueError(f"When passing a memory-mapped NumPy array, the `dtype` parameter must be None or match the "
+                         f"array's dtype: got {dtype} for an array of {data.dtype}. Convert the data in the file instead.")
+    if not data.flags.c_contiguous:
+        raise ValueError("When passing a memory-mapped NumPy array, it must already be in C-ordered (row-major) "
+                         "layout: open the memmap with order='C'.")
+    if warn and not replica_grouping.is_const:
+        from popxl import _logging
+        _logging.warn_popxl(f"popxl.variable: you have passed np.memmap data and the non-const replica grouping "
+                            f"`{replica_grouping}`: the values read back for its groups are written into the memmap "
+                            f"in group order.")
+    return data
 
 
 def constant(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
@@ -620,6 +646,8 @@ def remote_variable(data: HostScalarTensor, remote_buffer: "RemoteBuffer", offse
         raise TypeError(f"remote_variable needs a popxl.RemoteBuffer (popxl.remote_buffer), got "
                         f"{type(remote_buffer).__name__}.")
     g = gcg()
+    if isinstance(data, np.memmap):  # the memmap's own checks first (it is the variable's host buffer)
+        _memmap_data(data, dtype, replica_grouping or g.ir.replica_grouping(), warn=False)
     if remote_buffer._ir is not g.ir:
         raise ValueError("The remote buffer belongs to another Ir than the current graph's.")
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
@@ -678,6 +706,8 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
     if replica_grouping is None:
         replica_grouping = getattr(remote_buffer, "_replica_grouping", None)
     rg, so = shard_settings(g.ir, replica_grouping, getattr(remote_buffer, "_shard_over", None))
+    if isinstance(data, np.memmap):  # the memmap's own checks first (it is the variable's host buffer)
+        _memmap_data(data, dtype, rg, warn=False)
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or not 0 <= offset < remote_buffer.entries:
         raise ValueError(f"remote_replica_sharded_variable: offset {offset!r} is not an entry of RemoteBuffer"
                          f"[id={remote_buffer.remote_buffer_id}] ({remote_buffer.entries} entries).")

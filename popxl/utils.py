@@ -128,3 +128,10 @@ def host_cast_then_pow2scale(src: np.ndarray, dtype: "dtypes.dtype" = None, log2
     ``popxl.fp8_utils.host_pow2scale_cast_from_fp8``)."""
     from popxl.fp8_utils import host_pow2scale_cast_from_fp8
     return host_pow2scale_cast_from_fp8(src, dtype, log2_scale)
+
+
+def _to_device_info(device_type: str, num_ipus: int = 1, use_popdist: bool = False):
+    """PopXL's helper: the device (popart.DeviceInfo) a Session of `device_type` compiles for
+    ("ipu_hw": an offline device of the simulated system; entering a session acquires one)."""
+    from ._devices import to_device_info
+    return to_device_info(device_type, num_ipus)
