@@ -44,7 +44,8 @@ class Graph:
 
     # -- what the op builder, graph_input / graph_output and the transforms change --------------------
     def _add_op(self, op: "Op") -> None:
-        self._ir._check_not_prepared(f"its graphs (new op {op.name!r} in {self._label})")
+        # ops may be added after a Session compiled the Ir (PopXL allows it; that session goes on
+        # running what it compiled, a new Session compiles the changed Ir)
         self._ops.append(op)
 
     def _set_op_order(self, ops: List["Op"]) -> None:

@@ -217,7 +217,10 @@ class Ir:
         self._is_prepared = True
 
     def _check_not_prepared(self, what: str) -> None:
-        """A Session owns the Ir it compiled (PopXL's rule): refuse changes it would never run."""
+        """A Session owns the Ir it compiled: PopXL refuses a new replication factor or number of
+        host transfers, and PopART's IR edits through `_pb_ir` views, which the session would
+        never run. (New ops built with popxl after a Session are allowed, as in PopXL: a new
+        Session compiles them.)"""
         if getattr(self, "_is_prepared", False):
             raise RuntimeError(
                 f"The Ir {self.id} is already compiled by a popxl.Session, so {what} cannot change: the "
@@ -225,7 +228,6 @@ class Ir:
                 "creating the Session, or build a new Ir (and Session) for the changed program.")
 
     def _reserve_tensor_id(self, tensor_id: str) -> None:
-        self._check_not_prepared(f"its graphs (new tensor {tensor_id!r})")
         if tensor_id in self._tensor_ids:
             raise ValueError(f"Tensor id {tensor_id!r} is already used in {self}.")
         self._tensor_ids.add(tensor_id)
@@ -356,13 +358,21 @@ class Ir:
             save_dir = Path(save_dir)
             save_dir.mkdir(parents=True, exist_ok=True)
             opts.logDir = str(save_dir)
-        env = os.environ.get("POPART_DOT_CHECKS")
-        if env is None and not opts.dotChecks:
+        if os.environ.get("POPART_DOT_CHECKS") is None and not opts.dotChecks:
             opts.dotChecks = {"ALL"}
-        wanted = set(opts.dotChecks) | ({c for c in env.split(":") if c} if env else set())
-        if "ALL" not in wanted and check not in wanted:
+        self._write_dot_check(check)
+
+    def _write_dot_check(self, check: str) -> None:
+        """Write checkpoint `check` if the session option dotChecks or POPART_DOT_CHECKS names it
+        (names compare in upper case, as PopART's; ALL names every one). A Session writes the
+        checkpoint FINAL of the Ir it compiles."""
+        opts = self._pb_ir.getSessionOptions()
+        env = os.environ.get("POPART_DOT_CHECKS")
+        wanted = {str(c).upper() for c in opts.dotChecks} | ({c.upper() for c in env.split(":") if c} if env else set())
+        if "ALL" not in wanted and check.upper() not in wanted:
             return
         directory = Path(opts.logDir) if opts.logDir else Path(".")
+        directory.mkdir(parents=True, exist_ok=True)
         from popxl._dot import dot_files
         for name, text in dot_files(self, check, opts).items():
             (directory / name).write_text(text)

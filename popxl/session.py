@@ -127,6 +127,7 @@ class Session:
         self._lowered.graph = self._lowered.main = None
         self._lowered.fragments = {}
         ir._mark_prepared()  # the session owns the Ir from here on (Ir._check_not_prepared)
+        ir._write_dot_check("FINAL")  # PopART's dot checkpoint of the Ir a session compiles
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0

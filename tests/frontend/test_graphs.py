@@ -410,3 +410,25 @@ def test_testing_helpers():
     from popxl.testing import get_all_dtypes, get_all_int_dtypes
     assert popxl.float8_143 in get_all_dtypes() and len(get_all_dtypes()) == 16
     assert get_all_int_dtypes(include_unsigned=False) == [popxl.int8, popxl.int16, popxl.int32, popxl.int64]
+
+
+@pytest.mark.parametrize("checks,expected", [("", []), ("FINAL", ["FINAL_r.dot"]),
+                                             ("FWD:BWD", ["bwd_r.dot", "fwd_r.dot"]),
+                                             ("all", ["FINAL_r.dot", "bwd_r.dot", "fwd_r.dot"])])
+def test_dot_checks_name_checkpoints_in_any_case_and_a_session_writes_final(tmp_path, monkeypatch, checks, expected):
+    """PopART compares check names in upper case; a Session writes the checkpoint FINAL of the Ir
+    it compiles when it is wanted (POPART_DOT_CHECKS or the dotChecks option)."""
+    monkeypatch.setenv("IPU_SIM_TARGET", "small:4")
+    monkeypatch.setenv("POPART_DOT_CHECKS", checks)
+    ir = popxl.Ir()
+    ir._pb_ir.getSessionOptions().logDir = str(tmp_path)
+    with ir.main_graph:
+        x = popxl.variable(np.ones(2, np.float32))
+        y = x + 1.0
+        ir.dot_checkpoint("fwd")
+        ops.host_store(popxl.d2h_stream(y.shape, y.dtype), y * 2.0)
+        ir.dot_checkpoint("bwd")
+    popxl.Session(ir, "ipu_model")
+    assert sorted(p.name for p in tmp_path.glob("*.dot")) == expected
+    if "FINAL_r.dot" in expected:
+        assert "host_store" in (tmp_path / "FINAL_r.dot").read_text()
