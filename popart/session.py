@@ -91,6 +91,9 @@ class _Session:
         # where the profiler looks for them
         ir._pb_ir.getSessionOptions().engineOptions = dict(o.engineOptions)
         ir._pb_ir.getSessionOptions().instrumentWithHardwareCycleCounter = bool(o.instrumentWithHardwareCycleCounter)
+        # engine caching (enableEngineCaching + cachePath, or POPART_CACHE_DIR): popxl's executable cache
+        ir._pb_ir.getSessionOptions().enableEngineCaching = bool(o.enableEngineCaching)
+        ir._pb_ir.getSessionOptions().cachePath = str(o.cachePath)
         self._session: Optional[popxl.Session] = None
         self._host_weights: Dict[str, np.ndarray] = {w: _as_retrieved(var, self._io.initializers[w])
                                                      for w, var in self._program.weights.items()}

@@ -112,20 +112,7 @@ class Session:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
         t0 = time.perf_counter()
-        _logging.log("session", "DEBUG", "Starting compilation")
-        self._lowered = lower(ir, self.target)
-        t1 = time.perf_counter()
-        try:
-            # program 0 is the main program; the weights fragments (lowering/context.py) follow it
-            fragments = self._lowered.fragments
-            self._fragment_programs = {name: i + 1 for i, name in enumerate(fragments)}
-            self.executable = ipu.compile(self._lowered.graph, [self._lowered.main, *fragments.values()])
-        except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
-            raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
-        # the executable holds what running needs; the lowering's graph and program tree (index
-        # arrays of every view, vertex field tables) would otherwise stay for the session's life
-        self._lowered.graph = self._lowered.main = None
-        self._lowered.fragments = {}
+        t1 = self._compile_or_load(ir)
         ir._mark_prepared()  # the session owns the Ir from here on (Ir._check_not_prepared)
         ir._write_dot_check("FINAL")  # PopART's dot checkpoint of the Ir a session compiles
         t2 = time.perf_counter()
@@ -158,6 +145,49 @@ class Session:
         self.total_cycles = 0
         if self.is_attached:  # a device given attached: it gets the weights now (PopXL's rule)
             self.weights_from_host()
+
+    def _compile_or_load(self, ir) -> float:
+        """Lower and compile the Ir, or load the executable from the cache (popxl/_cache.py) when
+        caching is on and an entry of this Ir, target and code exists. Returns when lowering ended."""
+        from . import _cache
+
+        directory = _cache.cache_dir(ir)
+        key = None
+        if directory is not None:
+            kind = self.device_desc if isinstance(self.device_desc, str) else "ipu_model"
+            try:
+                key = _cache.executable_key(ir, self.target, kind, self.replication_factor)
+            except _cache.Uncacheable as e:
+                _logging.log("session", "DEBUG", f"The executable is not cached: {e}")
+        cached = _cache.load(directory, key, ir) if key is not None else None
+        self.loaded_from_cache = cached is not None
+        if cached is not None:
+            _logging.log("session", "DEBUG", f"Loading serialized PopART executable from "
+                                             f"{directory / (key + _cache.SUFFIX)}")
+            self.executable, self._lowered = cached
+            self._fragment_programs = {name: i + 1 for i, name in enumerate(self._lowered.fragments)}
+            self._lowered.fragments = {}
+            return time.perf_counter()
+        _logging.log("session", "DEBUG", "Starting compilation")
+        self._lowered = lower(ir, self.target)
+        t1 = time.perf_counter()
+        try:
+            # program 0 is the main program; the weights fragments (lowering/context.py) follow it
+            fragments = self._lowered.fragments
+            self._fragment_programs = {name: i + 1 for i, name in enumerate(fragments)}
+            self.executable = ipu.compile(self._lowered.graph, [self._lowered.main, *fragments.values()])
+        except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
+            raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
+        _logging.log("session", "DEBUG", "Compilation complete")
+        if key is not None:
+            path = _cache.store(directory, key, self.executable, self._lowered)
+            if path is not None:
+                _logging.log("session", "DEBUG", f"Saved the compiled executable to {path}")
+        # the executable holds what running needs; the lowering's graph and program tree (index
+        # arrays of every view, vertex field tables) would otherwise stay for the session's life
+        self._lowered.graph = self._lowered.main = None
+        self._lowered.fragments = {}
+        return t1
 
     # -- PopDist ----------------------------------------------------------------------------------
     def collective_cycles(self) -> int:

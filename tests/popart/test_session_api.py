@@ -186,3 +186,22 @@ def test_inference_session_from_a_popxl_ir():
     assert s.getCycleCount() > 0
     with pytest.raises(popart.popart_exception, match="no host_load reads"):
         s.run(popart.PyStepIO({"nope": data}, anchors))
+
+
+def test_engine_caching_loads_the_second_sessions_executable(tmp_path):
+    """SessionOptions.enableEngineCaching + cachePath: PopART's engine caching, served by popxl's
+    executable cache; the second session of the same model loads and trains the same."""
+    results = []
+    for _ in range(2):
+        opts = popart.SessionOptions()
+        opts.enableEngineCaching = True
+        opts.cachePath = str(tmp_path / "cache")
+        s, x, w, y, loss = _linear(opts)
+        s.prepareDevice()
+        s.weightsFromHost()
+        out = s.initAnchorArrays()
+        s.run(popart.PyStepIO({x: np.ones((2, 3), np.float32)}, out))
+        results.append((s._session.loaded_from_cache, out[loss].copy()))
+    assert [r[0] for r in results] == [False, True]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert len(list((tmp_path / "cache").glob("*.popef"))) == 1
