@@ -52,15 +52,19 @@ class _PopartFormat(logging.Formatter):
                f"{record.getMessage()}"
 
 
+_configured: set = set()  # the Python loggers this module gave a handler
+
+
 def _logger(name: str) -> logging.Logger:
-    root = logging.getLogger(name.split(".")[0])
-    if not getattr(root, "_ipu_sim_configured", False):
+    top = name.split(".")[0]
+    if top not in _configured:
+        root = logging.getLogger(top)
         handler = _Stderr()
         handler.setFormatter(_PopartFormat())
         root.addHandler(handler)
         root.propagate = False
         root.setLevel(1)  # the module levels above decide; Python's levels pass everything
-        root._ipu_sim_configured = True
+        _configured.add(top)
     return logging.getLogger(name)
 
 

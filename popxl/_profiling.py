@@ -26,6 +26,10 @@ from profiler.options import options
 REWRITE_SECONDS = 30.0
 MAX_RUN_RECORDS = 1000  # runs described one by one in the document
 MAX_TRACE_ENTRIES = 2_000_000  # executed steps traced per session (32 MB); counts cover the rest
+# with profiling off a session still keeps its first executed steps (1 MiB) and runs, for
+# `session._pb_session.getReport()` (a pva report, as the IPU model's engine always has one)
+QUIET_TRACE_ENTRIES = 65_536
+QUIET_RUN_RECORDS = 100
 
 _states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _sessions_per_dir: dict = {}  # profile directory -> sessions of this process that wrote there
@@ -65,7 +69,9 @@ def trace_limit(session) -> int:
     that autoReport.executionProfileProgramRunCount asks for are traced. Per-step counts and the
     totals always cover every run."""
     opts = _options_for(session)
-    if opts is None or not opts.execution or opts.run_count == 0:
+    if opts is None:
+        return QUIET_TRACE_ENTRIES
+    if not opts.execution or opts.run_count == 0:
         return 0
     st = _states.get(session)
     if st is not None and st.trace_cap is not None:
@@ -77,6 +83,8 @@ def session_event(session, event: str) -> None:
     """Called by popxl.Session: event "run" after every run, "exit" when the session detaches."""
     opts = _options_for(session)
     if opts is None:
+        if event == "run":
+            _quiet_run(session)
         return
     try:
         _event(session, event, opts)
@@ -144,6 +152,30 @@ def _event(session, event, opts) -> None:
     elif event in ("exit", "close"):
         if st.dirty:
             write(session, st)
+
+
+_quiet: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # session -> _State without options
+
+
+def _quiet_run(session) -> None:
+    """Where a run starts in the trace a session keeps without profiling (its first runs only)."""
+    st = _quiet.get(session)
+    if st is None:
+        st = _quiet[session] = _State(None, 0)
+    if len(st.runs) >= QUIET_RUN_RECORDS:
+        return
+    engine = session.engine
+    n = len(engine.log)
+    run_s = float(session.run_seconds)
+    st.runs.append({"program": 0, "first_entry": st.log_len, "entries": n - st.log_len, "start_cycle": st.cycles,
+                    "cycles": int(engine.cycles) - st.cycles, "wall_seconds": round(run_s - st.run_seconds, 6)})
+    st.log_len, st.cycles, st.run_seconds = n, int(engine.cycles), run_s
+
+
+def document(session) -> dict:
+    """The profile document of a session now, whether profiling is on or not (with it off, the
+    trace holds the first QUIET_TRACE_ENTRIES executed steps)."""
+    return build(session, _states.get(session) or _quiet.get(session))
 
 
 def _flush_all() -> None:

@@ -17,6 +17,8 @@ ALLOWED = {
     "codelets": {"ipu"},
     # builds documents from an ipu.Executable and calibrates the codelets' cost models; never popxl
     "profiler": {"ipu", "codelets"},
+    # libpva's names for the profiler's reading API
+    "pva": {"profiler"},
     "popxl": {"ipu", "codelets", "profiler"},
     # the other frontends sit on popxl (and may reach the layers below it)
     "popart": {"popxl", "ipu", "codelets", "profiler", "popdist"},

@@ -40,3 +40,12 @@ class PbSession:
     def readWeights(self, weightsIo) -> None:  # noqa: N802,N803
         for tid, out in weightsIo.weights.items():
             out[...] = self._s.get_tensor_data(self._variable(tid)).reshape(out.shape)
+
+    def getReport(self):  # noqa: N802
+        """The session's PopVision report (a `pva.Report`: profiler/api.py's libpva-shaped reader)
+        of its executable and the runs so far. With profiling off (no POPLAR_ENGINE_OPTIONS
+        autoReport / IPU_SIM_PROFILE) the execution part holds the first executed steps only
+        (popxl._profiling.QUIET_TRACE_ENTRIES)."""
+        from profiler.api import Report
+        from popxl import _profiling
+        return Report(_profiling.document(self._s))
