@@ -220,7 +220,7 @@ class Session:
 
     def _set_host_weight(self, v, arr: np.ndarray) -> None:
         """The host copy of variable `v` (PopART's writeWeights; the device gets it at weightsFromHost)."""
-        self._host_weights[v] = arr
+        self._host_weights[v] = _into_host_buffer(self._host_weights[v], arr)
 
     @property
     def _pb_session(self):
