@@ -716,6 +716,11 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
         else np_data.shape
     m = shard_numel(int(np.prod(shape, dtype=np.int64)), so)
     got_dt = dtypes.dtype.as_dtype(np_data.dtype)
+    if (tuple(remote_buffer.tensor_shape) == tuple(shape) != (m,) and not remote_buffer.meta_shape
+            and remote_buffer.tensor_dtype == got_dt):
+        # a buffer made with the whole value's shape (popxl.remote_buffer / RemoteBuffer rather than
+        # replica_sharded_buffer): as PopXL, it holds this value's shards, so its entries are shards
+        remote_buffer.set_remote_buffer_info(got_dt, (m,), remote_buffer.entries)
     if tuple(remote_buffer.tensor_shape) != (m,) or remote_buffer.tensor_dtype != got_dt:
         raise ValueError(f"remote_replica_sharded_variable: RemoteBuffer[id={remote_buffer.remote_buffer_id}] holds "
                          f"{remote_buffer.tensor_dtype} {tuple(remote_buffer.tensor_shape)}, but a shard of this "

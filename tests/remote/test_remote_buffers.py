@@ -289,3 +289,27 @@ def test_remote_replica_sharded_variable_with_a_sharded_buffer_pads_the_last_sha
     with popxl.Session(ir, "ipu_model") as sess:
         sess.run()
     np.testing.assert_array_equal(sess.get_tensor_data(v), value * 2)
+
+
+@pytest.mark.parametrize("dtype", [popxl.float32, popxl.float8_143])
+def test_remote_replica_sharded_variable_in_a_buffer_of_the_whole_shape(dtype):
+    """A plain remote buffer made with the whole value's shape holds its shards (as PopXL's
+    float8 RTS test uses it): the entries become shards, the variable reads and writes whole."""
+    from popxl.fp8_utils import host_pow2scale_cast_to_fp8
+    vals = [np.array([1.0, 2.0, 3.0, 4.0], np.float32), np.array([5.0, 6.0, 7.0, 8.0], np.float32)]
+    if dtype == popxl.float8_143:
+        vals = [host_pow2scale_cast_to_fp8(v, dtype, 0, True) for v in vals]
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph, popxl.in_sequence():
+        buf = popxl.RemoteBuffer((4,), dtype, 1)
+        x = popxl.remote_replica_sharded_variable(vals[0], buf, 0, dtype=dtype)
+        assert buf.tensor_shape == (2,) and buf.meta_shape == (4,)
+        full = ops.collectives.replicated_all_gather(ops.remote_load(buf, 0))
+        o = popxl.d2h_stream(full.shape, full.dtype)
+        ops.host_store(o, full)
+    with popxl.Session(ir, "ipu_model") as s:
+        out = s.run()[o]
+        np.testing.assert_array_equal(out[0], vals[0])
+        np.testing.assert_array_equal(s.get_tensor_data(x), vals[0])
+        s.write_variable_data(x, vals[1])
+        np.testing.assert_array_equal(s.run()[o][1], vals[1])
