@@ -337,16 +337,46 @@ class Ir:
         apply_inplace(self._patterns, graph._g if isinstance(graph, Graph) else graph)
 
     def logIr(self) -> None:  # noqa: N802
+        """The Ir's graphs and ops at DEBUG in PopART's log (module "ir"), as PopART's logIr."""
+        from popxl import _logging
+        if not _logging.enabled("ir", "DEBUG"):
+            return
         for g in self._ir.graphs:
-            print(f"graph {g.name or 'main'}: {len(g.ops)} ops")
+            _logging.log("ir", "DEBUG", f"graph {g.name or 'main'}: {len(g.ops)} ops")
             for op in g.ops:
-                print(f"  {op}")
+                _logging.log("ir", "DEBUG", f"  {op}")
+
+    # what PopART's Session and InferenceSession.fromIr call before compiling
+    def setDataFlow(self, dataFlow) -> None:  # noqa: N802,N803
+        """The data flow of a session of this Ir: its batchesPerStep is the Ir's num_host_transfers
+        (as PopXL's num_host_transfers setter keeps them one)."""
+        self._dataflow = dataFlow
+        bps = getattr(dataFlow, "batchesPerStep", None)
+        if callable(bps):
+            self._ir.num_host_transfers = int(bps())
+
+    def getDataFlow(self):  # noqa: N802
+        return getattr(self, "_dataflow", None)
+
+    def updateVertices(self) -> None:  # noqa: N802
+        """PopART recomputes each op's per-tensor attributes after IR edits; the views read the
+        popxl records directly, so there is nothing to update."""
+
+    def removeIsolatedGraphs(self) -> None:  # noqa: N802
+        """PopART drops graphs nothing calls before compiling; the lowering compiles only the graphs
+        the main graph reaches, so they never reach the executable here either."""
+
+    def finalizeOpDebugInfo(self) -> None:  # noqa: N802
+        """PopART completes each op's debug info before compiling; the popxl ops carry theirs."""
+
+    def isPrepared(self) -> bool:  # noqa: N802
+        return bool(getattr(self._ir, "_is_prepared", False))
 
     def __getattr__(self, name):
         raise AttributeError(
             f"_ir.Ir.{name}: the simulator's view of PopART's internal Ir has getSessionOptions, getAllGraphs, "
             "getMainGraph, getGraph, createGraph, getTensor, setPatterns / applyPreAliasPatterns / "
-            "applyInplacePattern and logIr; use the public popxl API for the rest")
+            "applyInplacePattern, setDataFlow, updateVertices and logIr; use the public popxl API for the rest")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Ir) and other._ir is self._ir

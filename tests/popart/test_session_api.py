@@ -188,6 +188,35 @@ def test_inference_session_from_a_popxl_ir():
         s.run(popart.PyStepIO({"nope": data}, anchors))
 
 
+def test_from_ir_with_a_data_flow_and_variables_in_a_conditional():
+    """PopXL's test_conditional_variable way: setDataFlow (its batchesPerStep is the Ir's host
+    transfers), updateVertices, Default patterns, logIr, then fromIr and weightsFromHost."""
+    import popart._internal.ir as _ir
+    import popxl
+    import popxl.ops as ops
+    ir = popxl.Ir()
+    nx = np.array([23, 10, 22, 21], np.float32)
+    with ir.main_graph:
+        x = popxl.variable(nx, name="x")
+        cond = popxl.variable(np.array(True), name="cond")
+        g = ir.create_graph(lambda a, b: a + b, x, x)
+        o = ops.conditional(cond=cond, then_branch=g, else_branch=g, then_inputs=[x, x], else_inputs=[x, x])[0]
+        d2h = popxl.d2h_stream(o.shape, o.dtype, name="o_stream")
+        ops.host_store(d2h, o)
+    pb = ir._pb_ir
+    pb.setDataFlow(popart.DataFlow(batchesPerStep=2, anchorTensors={d2h.tensor_id: popart.AnchorReturnType("All")}))
+    assert ir.num_host_transfers == 2 and pb.getDataFlow().batchesPerStep() == 2
+    pb.updateVertices()
+    pb.setPatterns(_ir.patterns.Patterns(_ir.patterns.PatternsLevel.Default))
+    pb.logIr()
+    s = popart.InferenceSession.fromIr(ir=pb, deviceInfo=device())
+    s.prepareDevice()
+    anchors = s.initAnchorArrays()
+    s.weightsFromHost()
+    s.run(popart.PyStepIO({}, anchors))
+    np.testing.assert_allclose(anchors[d2h.tensor_id][0], 2 * nx)
+
+
 def test_engine_caching_loads_the_second_sessions_executable(tmp_path):
     """SessionOptions.enableEngineCaching + cachePath: PopART's engine caching, served by popxl's
     executable cache; the second session of the same model loads and trains the same."""
