@@ -29,6 +29,7 @@ _op_classes = all_op_classes()
 op = _module("op", "PopART's op classes (views of popxl ops; popxl/_pb/op_classes.py).", **_op_classes[""])
 op.exchange = _module("op.exchange", "Host and remote exchange ops.", **_op_classes["exchange"])
 op.collectives = _module("op.collectives", "Collective ops.", **_op_classes["collectives"])
+op.dynamic = _module("op.dynamic", "Dynamic slice and update ops.", **_op_classes["dynamic"])
 view = _module("view", "Regions of tensors.", Region=Region, Regions=Regions)
 patterns = _module("patterns", "Graph rewrites.", Patterns=Patterns, PatternsLevel=PatternsLevel)
 

@@ -21,7 +21,7 @@ class Names(NamedTuple):
     op_type: str                    # PopART's op type ("Add")
     inplace: Optional[str] = None   # the op type of the in-place form ("AddLhsInplace"), if popxl has one
     cls: Optional[str] = None       # the class when it is not op_type + "Op" ("SubtractOp" for "Sub")
-    module: str = ""                # "", "exchange" or "collectives": where `_ir.op` holds the class
+    module: str = ""                # "", "exchange", "collectives" or "dynamic": where `_ir.op` holds the class
 
 
 def _unary(name: str, inplace: bool = False) -> Names:
@@ -37,7 +37,7 @@ NAMES: Dict[str, Names] = {
     "negate": Names("Neg", cls="NegateOp"), "relu": _unary("Relu", True), "gelu": _unary("Gelu", True),
     "geluerf": _unary("GeluErf", True), "swish": _unary("Swish", True), "sigmoid": _unary("Sigmoid", True),
     "tanh": _unary("Tanh"), "sign": _unary("Sign"), "reciprocal": _unary("Reciprocal"), "erf": _unary("Erf"),
-    "isnan": Names("IsNaN"), "isinf": Names("IsInf"), "isfinite": Names("IsFinite"), "not_equal": Names("NotEqual"), "logical_not": Names("Not"),
+    "isnan": Names("IsNaN", cls="IsNaN"), "isinf": Names("IsInf", cls="IsInf"), "isfinite": Names("IsFinite"), "not_equal": Names("NotEqual"), "logical_not": Names("Not"),
     "add": Names("Add", "AddLhsInplace"), "sub": Names("Sub", cls="SubtractOp"), "mul": Names("Mul", "MulLhsInplace"),
     "div": Names("Div"), "fmod": Names("Fmod"), "pow": Names("Pow", "PowLhsInplace"), "equal": Names("Equal"),
     "greater": Names("Greater"), "less": Names("Less"), "logical_and": Names("And"), "logical_or": Names("Or"),
@@ -54,10 +54,12 @@ NAMES: Dict[str, Names] = {
     "reshape": _unary("Reshape", True), "transpose": _unary("Transpose", True), "slice": _unary("Slice", True),
     "concat": _unary("Concat", True), "split": Names("Split"), "subsample": Names("Subsample"),
     # indexing
-    "gather": Names("Gather"), "tied_gather": Names("TiedGather"), "grouped_gather": Names("GroupedGather"),
+    "gather": Names("Gather"), "tied_gather": Names("PopartTiedGather", cls="TiedGatherOp"), "grouped_gather": Names("GroupedGather"),
     "scatter": Names("Scatter"), "scatter_reduce": Names("ScatterReduce"),
-    "grouped_scatter_reduce": Names("GroupedScatterReduce"), "dynamic_slice": Names("DynamicSlice"),
-    "dynamic_update": _unary("DynamicUpdate", True), "onehot": Names("OneHot", cls="OnehotOp"),
+    "grouped_scatter_reduce": Names("GroupedScatterReduce"),
+    "dynamic_slice": Names("DynamicSlice", module="dynamic"),
+    "dynamic_update": Names("DynamicUpdate", "DynamicUpdateInplace", module="dynamic"),
+    "onehot": Names("OneHot", cls="OnehotOp"),
     # matmul, conv, pools, resize (the pow2-scaled forms are PopART's MatMul / Conv / ConvTranspose
     # with a log2-scale input)
     "matmul": Names("MatMul"), "matmul_pow2scaled": Names("MatMul"), "conv": Names("Conv"),
@@ -147,7 +149,7 @@ def class_for(op) -> type:
 
 def all_classes() -> Dict[str, Dict[str, type]]:
     """Every class of the table, by `_ir.op` submodule ("" for `_ir.op` itself) and name."""
-    out: Dict[str, Dict[str, type]] = {"": {}, "exchange": {}, "collectives": {}}
+    out: Dict[str, Dict[str, type]] = {"": {}, "exchange": {}, "collectives": {}, "dynamic": {}}
     for op_type, entry in NAMES.items():
         for inplace in (False, True):
             _, cls_name, module = names_of(op_type, inplace)

@@ -356,6 +356,9 @@ def test_every_op_popxl_records_has_popart_class_and_op_type():
         ops.var_updates.accumulate_(a, b)
         ops.host_load(popxl.h2d_stream((2, 3), popxl.float32), "x")
         ops.onehot(idx, popxl.constant(3), popxl.constant(np.array([0.0, 1.0], np.float32)), axis=1)
+        ops.isinf(a)
+        ops.dynamic_slice(a, popxl.constant(np.array([0], np.uint32)), [0], [1], True)
+        ops.tied_gather(a, idx)
         ops.repeat(ir.create_graph(lambda t: t + 1, a), 2, a)
     g = ir.main_graph
     for op_type, cls in [("Add", _ir.op.AddOp), ("AddLhsInplace", _ir.op.AddLhsInplaceOp), ("Sub", _ir.op.SubtractOp),
@@ -366,6 +369,8 @@ def test_every_op_popxl_records_has_popart_class_and_op_type():
                          ("ReplicatedAllGather", _ir.op.collectives.ReplicatedAllGatherOp),
                          ("ReplicatedAllReduceInplace", _ir.op.collectives.ReplicatedAllReduceInplaceOp),
                          ("HostLoad", _ir.op.exchange.HostLoadOp), ("OneHot", _ir.op.OnehotOp),
+                         ("IsInf", _ir.op.IsInf), ("DynamicSlice", _ir.op.dynamic.DynamicSliceOp),
+                         ("PopartTiedGather", _ir.op.TiedGatherOp),
                          ("Loop", _ir.op.LoopOp)]:
         assert _contains(g, op_type, cls), (op_type, cls)
     # an op's class is its own: an in-place add is not an AddOp, a gather not a matmul
@@ -380,11 +385,11 @@ def test_every_op_popxl_records_has_popart_class_and_op_type():
 def test_every_op_type_of_the_table_has_a_class_in_ir_op():
     from popxl.op_table import OP_TYPES
     from popxl._pb.op_classes import names_of
-    modules = {"": _ir.op, "exchange": _ir.op.exchange, "collectives": _ir.op.collectives}
+    modules = {"": _ir.op, "exchange": _ir.op.exchange, "collectives": _ir.op.collectives, "dynamic": _ir.op.dynamic}
     for op_type in OP_TYPES:
         if op_type == "rts_shard":  # ours: PopART shards a variable without an op
             continue
         for inplace in (False, True):
             name, cls_name, module = names_of(op_type, inplace)
             assert isinstance(getattr(modules[module], cls_name), type), (op_type, cls_name)
-            assert name and cls_name.endswith("Op")
+            assert name and (cls_name.endswith("Op") or cls_name in ("IsInf", "IsNaN"))  # PopART's two
