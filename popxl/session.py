@@ -270,13 +270,13 @@ class Session:
                 self._was_attached_stack.pop()
                 raise RuntimeError(f"Could not attach to device {self._device.id}. Check `gc-monitor` for device usage. "
                                    f"(Another session holds it: exit that session's context or detach its device.)")
-        if should_setup:
-            try:
-                self._check_device()
+        try:
+            self._check_device()  # whether the device came attached or not: the executable must load there
+            if should_setup:
                 self.weights_from_host()
-            except BaseException:
-                self.__exit__(*sys.exc_info())
-                raise
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         return self
 
     @_locked

@@ -25,11 +25,20 @@ def _module(name: str, doc: str, **names) -> types.ModuleType:
     return m
 
 
+def _op_module(sub: str, doc: str) -> types.ModuleType:
+    """`_ir.op` / `_ir.op.<sub>`: the classes of the op table, and on first use the class of any op
+    type registered later (custom ops)."""
+    from popxl._pb.op_classes import find_class
+    m = _module("op" + (f".{sub}" if sub else ""), doc, **_op_classes[sub])
+    m.__getattr__ = lambda name: find_class(sub, name)  # PEP 562: names the table did not list
+    return m
+
+
 _op_classes = all_op_classes()
-op = _module("op", "PopART's op classes (views of popxl ops; popxl/_pb/op_classes.py).", **_op_classes[""])
-op.exchange = _module("op.exchange", "Host and remote exchange ops.", **_op_classes["exchange"])
-op.collectives = _module("op.collectives", "Collective ops.", **_op_classes["collectives"])
-op.dynamic = _module("op.dynamic", "Dynamic slice and update ops.", **_op_classes["dynamic"])
+op = _op_module("", "PopART's op classes (views of popxl ops; popxl/_pb/op_classes.py).")
+op.exchange = _op_module("exchange", "Host and remote exchange ops.")
+op.collectives = _op_module("collectives", "Collective ops.")
+op.dynamic = _op_module("dynamic", "Dynamic slice and update ops.")
 view = _module("view", "Regions of tensors.", Region=Region, Regions=Regions)
 patterns = _module("patterns", "Graph rewrites.", Patterns=Patterns, PatternsLevel=PatternsLevel)
 

@@ -155,3 +155,17 @@ def all_classes() -> Dict[str, Dict[str, type]]:
             _, cls_name, module = names_of(op_type, inplace)
             out[module][cls_name] = class_named(cls_name, op_type, module)
     return out
+
+
+def find_class(module: str, cls_name: str) -> type:
+    """The class `cls_name` of `_ir.op.<module>` for any op type registered now (a custom op type
+    registered after import included); AttributeError when no op type has that class there."""
+    from popxl.op_table import OP_TYPES
+    for op_type in OP_TYPES:
+        for inplace in (False, True):
+            _, name, mod = names_of(op_type, inplace)
+            if name == cls_name and mod == module:
+                return class_named(name, op_type, mod)
+    where = "_ir.op" + (f".{module}" if module else "")
+    raise AttributeError(f"module {where!r} has no attribute {cls_name!r} (no popxl op type has that PopART class)")
+

@@ -73,6 +73,13 @@ def test_session_refuses_a_device_its_executable_was_not_compiled_for():
     s._set_device(_to_device_info("ipu_model", 2))
     with s:
         s.run()
+    attached = _to_device_info("ipu_model", 1)  # checked whether it comes attached or not
+    assert attached.attach()
+    s._set_device(attached)
+    with pytest.raises(popart.popart_exception, match="compiled for a ipu_model device of 2 IPU"):
+        with s:
+            pass
+    attached.detach()
 
 
 def test_popart_log_level_gates_the_session_lines(monkeypatch, capfd):
