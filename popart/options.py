@@ -374,7 +374,8 @@ def _defaults() -> Dict[str, Any]:
 ACTED_ON = {"enableReplicatedGraphs", "replicatedGraphCount", "virtualGraphMode", "enablePipelining",
             "enableGradientAccumulation", "accumulationFactor", "engineOptions",
             "instrumentWithHardwareCycleCounter", "accumulationAndReplicationReductionType", "syntheticDataMode",
-            "enableDistributedReplicatedGraphs", "globalReplicationFactor", "globalReplicaOffset"}
+            "enableDistributedReplicatedGraphs", "globalReplicationFactor", "globalReplicaOffset",
+            "enableEngineCaching", "cachePath"}
 # fields whose effect on hardware is more than speed or placement: the warning says what happens here
 _NOT_SIMULATED = {
     "enableStochasticRounding": "float16 results are rounded to nearest, as without stochastic rounding",

@@ -127,6 +127,9 @@ class Session:
             self._device = device_desc
         elif isinstance(device_desc, ipu.Target):  # a frontend's own target (popart attaches its device itself)
             self._device = _devices.DeviceInfo(_devices.DeviceType.IpuModel, self.num_ipus, device_desc)
+        elif self.device_desc == "cpu":  # PopXL's CPU device has no replicas; the simulator's small IPU runs them
+            self._device = _devices.DeviceInfo(_devices.DeviceType.Cpu, self.num_ipus, self.target.with_ipus(1)
+                                               if self.target.ipus > 1 else self.target)
         else:
             self._device = _devices.to_device_info(self.device_desc, self.num_ipus, _target_for(device_desc))
         self._compiled_for = (_devices.device_kind(self._device), self._device.numIpus, self._device.tilesPerIPU)
