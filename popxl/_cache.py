@@ -195,10 +195,14 @@ def _options(ir) -> tuple:
 
 def executable_key(ir, target: ipu.Target, device_kind: str, replicas: int) -> str:
     """The hash an executable of this Ir for this target is cached under."""
+    from .lowering import index_checks
     h = hashlib.sha256()
+    popdist = getattr(ir, "_popdist", None)
     parts = (FORMAT_VERSION, code_fingerprint(), _user_code(ir), repr(target), device_kind, replicas,
              ir.replication_factor, ir.instance_replication_factor, ir.num_host_transfers, _options(ir),
-             _canon(getattr(ir, "_popdist", None) is not None), _describe_ir(ir))
+             _canon(vars(popdist)) if popdist is not None else None,  # this instance's replicas and offset
+             index_checks.enabled(ir),  # IPU_SIM_CHECK_INDICES / debug options add checks to the program
+             _describe_ir(ir))
     h.update(repr(parts).encode())
     return h.hexdigest()
 
