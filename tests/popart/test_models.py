@@ -185,7 +185,9 @@ def test_auto_virtual_graphs_shard_the_model_over_the_ipus(rng):
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5)
 
 
-def test_get_logger():
+def test_get_logger(monkeypatch):
+    from popxl import _logging
+    monkeypatch.setattr(_logging, "_chosen", {})  # the levels are process-wide: later tests start clean
     popart.getLogger("ir").setLevel("TRACE")
     popart.getLogger("devicex").setLevel("CRITICAL")
     assert popart.getLogger("devicex").getLevel() == "CRITICAL"
