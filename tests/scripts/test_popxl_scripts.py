@@ -163,4 +163,4 @@ def test_session_options_through_the_internal_ir(monkeypatch):
     with popxl.Session(ir, "ipu_model") as s:
         assert list(s.run().values())[0].tolist() == [2, 2]
     with pytest.raises(AttributeError, match="getSessionOptions"):
-        ir._pb_ir.setDataFlow(None)
+        ir._pb_ir.setOptimizer(None)  # what the view does not offer names what it does
