@@ -209,7 +209,10 @@ def test_twenty_thousand_runs_keep_host_memory_flat():
         for _ in range(20_000):
             sess.run({s: x})
         grown = _rss_bytes() - before
-    assert len(sess.engine.log.step_ids) == entries_before == 0  # no trace kept with profiling off
+    # with profiling off the trace stops at its first QUIET_TRACE_ENTRIES steps (what
+    # session._pb_session.getReport() shows); later runs add nothing to it
+    from popxl import _profiling
+    assert entries_before <= len(sess.engine.log.step_ids) == _profiling.QUIET_TRACE_ENTRIES < len(sess.engine.log)
     assert sess.engine.step_counts().sum() == len(sess.engine.log)  # counts still cover every run
     # the old step log grew 16 B per executed step: ~15 MB over these runs
     assert grown < 2_000_000, f"RSS grew by {grown:,} bytes over 20,000 runs"
