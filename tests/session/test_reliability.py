@@ -221,7 +221,8 @@ def test_twenty_thousand_runs_keep_host_memory_flat():
 ERROR_MODULES = ("ipu.errors", "popxl.errors", "popxl.reference.interpreter", "popart.errors", "popdist",
                  "popdist.poprun", "popdist._launchers", "profiler.schema", "profiler.testing", "profiler.calibrate")
 # error classes users never meet: raised and turned into popxl's poplar_application_runtime_error
-INTERNAL_ERRORS = {"codelets/cast_float8.py": {"Log2ScaleOutOfRange"}}
+INTERNAL_ERRORS = {"codelets/cast_float8.py": {"Log2ScaleOutOfRange"},
+                   "popxl/_cache.py": {"Uncacheable"}}  # caught by the cache: the session compiles instead
 
 
 def test_docs_list_every_error_class():
