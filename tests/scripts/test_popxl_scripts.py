@@ -148,7 +148,8 @@ def test_popxl_module_paths_import_as_in_the_sdk():
     assert callable(ops.sum)  # the module paths do not shadow the functions
 
 
-def test_session_options_through_the_internal_ir(monkeypatch):
+def test_session_options_through_the_internal_ir(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the session caches its executable under the relative path
     monkeypatch.setenv("POPART_CACHE_DIR", "PATH_TO_CACHE")
     ir = popxl.Ir()
     opts = ir._pb_ir.getSessionOptions()
