@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import popxl
 import popxl.ops as ops
+from popxl.ops.misc import print_tensor_op
 
 from .context import Op, aten
 
@@ -31,13 +32,14 @@ def annotation(op: Op):
 def ipu_print_tensor(op: Op):
     x = op.t("x")
     title = op.arg("title", "") or x.name
-    return ops.print_tensor(x, title=title, print_gradient=bool(op.arg("print_gradient", 1)),
-                            summarise_threshold=int(op.arg("summarise_threshold")),
-                            edge_items=int(op.arg("edge_items")), max_line_width=int(op.arg("max_line_width")),
-                            digits=int(op.arg("digits")),
-                            float_format=_FLOAT_FORMATS.get(int(op.arg("float_format")), "auto"),
-                            separator=op.arg("separator"), open_bracket=op.arg("open_bracket"),
-                            close_bracket=op.arg("close_bracket"))
+    # PopART's op, which prints PopTorch's multi-character separator (PopXL's API allows one character)
+    return print_tensor_op(x, title=title, print_gradient=bool(op.arg("print_gradient", 1)),
+                           summarise_threshold=int(op.arg("summarise_threshold")),
+                           edge_items=int(op.arg("edge_items")), max_line_width=int(op.arg("max_line_width")),
+                           digits=int(op.arg("digits")),
+                           float_format=_FLOAT_FORMATS.get(int(op.arg("float_format")), "auto"),
+                           separator=op.arg("separator"), open_bracket=op.arg("open_bracket"),
+                           close_bracket=op.arg("close_bracket"))
 
 
 def _start(op: Op) -> popxl.Tensor:

@@ -132,13 +132,24 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gr
                  float_format: str = "auto", separator: str = " ", open_bracket: str = "[",
                  close_bracket: str = "]") -> Tensor:
     """Print ``t`` when the program runs; returns a tensor equal to ``t`` to use afterwards."""
+    for what, char in (("separator", separator), ("open_bracket", open_bracket), ("close_bracket", close_bracket)):
+        if len(char) != 1:  # PopXL's check and words (PopART's op takes any string: PopTorch's ", ")
+            raise ValueError(f"Parameter {what} must be 1 character exactly. Not length {len(char)} and value {char}.")
+    return print_tensor_op(t, title, print_self, print_gradient, summarise_threshold, edge_items, max_line_width,
+                           digits, float_format, separator, open_bracket, close_bracket)
+
+
+@op_debug_context("print_tensor")
+def print_tensor_op(t: Tensor, title: str = None, print_self: bool = True, print_gradient: bool = False,
+                    summarise_threshold: int = 1000, edge_items: int = 3, max_line_width: int = 75, digits: int = 8,
+                    float_format: str = "auto", separator: str = " ", open_bracket: str = "[",
+                    close_bracket: str = "]") -> Tensor:
+    """PopART's PrintTensor op as frontends create it: separator and brackets of any length (PopTorch's
+    ipu_print_tensor prints with ", ", "(" and ")"); :func:`print_tensor` is PopXL's API over it."""
     _tensor("print_tensor", t)
     if float_format not in ("auto", "fixed", "scientific", "none"):
         raise ValueError(f"print_tensor: float_format must be 'auto', 'fixed', 'scientific' or 'none', "
                          f"not {float_format!r}.")
-    for what, char in (("separator", separator), ("open_bracket", open_bracket), ("close_bracket", close_bracket)):
-        if len(char) != 1:  # PopXL's check and words
-            raise ValueError(f"Parameter {what} must be 1 character exactly. Not length {len(char)} and value {char}.")
     # PopXL 3.x's default title is "print_<name>" (SDK 2.x printed "print<name>")
     attrs = {"title": title if title is not None else f"print_{t.name}", "print_self": bool(print_self),
              "print_gradient": bool(print_gradient), "summarise_threshold": int(summarise_threshold),

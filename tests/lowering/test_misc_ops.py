@@ -161,3 +161,15 @@ def test_histogram_of_a_view():
 def test_histogram_of_ints_is_a_clear_error():
     with pytest.raises(TypeError, match="float32 or float16"):
         run_popxl(lambda a: ops.histogram(a, [0.0], False), [np.arange(4, dtype=np.int32)])
+
+
+def test_the_print_op_takes_a_separator_of_several_characters(capsys):
+    """PopART's PrintTensor op prints any separator (PopTorch's default is ", "); only PopXL's
+    print_tensor API holds it to one character."""
+    from popxl.ops.misc import print_tensor_op
+    x = np.array([[1.0, 2.5], [3.0, 4.0]], np.float32)
+    run_popxl(lambda a: print_tensor_op(a, "t", digits=4, separator=", ", open_bracket="(", close_bracket=")"), [x])
+    assert capsys.readouterr().err == "t: (\n (1.000, 2.500)\n (3.000, 4.000)\n)\n"
+    ir = popxl.Ir()
+    with ir.main_graph, pytest.raises(ValueError, match="Parameter separator must be 1 character exactly"):
+        ops.print_tensor(popxl.variable(x), separator=", ")
