@@ -1,6 +1,8 @@
 """Shared pieces of the poplibs-style cost models."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 
@@ -40,9 +42,22 @@ def vector_width(t) -> int:
     return max(1, 8 // t.itemsize)
 
 
-def perf_loop_cycles(n, perf, vw: int, overhead: int, basic_loop: bool = False):
-    """Inner-loop cycles for n elements of a popops op table entry perf = (cyclesPerLoop,
-    naturalVectorWidth, loopUnrollFactor) (the OpPerformanceInfo struct of poplibs):
+class OpPerf(NamedTuple):
+    """One entry of popops' op cost tables: poplibs' OpPerformanceInfo struct."""
+
+    cycles_per_loop: int
+    natural_vector_width: bool  # a loop handles one vector of the type's natural width
+    loop_unroll_factor: int  # elements per loop when not natural (0: one element per loop)
+
+
+def op_perf_table(entries: dict) -> dict:
+    """A cost table written as poplibs writes it, {key: (cyclesPerLoop, naturalVectorWidth,
+    loopUnrollFactor)}, with OpPerf entries."""
+    return {key: OpPerf(*value) for key, value in entries.items()}
+
+
+def perf_loop_cycles(n, perf: OpPerf, vw: int, overhead: int, basic_loop: bool = False):
+    """Inner-loop cycles for n elements of a popops op table entry:
 
     - natural: ceil(n / vectorWidth) loops of (cyclesPerLoop + overhead) cycles (binary ops,
       iceil); unary ops go through basicOpLoopCycles, which multiplies before it divides:
@@ -53,7 +68,7 @@ def perf_loop_cycles(n, perf, vw: int, overhead: int, basic_loop: bool = False):
     Source: binaryOpInnerLoopCycles / unaryOpInnerLoopCycles / basicOpLoopCycles in
     popopsCycleEstimators.cpp and PerformanceEstimation.cpp.
     """
-    cpl, natural, unroll = perf
+    cpl, natural, unroll = perf.cycles_per_loop, perf.natural_vector_width, perf.loop_unroll_factor
     n = np.asarray(n, np.int64)
     if natural:
         if basic_loop:

@@ -61,11 +61,11 @@ def _cast_apply_ov(x, o, n):
 
 @njit(cache=True)
 def _cast_kernel(views, off, cnt, fp, ip):
-    x = views[0]
-    o = views[1]
+    x = views[F.in_]
+    o = views[F.out]
     for v in range(off.shape[0]):
-        n = cnt[v, 1]
-        _cast_apply(piece(x, off[v, 0], n), piece(o, off[v, 1], n), n)
+        n = cnt[v, F.out]
+        _cast_apply(piece(x, off[v, F.in_], n), piece(o, off[v, F.out], n), n)
 
 
 _POPLIBS_NAME = {"float32": "FLOAT", "float16": "HALF", "int32": "INT", "uint32": "UNSIGNED_INT",
@@ -135,16 +135,24 @@ class Cast(Codelet):
     name = "Cast"
     fields = (Field("in", IN), Field("out", OUT))
     supervisor = True
+    poplibs_vertices = ("popops::Cast1D",)
 
     def kernel(self):
         return _cast_kernel
 
     def check(self, types, cnt, fp, ip):
-        if np.any(cnt[:, 0] != cnt[:, 1]):
+        t = self.table(types, cnt)
+        if np.any(t.count.in_ != t.count.out):
             raise ValueError("Cast: in and out must have the same number of elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return cast_cycles(cnt[:, 1], types[0], types[1], target.worker_contexts)
+        t = self.table(types, cnt)
+        return cast_cycles(t.count.out, t.type.in_, t.type.out, target.worker_contexts)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        if len(types) != 2:
+            raise KeyError("a cast's dtype is FROM->TO, e.g. float->half")
+        return ipu.Vertex(dict(zip(self.field_names, types)), {"in": n, "out": n})
 
     def code_bytes(self, types):
         # popops Cast1D assembly (float<->half, 8-bit) or C++ worker plus supervisor: ~0.4 KiB
@@ -170,3 +178,6 @@ def cast_reference(x: np.ndarray, out: np.dtype) -> np.ndarray:
     if x.dtype.kind in "iu" and out == np.float16:
         return x.astype(np.float64).astype(np.float16)
     return x.astype(out)
+
+
+F = Cast.F  # the kernel's columns, by name

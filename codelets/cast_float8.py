@@ -92,35 +92,35 @@ def effective_scale(s, check):
 
 @njit(cache=True)
 def _to_float8_kernel(views, off, cnt, fp, ip):
-    x = views[0]
-    sv = views[1]
-    o = views[2]
+    x = views[F.in_]
+    sv = views[F.log2_scale]
+    o = views[F.out]
     eb, mb, bias = fmt_params(o)
     for v in range(off.shape[0]):
-        n = cnt[v, 2]
-        s = effective_scale(np.int64(sv[off[v, 1]]), ip[v, 1] != 0)
-        nan = ip[v, 0] != 0
-        t = to_f32(x[off[v, 0]:off[v, 0] + n], n)
-        codes = o[off[v, 2]:off[v, 2] + n].view(np.uint8)
+        n = cnt[v, F.out]
+        s = effective_scale(np.int64(sv[off[v, F.log2_scale]]), ip[v, TO_IP.check_range] != 0)
+        nan = ip[v, TO_IP.nan_on_overflow] != 0
+        t = to_f32(x[off[v, F.in_]:off[v, F.in_] + n], n)
+        codes = o[off[v, F.out]:off[v, F.out] + n].view(np.uint8)
         for i in range(n):
             codes[i] = encode(t[i], s, eb, mb, bias, nan)
 
 
 @njit(cache=True)
 def _from_float8_kernel(views, off, cnt, fp, ip):
-    x = views[0]
-    sv = views[1]
-    o = views[2]
+    x = views[F.in_]
+    sv = views[F.log2_scale]
+    o = views[F.out]
     table = decode_table(x)
     for v in range(off.shape[0]):
-        n = cnt[v, 2]
-        s = effective_scale(np.int64(sv[off[v, 1]]), ip[v, 0] != 0)
-        codes = x[off[v, 0]:off[v, 0] + n].view(np.uint8)
+        n = cnt[v, F.out]
+        s = effective_scale(np.int64(sv[off[v, F.log2_scale]]), ip[v, FROM_IP.check_range] != 0)
+        codes = x[off[v, F.in_]:off[v, F.in_] + n].view(np.uint8)
         t = np.empty(n, np.float32)
         f = np.float64(2.0) ** s
         for i in range(n):
             t[i] = np.float32(np.float64(table[codes[i]]) * f)  # exact unless float32 over/underflows
-        from_f32(t, o[off[v, 2]:off[v, 2] + n], n)
+        from_f32(t, o[off[v, F.out]:off[v, F.out] + n], n)
 
 
 def float8_cast_worker_cycles(n, t_float: ipu.ElementType) -> np.ndarray:
@@ -145,9 +145,10 @@ class _Float8Cast(Codelet):
     takes_float8 = True
 
     def check(self, types, cnt, fp, ip):
-        if np.any(cnt[:, 0] != cnt[:, 2]):
+        t = self.table(types, cnt, fp, ip)
+        if np.any(t.count.in_ != t.count.out):
             raise ValueError(f"{self.name}: in and out must have the same number of elements")
-        if np.any(cnt[:, 1] != 1):
+        if np.any(t.count.log2_scale != 1):
             raise ValueError(f"{self.name}: log2_scale must be one int32 element")
 
     def code_bytes(self, types):
@@ -167,7 +168,8 @@ class Pow2ScaleThenCast(_Float8Cast):
         return _to_float8_kernel
 
     def cycles(self, types, cnt, fp, ip, target):
-        return float8_cast_cycles(cnt[:, 2], types[0], target.worker_contexts)
+        t = self.table(types, cnt, fp, ip)
+        return float8_cast_cycles(t.count.out, t.type.in_, target.worker_contexts)
 
     def reference(self, x, log2_scale, out_dtype, nan_on_overflow=True):
         from .float8 import host_encode
@@ -189,7 +191,8 @@ class CastThenPow2Scale(_Float8Cast):
         return _from_float8_kernel
 
     def cycles(self, types, cnt, fp, ip, target):
-        return float8_cast_cycles(cnt[:, 2], types[2], target.worker_contexts)
+        t = self.table(types, cnt, fp, ip)
+        return float8_cast_cycles(t.count.out, t.type.out, target.worker_contexts)
 
     def reference(self, codes, log2_scale, out_dtype):
         from .float8 import host_decode
@@ -197,3 +200,7 @@ class CastThenPow2Scale(_Float8Cast):
         fmt = format_of(codes.dtype)
         with np.errstate(over="ignore"):
             return host_decode(codes.view(np.uint8), fmt, log2_scale).astype(np.float32).astype(out_dtype)
+
+
+# the kernels' columns, by name (both casts have the same fields)
+F, TO_IP, FROM_IP = _Float8Cast.F, Pow2ScaleThenCast.IP, CastThenPow2Scale.IP

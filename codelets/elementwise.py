@@ -36,11 +36,11 @@ from __future__ import annotations
 import numpy as np
 
 import ipu
-from ipu import IN, OUT, Codelet, Field
+from ipu import Codelet
 
 from .elementwise_costs import INT_TYPES, binary_cycles, nonlinearity_1d_cycles, unary_cycles  # noqa: F401
-from .elementwise_kernels import (BINARY_NAMES, BINARY_OPS, UNARY_NAMES, UNARY_OPS, BinaryOpCode,  # noqa: F401
-                                  UnaryOpCode, binary_kernel, unary_kernel)
+from .elementwise_kernels import (BINARY_FIELDS, BINARY_NAMES, BINARY_OPS, OP_PARAMS, UNARY_FIELDS,  # noqa: F401
+                                  UNARY_NAMES, UNARY_OPS, BinaryOpCode, UnaryOpCode, binary_kernel, unary_kernel)
 from .elementwise_kernels import _GELU_C, _GELU_K, _RSQRT2  # the references use the kernels' constants
 
 # which ops take which input kinds, and which give bool
@@ -64,9 +64,24 @@ def _op_name(table: dict, names: dict, what: str, code: int) -> str:
     return names[code]
 
 
-def _codes(table, names, what, ip) -> list:
-    codes = np.unique(np.asarray(ip[:, 0], np.int64)) if ip.size else np.zeros(0, np.int64)
+def _codes(table, names, what, op) -> list:
+    codes = np.unique(np.asarray(op, np.int64))
     return [_op_name(table, names, what, int(c)) for c in codes]
+
+
+# poplibs' expression op names (popops::expr::UnaryOpType / BinaryOpType, the `op` of a
+# calibration row) -> ours
+POPLIBS_UNARY = {"TANH": "tanh", "EXPONENT": "exp", "LOGARITHM": "log", "SQRT": "sqrt", "RSQRT": "rsqrt",
+                 "NEGATE": "negate", "ABSOLUTE": "abs", "SIGMOID": "sigmoid", "RELU": "relu", "SQUARE": "square",
+                 "INVERSE": "reciprocal", "FLOOR": "floor", "CEIL": "ceil", "ROUND": "round", "SIGNUM": "sign",
+                 "EXPONENT_MINUS_ONE": "expm1", "LOGARITHM_ONE_PLUS": "log1p", "SIN": "sin", "COS": "cos",
+                 "LOGICAL_NOT": "logical_not", "IS_FINITE": "isfinite", "IS_INF": "isinf", "IS_NAN": "isnan",
+                 "ERF": "erf", "GELU_ERF": "geluerf"}
+POPLIBS_BINARY = {"ADD": "add", "SUBTRACT": "sub", "MULTIPLY": "mul", "DIVIDE": "div", "MAXIMUM": "max",
+                  "MINIMUM": "min", "POWER": "pow", "REMAINDER": "fmod", "ATAN2": "atan2", "EQUAL": "equal",
+                  "NOT_EQUAL": "not_equal", "LESS_THAN": "less", "LESS_THAN_EQUAL": "less_equal",
+                  "GREATER_THAN": "greater", "GREATER_THAN_EQUAL": "greater_equal", "LOGICAL_AND": "logical_and",
+                  "LOGICAL_OR": "logical_or"}
 
 
 @ipu.register
@@ -74,19 +89,21 @@ class UnaryOp(Codelet):
     """out = op(in), element by element; op from UNARY_OPS."""
 
     name = "UnaryOp"
-    fields = (Field("in", IN), Field("out", OUT))
-    int_params = ("op",)
+    fields = UNARY_FIELDS
+    int_params = OP_PARAMS
     supervisor = True
     allowed_types = (_TYPES, _TYPES)
+    poplibs_vertices = ("popops::UnaryOp1DSupervisor", "popops::UnaryOp1D")
 
     def kernel(self):
         return unary_kernel
 
     def check(self, types, cnt, fp, ip):
-        tin, tout = types
-        if np.any(cnt[:, 0] != cnt[:, 1]):
+        t = self.table(types, cnt, fp, ip)
+        tin, tout = t.type.in_, t.type.out
+        if np.any(t.count.in_ != t.count.out):
             raise ValueError("UnaryOp: in and out must have the same number of elements")
-        for name in _codes(UNARY_OPS, UNARY_NAMES, "UnaryOp", ip):
+        for name in _codes(UNARY_OPS, UNARY_NAMES, "UnaryOp", t.op):
             if name in _UNARY_PRED:
                 if tout != ipu.BOOL:
                     raise TypeError(f"UnaryOp {name}: out must be bool, not {tout.name}")
@@ -100,11 +117,17 @@ class UnaryOp(Codelet):
                 raise TypeError(f"UnaryOp {name}: in must be {kinds}, not {tin.name}")
 
     def cycles(self, types, cnt, fp, ip, target):
+        t = self.table(types, cnt, fp, ip)
         out = np.zeros(cnt.shape[0], np.int64)
-        for code in np.unique(ip[:, 0]):
-            sel = ip[:, 0] == code
-            out[sel] = unary_cycles(cnt[sel, 0], UNARY_NAMES[int(code)], types[0], target.worker_contexts)
+        for code in np.unique(t.op):
+            sel = t.op == code
+            out[sel] = unary_cycles(t.count.in_[sel], UNARY_NAMES[int(code)], t.type.in_, target.worker_contexts)
         return out
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        op = UNARY_OPS[POPLIBS_UNARY[params["op"]]]
+        return ipu.Vertex({"in": t, "out": t}, {"in": n, "out": n}, {"op": int(op)})
 
     def code_bytes(self, types):
         # popops UnaryOp1D assembly/C++ worker code plus the supervisor stub: ~0.5 KiB (assumption,
@@ -122,26 +145,29 @@ class BinaryOp(Codelet):
     """out = a (op) b, element by element; op from BINARY_OPS; a or b may be a 1-element scalar."""
 
     name = "BinaryOp"
-    fields = (Field("a", IN), Field("b", IN), Field("out", OUT))
-    int_params = ("op",)
+    fields = BINARY_FIELDS
+    int_params = OP_PARAMS
     supervisor = True
     allowed_types = (_TYPES, _TYPES, _TYPES)
+    poplibs_vertices = ("popops::BinaryOp1DSupervisor", "popops::BinaryOp1D", "popops::BroadcastScalar1DSupervisor",
+                        "popops::BroadcastScalar1D")
 
     def kernel(self):
         return binary_kernel
 
     def check(self, types, cnt, fp, ip):
-        ta, tb, tout = types
+        t = self.table(types, cnt, fp, ip)
+        ta, tb, tout = t.type.a, t.type.b, t.type.out
         if ta != tb:
             raise TypeError(f"BinaryOp: a is {ta.name} but b is {tb.name}; cast one of them first")
-        n = cnt[:, 2]
-        for j, f in ((0, "a"), (1, "b")):
-            bad = (cnt[:, j] != n) & (cnt[:, j] != 1)
+        n = t.count.out
+        for k, f in ((t.count.a, "a"), (t.count.b, "b")):
+            bad = (k != n) & (k != 1)
             if np.any(bad):
                 raise ValueError(f"BinaryOp: {f} must have out's number of elements or 1 (a broadcast scalar)")
-        if np.any((n == 0) & ((cnt[:, 0] != 0) | (cnt[:, 1] != 0))):
+        if np.any((n == 0) & ((t.count.a != 0) | (t.count.b != 0))):
             raise ValueError("BinaryOp: an empty out needs empty inputs")
-        for name in _codes(BINARY_OPS, BINARY_NAMES, "BinaryOp", ip):
+        for name in _codes(BINARY_OPS, BINARY_NAMES, "BinaryOp", t.op):
             if name in _BINARY_BOOL_OUT:
                 if tout != ipu.BOOL:
                     raise TypeError(f"BinaryOp {name}: out must be bool, not {tout.name}")
@@ -153,13 +179,20 @@ class BinaryOp(Codelet):
                 raise TypeError(f"BinaryOp {name}: inputs must be {kinds}, not {ta.name}")
 
     def cycles(self, types, cnt, fp, ip, target):
+        t = self.table(types, cnt, fp, ip)
         out = np.zeros(cnt.shape[0], np.int64)
-        n = cnt[:, 2]
-        bcast = (cnt[:, 0] != n) | (cnt[:, 1] != n)
-        for code in np.unique(ip[:, 0]):
-            sel = ip[:, 0] == code
-            out[sel] = binary_cycles(n[sel], BINARY_NAMES[int(code)], types[0], bcast[sel], target.worker_contexts)
+        n = t.count.out
+        bcast = (t.count.a != n) | (t.count.b != n)
+        for code in np.unique(t.op):
+            sel = t.op == code
+            out[sel] = binary_cycles(n[sel], BINARY_NAMES[int(code)], t.type.a, bcast[sel], target.worker_contexts)
         return out
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        op = BINARY_OPS[POPLIBS_BINARY[params["op"]]]
+        k = 1 if vertex.startswith("popops::BroadcastScalar1D") else n
+        return ipu.Vertex({"a": t, "b": t, "out": t}, {"a": n, "b": k, "out": n}, {"op": int(op)})
 
     def code_bytes(self, types):
         # popops BinaryOp1D / BroadcastScalar1D code: ~0.5 KiB (assumption, as UnaryOp)

@@ -5,7 +5,7 @@ import numpy as np
 
 import ipu
 
-from ._costs import SUPERVISOR_OVERHEAD, ceil_div, perf_loop_cycles, type_key, vector_width
+from ._costs import SUPERVISOR_OVERHEAD, ceil_div, op_perf_table, perf_loop_cycles, type_key, vector_width
 
 INT_TYPES = (ipu.INT32, ipu.UINT32, ipu.INT16, ipu.UINT16, ipu.INT8, ipu.UINT8)
 
@@ -18,12 +18,12 @@ def _perf_key(t) -> str:
 # ------------------------------------------------------------------------------------------------
 # cost tables
 #
-# Entries are poplibs' OpPerformanceInfo (cyclesPerLoop, naturalVectorWidth, loopUnrollFactor),
-# copied as numbers from the SDK 3.x tables unaryOpPerfInfo / binaryOpPerfInfo /
+# Entries are poplibs' OpPerformanceInfo (`_costs.OpPerf`: cyclesPerLoop, naturalVectorWidth,
+# loopUnrollFactor), copied as numbers from the SDK 3.x tables unaryOpPerfInfo / binaryOpPerfInfo /
 # broadcastOpPerfInfo in lib/popops/popopsCycleEstimators.hpp. Type keys are poplibs' (float,
 # half, int, bool). Entries marked "derived" have no poplibs counterpart; the derivation is given.
 
-_UNARY_PERF = {
+_UNARY_PERF = op_perf_table({
     ("negate", "float"): (2, False, 2), ("negate", "half"): (2, False, 4), ("negate", "int"): (2, False, 0),
     ("abs", "float"): (1, False, 0), ("abs", "half"): (1, False, 0), ("abs", "int"): (2, False, 0),
     ("exp", "float"): (6, False, 2), ("exp", "half"): (4, False, 4),
@@ -57,9 +57,9 @@ _UNARY_PERF = {
     ("erf", "float"): (18, False, 1), ("erf", "half"): (16, False, 1),
     # derived: GELU_ERF = ERF plus 3 cycles per element (x / sqrt 2, 1 + erf, 0.5 x multiply)
     ("geluerf", "float"): (21, False, 1), ("geluerf", "half"): (19, False, 1),
-}
+})
 
-_BINARY_PERF = {
+_BINARY_PERF = op_perf_table({
     ("add", "float"): (1, True, 0), ("add", "half"): (1, True, 0), ("add", "int"): (7, False, 1),
     ("sub", "float"): (1, True, 0), ("sub", "half"): (1, True, 0), ("sub", "int"): (7, False, 1),
     ("mul", "float"): (1, True, 0), ("mul", "half"): (1, True, 0), ("mul", "int"): (7, False, 1),
@@ -85,9 +85,9 @@ _BINARY_PERF = {
     ("greater_equal", "float"): (14, False, 4), ("greater_equal", "half"): (9, False, 4),
     ("greater_equal", "int"): (26, False, 4), ("greater_equal", "bool"): (28, False, 4),
     ("logical_and", "bool"): (5, False, 4), ("logical_or", "bool"): (5, False, 4),
-}
+})
 
-_BROADCAST_PERF = {
+_BROADCAST_PERF = op_perf_table({
     ("add", "float"): (1, True, 0), ("add", "half"): (1, True, 0), ("add", "int"): (6, False, 1),
     ("sub", "float"): (1, True, 0), ("sub", "half"): (1, True, 0), ("sub", "int"): (6, False, 1),
     ("mul", "float"): (1, True, 0), ("mul", "half"): (1, True, 0), ("mul", "int"): (6, False, 1),
@@ -113,7 +113,7 @@ _BROADCAST_PERF = {
     ("greater_equal", "float"): (12, False, 4), ("greater_equal", "half"): (8, False, 4),
     ("greater_equal", "int"): (20, False, 4), ("greater_equal", "bool"): (12, False, 4),
     ("logical_and", "bool"): (4, False, 4), ("logical_or", "bool"): (4, False, 4),
-}
+})
 # derived: LOGICAL_AND / LOGICAL_OR exist for bool only; other input types cost the same
 for _t in ("float", "half", "int"):
     for _op in ("logical_and", "logical_or"):

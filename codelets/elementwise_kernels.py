@@ -15,14 +15,23 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ipu import load
+from ipu import IN, OUT, Field, columns, load
 
 from ._borrow import borrow, piece
 from ._kernels import from_f32, half_scratch, kind, to_f32, widen_into
 from ._tanh import tanh32
 
-__all__ = ["BINARY_NAMES", "BINARY_OPS", "UNARY_NAMES", "UNARY_OPS", "BinaryOpCode", "UnaryOpCode", "binary_kernel",
-           "unary_kernel"]
+__all__ = ["BINARY_FIELDS", "BINARY_NAMES", "BINARY_OPS", "OP_PARAMS", "UNARY_FIELDS", "UNARY_NAMES", "UNARY_OPS",
+           "BinaryOpCode", "UnaryOpCode", "binary_kernel", "unary_kernel"]
+
+# the vertices' fields and parameter, declared here for the kernels' columns and taken by the
+# codelets (codelets/elementwise.py)
+UNARY_FIELDS = (Field("in", IN), Field("out", OUT))
+BINARY_FIELDS = (Field("a", IN), Field("b", IN), Field("out", OUT))
+OP_PARAMS = ("op",)
+UF = columns("UnaryOp.F", [f.name for f in UNARY_FIELDS])
+BF = columns("BinaryOp.F", [f.name for f in BINARY_FIELDS])
+OP = columns("OP", OP_PARAMS)
 
 # ------------------------------------------------------------------------------------------------
 # op codes: one enum per codelet, from which the name tables are built. The kernels compare with
@@ -274,12 +283,12 @@ def _longest(cnt, field):
 
 @njit(cache=True, error_model="numpy")
 def unary_kernel(views, off, cnt, fp, ip):
-    x = views[0]
-    o = views[1]
-    buf = half_scratch(x, 2 * _longest(cnt, 1))  # float16 input: one scratch for every vertex
+    x = views[UF.in_]
+    o = views[UF.out]
+    buf = half_scratch(x, 2 * _longest(cnt, UF.out))  # float16 input: one scratch for every vertex
     for v in range(off.shape[0]):
-        n = cnt[v, 1]
-        _unary_apply(ip[v, 0], piece(x, off[v, 0], n), piece(o, off[v, 1], n), n, buf)
+        n = cnt[v, UF.out]
+        _unary_apply(ip[v, OP.op], piece(x, off[v, UF.in_], n), piece(o, off[v, UF.out], n), n, buf)
 
 
 @njit(cache=True, error_model="numpy")
@@ -476,18 +485,18 @@ def _binary_apply_ov(op, a, b, o, n, buf):
 
 @njit(cache=True, error_model="numpy")
 def binary_kernel(views, off, cnt, fp, ip):
-    a = views[0]
-    b = views[1]
-    o = views[2]
-    buf = half_scratch(a, 3 * _longest(cnt, 2))  # float16 inputs: one scratch for every vertex
+    a = views[BF.a]
+    b = views[BF.b]
+    o = views[BF.out]
+    buf = half_scratch(a, 3 * _longest(cnt, BF.out))  # float16 inputs: one scratch for every vertex
     for v in range(off.shape[0]):
-        n = cnt[v, 2]
-        av = piece(a, off[v, 0], cnt[v, 0])
-        bv = piece(b, off[v, 1], cnt[v, 1])
-        ov = piece(o, off[v, 2], n)
-        if _same_float_arith(ip[v, 0], av, bv, ov, n):
+        n = cnt[v, BF.out]
+        av = piece(a, off[v, BF.a], cnt[v, BF.a])
+        bv = piece(b, off[v, BF.b], cnt[v, BF.b])
+        ov = piece(o, off[v, BF.out], n)
+        if _same_float_arith(ip[v, OP.op], av, bv, ov, n):
             continue
-        _binary_apply(ip[v, 0], av, bv, ov, n, buf)
+        _binary_apply(ip[v, OP.op], av, bv, ov, n, buf)
 
 
 def _same_float_arith(op, a, b, o, n):  # pragma: no cover - replaced by the Numba overload

@@ -45,25 +45,25 @@ def _ov_store_value(view, value):
 
 @njit(cache=True)
 def _fill_kernel(views, off, cnt, fp, ip):
-    o = views[0]
+    o = views[FILL_F.out]
     for v in range(off.shape[0]):
-        n = cnt[v, 0]
+        n = cnt[v, FILL_F.out]
         if n == 0:
             continue
-        os = piece(o, off[v, 0], n)
-        _store_value(os, fp[v, 0])
+        os = piece(o, off[v, FILL_F.out], n)
+        _store_value(os, fp[v, FILL_FP.value])
         for i in range(1, n):
             os[i] = os[0]
 
 
 @njit(cache=True)
 def _copy_kernel(views, off, cnt, fp, ip):
-    x = views[0]
-    o = views[1]
+    x = views[COPY_F.in_]
+    o = views[COPY_F.out]
     for v in range(off.shape[0]):
-        n = cnt[v, 1]
-        a = off[v, 0]
-        b = off[v, 1]
+        n = cnt[v, COPY_F.out]
+        a = off[v, COPY_F.in_]
+        b = off[v, COPY_F.out]
         if a == b:
             continue  # out is in: nothing to move
         for i in range(n):
@@ -72,11 +72,11 @@ def _copy_kernel(views, off, cnt, fp, ip):
 
 @njit(cache=True)
 def _arange_kernel(views, off, cnt, fp, ip):
-    o = views[0]
+    o = views[ARANGE_F.out]
     for v in range(off.shape[0]):
-        n = cnt[v, 0]
-        b = off[v, 0]
-        s = ip[v, 0]
+        n = cnt[v, ARANGE_F.out]
+        b = off[v, ARANGE_F.out]
+        s = ip[v, ARANGE_IP.start]
         for i in range(n):
             o[b + i] = s + i
 
@@ -125,12 +125,18 @@ class Fill(Codelet):
     takes_float8 = True  # the value is encoded (unscaled)
     float_params = ("value",)
     supervisor = False
+    poplibs_vertices = ("popops::Fill",)
 
     def kernel(self):
         return _fill_kernel
 
     def cycles(self, types, cnt, fp, ip, target):
-        return fill_cycles(cnt[:, 0], types[0])
+        t = self.table(types, cnt, fp)
+        return fill_cycles(t.count.out, t.type.out)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        return ipu.Vertex({"out": t}, {"out": n}, {"value": 0.0})
 
     def code_bytes(self, types):
         # popops Fill assembly (alignment prologue + st64 loop): ~0.2 KiB (assumption)
@@ -155,13 +161,15 @@ class Copy(Codelet):
         return _copy_kernel
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"Copy: in is {types[0].name} but out is {types[1].name}; use Cast to convert")
-        if np.any(cnt[:, 0] != cnt[:, 1]):
+        t = self.table(types, cnt)
+        if t.type.in_ != t.type.out:
+            raise TypeError(f"Copy: in is {t.type.in_.name} but out is {t.type.out.name}; use Cast to convert")
+        if np.any(t.count.in_ != t.count.out):
             raise ValueError("Copy: in and out must have the same number of elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return copy_cycles(cnt[:, 1], types[1])
+        t = self.table(types, cnt)
+        return copy_cycles(t.count.out, t.type.out)
 
     def code_bytes(self, types):
         # a LongMemcpy-style copy loop: ~0.2 KiB (assumption)
@@ -180,16 +188,24 @@ class Arange(Codelet):
     int_params = ("start",)
     supervisor = False
     allowed_types = ((ipu.INT32,),)
+    poplibs_vertices = ("popops::Iota",)
 
     def kernel(self):
         return _arange_kernel
 
     def check(self, types, cnt, fp, ip):
-        if ip.size and (ip[:, 0].min() < -2 ** 31 or ip[:, 0].max() > 2 ** 31 - 1):
+        start = self.table(types, cnt, fp, ip).start
+        if start.size and (start.min() < -2 ** 31 or start.max() > 2 ** 31 - 1):
             raise ValueError("Arange: start must fit in int32")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return arange_cycles(cnt[:, 0], types[0])
+        t = self.table(types, cnt)
+        return arange_cycles(t.count.out, t.type.out)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        if types != (ipu.INT32,):
+            raise KeyError("Arange writes int32")
+        return ipu.Vertex({"out": ipu.INT32}, {"out": n}, {"start": 0})
 
     def code_bytes(self, types):
         # popops Iota worker code: ~0.1 KiB (assumption)
@@ -197,3 +213,9 @@ class Arange(Codelet):
 
     def reference(self, n, start):
         return (np.arange(n, dtype=np.int64) + start).astype(np.int32)
+
+
+# the kernels' columns, by name
+FILL_F, FILL_FP = Fill.F, Fill.FP
+COPY_F = Copy.F
+ARANGE_F, ARANGE_IP = Arange.F, Arange.IP

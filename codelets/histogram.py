@@ -33,39 +33,39 @@ def _bin(limits, l0, L, x):
 
 @njit(cache=True)
 def _histogram(views, off, cnt, fp, ip):
-    data = views[0]
-    limits = views[1]
-    out = views[2]
+    data = views[HIST_F.data]
+    limits = views[HIST_F.limits]
+    out = views[HIST_F.out]
     for v in range(off.shape[0]):
-        d0 = off[v, 0]
-        l0 = off[v, 1]
-        o0 = off[v, 2]
-        L = cnt[v, 1]
+        d0 = off[v, HIST_F.data]
+        l0 = off[v, HIST_F.limits]
+        o0 = off[v, HIST_F.out]
+        L = cnt[v, HIST_F.limits]
         for k in range(L + 1):
             out[o0 + k] = 0
-        if ip[v, 0] != 0:
-            for i in range(cnt[v, 0]):
+        if ip[v, HIST_IP.absolute] != 0:
+            for i in range(cnt[v, HIST_F.data]):
                 b = _bin(limits, l0, L, abs(load(data, d0 + i)))
                 out[o0 + b] += 1
         else:
-            for i in range(cnt[v, 0]):
+            for i in range(cnt[v, HIST_F.data]):
                 b = _bin(limits, l0, L, load(data, d0 + i))
                 out[o0 + b] += 1
 
 
 @njit(cache=True)
 def _histogram_combine(views, off, cnt, fp, ip):
-    parts = views[0]
-    out = views[1]
+    parts = views[COMB_F.partials]
+    out = views[COMB_F.out]
     for v in range(off.shape[0]):
-        nb = cnt[v, 1]
-        p0 = off[v, 0]
-        o0 = off[v, 1]
+        nb = cnt[v, COMB_F.out]
+        p0 = off[v, COMB_F.partials]
+        o0 = off[v, COMB_F.out]
         if nb == 0:
             continue
         for k in range(nb):
             out[o0 + k] = 0
-        for p in range(cnt[v, 0] // nb):
+        for p in range(cnt[v, COMB_F.partials] // nb):
             for k in range(nb):
                 out[o0 + k] += parts[p0 + p * nb + k]
 
@@ -105,18 +105,27 @@ class Histogram(Codelet):
     fields = (Field("data", IN), Field("limits", IN), Field("out", OUT))
     int_params = ("absolute",)
     allowed_types = (_FLOATS, _FLOATS, (ipu.UINT32,))
+    poplibs_vertices = ("popops::Histogram2D",)
 
     def kernel(self):
         return _histogram
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"Histogram: data is {types[0].name} but limits are {types[1].name}")
-        if np.any(cnt[:, 2] != cnt[:, 1] + 1):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.data != t.type.limits:
+            raise TypeError(f"Histogram: data is {t.type.data.name} but limits are {t.type.limits.name}")
+        if np.any(t.count.out != t.count.limits + 1):
             raise ValueError("Histogram: out holds one more bin than there are limits")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return histogram_cycles(cnt[:, 0], cnt[:, 1], ip[:, 0], types[0])
+        t = self.table(types, cnt, fp, ip)
+        return histogram_cycles(t.count.data, t.count.limits, t.absolute, t.type.data)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        limits = int(params["limits"])
+        return ipu.Vertex({"data": t, "limits": t, "out": ipu.UINT32}, {"data": n, "limits": limits, "out": limits + 1},
+                          {"absolute": int(params.get("absolute", 0))})
 
     def code_bytes(self, types):
         return 352  # assumption: poplibs' Histogram2D assembly (~0.35 KiB)
@@ -141,14 +150,21 @@ class HistogramCombine(Codelet):
         return _histogram_combine
 
     def check(self, types, cnt, fp, ip):
-        if np.any((cnt[:, 1] > 0) & (cnt[:, 0] % np.maximum(cnt[:, 1], 1) != 0)):
+        c = self.table(types, cnt).count
+        if np.any((c.out > 0) & (c.partials % np.maximum(c.out, 1) != 0)):
             raise ValueError("HistogramCombine: partials hold whole histograms")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return histogram_combine_cycles(cnt[:, 0] // np.maximum(cnt[:, 1], 1), cnt[:, 1])
+        c = self.table(types, cnt).count
+        return histogram_combine_cycles(c.partials // np.maximum(c.out, 1), c.out)
 
     def code_bytes(self, types):
         return 128
 
     def reference(self, partials, bins):
         return np.asarray(partials, np.uint32).reshape(-1, bins).sum(0, dtype=np.uint32)
+
+
+# the kernels' columns, by name
+HIST_F, HIST_IP = Histogram.F, Histogram.IP
+COMB_F = HistogramCombine.F

@@ -58,17 +58,17 @@ def _vector_width(t) -> int:
 
 @njit(cache=True)
 def _multi_slice(views, off, cnt, fp, ip):
-    base = views[0]
-    offs = views[1]
-    out = views[2]
+    base = views[MS_F.base]
+    offs = views[MS_F.offsets]
+    out = views[MS_F.out]
     for v in range(off.shape[0]):
-        region = ip[v, 0]
-        rows = ip[v, 1]
-        row_base = ip[v, 2]
-        b0 = off[v, 0]
-        o0 = off[v, 1]
-        d0 = off[v, 2]
-        m = cnt[v, 1]
+        region = ip[v, MS_IP.region]
+        rows = ip[v, MS_IP.rows]
+        row_base = ip[v, MS_IP.row_base]
+        b0 = off[v, MS_F.base]
+        o0 = off[v, MS_F.offsets]
+        d0 = off[v, MS_F.out]
+        m = cnt[v, MS_F.offsets]
         for i in range(m):
             r = np.int64(load(offs, o0 + i)) - row_base
             dst = d0 + i * region
@@ -103,20 +103,32 @@ class MultiSlice(Codelet):
     takes_float8 = True  # moves elements whole (copy_elem)
     int_params = ("region", "rows", "row_base")
     allowed_types = (None, _INDEX_TYPES, None)
+    poplibs_vertices = ("popops::MultiSlice",)
 
     def kernel(self):
         return _multi_slice
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[2]:
-            raise TypeError(f"MultiSlice: base is {types[0].name} but out is {types[2].name}")
-        if np.any(cnt[:, 0] != ip[:, 0] * ip[:, 1]):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.base != t.type.out:
+            raise TypeError(f"MultiSlice: base is {t.type.base.name} but out is {t.type.out.name}")
+        if np.any(t.count.base != t.region * t.rows):
             raise ValueError("MultiSlice: base must hold rows x region elements")
-        if np.any(cnt[:, 2] != cnt[:, 1] * ip[:, 0]):
+        if np.any(t.count.out != t.count.offsets * t.region):
             raise ValueError("MultiSlice: out must hold one region per offset")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return multi_slice_cycles(cnt[:, 1], ip[:, 0], types[0])
+        t = self.table(types, cnt, fp, ip)
+        return multi_slice_cycles(t.count.offsets, t.region, t.type.base)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        region = int(params["regionSize"])
+        m = int(params["numOffsets"])
+        if region * m != n:
+            raise KeyError(f"n ({n}) must be regionSize x numOffsets ({region} x {m})")
+        return ipu.Vertex({"base": t, "offsets": ipu.INT32, "out": t}, {"base": region * m, "offsets": m, "out": n},
+                          {"region": region, "rows": m, "row_base": 0})
 
     def code_bytes(self, types):
         # assumption: the size of poplibs' MultiSlice assembly worker (~0.3 KiB)
@@ -225,29 +237,29 @@ def _update_per_column(base, b0, offs, o0, upd, u0, k_rows, region, rows, row_ba
 
 @njit(cache=True)
 def _multi_update(views, off, cnt, fp, ip):
-    base = views[0]
-    offs = views[1]
-    upd = views[2]
+    base = views[MU_F.base]
+    offs = views[MU_F.offsets]
+    upd = views[MU_F.updates]
     for v in range(off.shape[0]):
-        region = ip[v, 0]
-        rows = ip[v, 1]
-        row_base = ip[v, 2]
-        op = ip[v, 3]
-        per_column = ip[v, 4]
-        init = ip[v, 5]
-        track = ip[v, 6]
-        b0 = off[v, 0]
-        o0 = off[v, 1]
-        u0 = off[v, 2]
+        region = ip[v, MU_IP.region]
+        rows = ip[v, MU_IP.rows]
+        row_base = ip[v, MU_IP.row_base]
+        op = ip[v, MU_IP.op]
+        per_column = ip[v, MU_IP.per_column]
+        init = ip[v, MU_IP.init]
+        track = ip[v, MU_IP.track]
+        b0 = off[v, MU_F.base]
+        o0 = off[v, MU_F.offsets]
+        u0 = off[v, MU_F.updates]
         nb = rows * region
         if init != 0:
-            x = fp[v, 0]
+            x = fp[v, MU_FP.init_value]
             for k in range(nb):
                 store(base, b0 + k, x)
         touched = np.zeros(nb if track != 0 else 0, np.bool_)
         if region == 0:
             continue
-        k_rows = cnt[v, 2] // region
+        k_rows = cnt[v, MU_F.updates] // region
         if per_column == 0:
             for k in range(k_rows):
                 r = np.int64(load(offs, o0 + k)) - row_base
@@ -313,29 +325,42 @@ class MultiUpdate(Codelet):
     float_params = ("init_value",)
     int_params = ("region", "rows", "row_base", "op", "per_column", "init", "track")
     allowed_types = (None, _INDEX_TYPES, None)
+    poplibs_vertices = ("popops::MultiUpdate", "popops::MultiUpdateOp")
 
     def kernel(self):
         return _multi_update
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[2]:
-            raise TypeError(f"MultiUpdate: base is {types[0].name} but updates is {types[2].name}")
-        region = ip[:, 0]
-        if np.any(cnt[:, 0] != region * ip[:, 1]):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.base != t.type.updates:
+            raise TypeError(f"MultiUpdate: base is {t.type.base.name} but updates is {t.type.updates.name}")
+        region = t.region
+        if np.any(t.count.base != region * t.rows):
             raise ValueError("MultiUpdate: base must hold rows x region elements")
-        if np.any((region > 0) & (cnt[:, 2] % np.maximum(region, 1) != 0)):
+        if np.any((region > 0) & (t.count.updates % np.maximum(region, 1) != 0)):
             raise ValueError("MultiUpdate: updates must hold whole regions")
-        k = cnt[:, 2] // np.maximum(region, 1)
-        want = np.where(ip[:, 4] != 0, cnt[:, 2], k)
-        if np.any((region > 0) & (cnt[:, 1] != want)):
+        k = t.count.updates // np.maximum(region, 1)
+        want = np.where(t.per_column != 0, t.count.updates, k)
+        if np.any((region > 0) & (t.count.offsets != want)):
             raise ValueError("MultiUpdate: one offset per update row (or per update element with per_column)")
-        if np.any((ip[:, 3] < 0) | (ip[:, 3] > UpdateOpCode.MUL)):
+        if np.any((t.op < 0) | (t.op > UpdateOpCode.MUL)):
             raise ValueError("MultiUpdate: op must be 0 (none), 1 (add), 2 (max), 3 (min) or 4 (mul)")
 
     def cycles(self, types, cnt, fp, ip, target):
-        region = np.maximum(ip[:, 0], 1)
-        return multi_update_cycles(cnt[:, 2] // region, ip[:, 0], ip[:, 1], ip[:, 3], ip[:, 4], ip[:, 5],
-                                   ip[:, 6], types[0])
+        t = self.table(types, cnt, fp, ip)
+        return multi_update_cycles(t.count.updates // np.maximum(t.region, 1), t.region, t.rows, t.op, t.per_column,
+                                   t.init, t.track, t.type.base)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        region = int(params["regionSize"])
+        m = int(params["numOffsets"])
+        if region * m != n:
+            raise KeyError(f"n ({n}) must be regionSize x numOffsets ({region} x {m})")
+        op = UpdateOpCode.ASSIGN if vertex == "popops::MultiUpdate" else getattr(UpdateOpCode, params.get("op", "ADD"))
+        return ipu.Vertex({"base": t, "offsets": ipu.INT32, "updates": t}, {"base": n, "offsets": m, "updates": n},
+                          {"init_value": 0.0, "region": region, "rows": m, "row_base": 0, "op": int(op),
+                           "per_column": 0, "init": 0, "track": 0})
 
     def code_bytes(self, types):
         # assumption: poplibs' MultiUpdate + MultiUpdateOp workers together (~0.6 KiB)
@@ -386,39 +411,39 @@ class MultiUpdate(Codelet):
 
 
 @njit(cache=True)
-def _dynamic_rows(base, offv, other, off, cnt, ip, into_base):
-    """Move s rows of `region` elements between base (rows starting at the run-time offset,
-    wrapping) and `other` (contiguous): base -> other for a slice, other -> base for an update."""
-    for v in range(off.shape[0]):
-        region = ip[v, 0]
-        rows = ip[v, 1]
-        first = ip[v, 2]
-        if region == 0 or rows == 0:
-            continue
-        o = np.int64(load(offv, off[v, 1]))
-        if o < 0 or o >= rows:
-            o = 0
-        s = cnt[v, 2] // region
-        b0 = off[v, 0]
-        x0 = off[v, 2]
-        for j in range(s):
-            r = (o + first + j) % rows
-            if into_base:
-                for e in range(region):
-                    copy_elem(base, b0 + r * region + e, other, x0 + j * region + e)
-            else:
-                for e in range(region):
-                    copy_elem(other, x0 + j * region + e, base, b0 + r * region + e)
+def _dynamic_rows(base, b0, offv, o0, other, x0, n, region, rows, first, into_base):
+    """One vertex: move the n // region rows of `region` elements between base (rows starting at
+    the run-time offset, wrapping) and `other` (contiguous): base -> other for a slice, other ->
+    base for an update."""
+    if region == 0 or rows == 0:
+        return
+    o = np.int64(load(offv, o0))
+    if o < 0 or o >= rows:
+        o = 0
+    for j in range(n // region):
+        r = (o + first + j) % rows
+        if into_base:
+            for e in range(region):
+                copy_elem(base, b0 + r * region + e, other, x0 + j * region + e)
+        else:
+            for e in range(region):
+                copy_elem(other, x0 + j * region + e, base, b0 + r * region + e)
 
 
 @njit(cache=True)
 def _dynamic_slice(views, off, cnt, fp, ip):
-    _dynamic_rows(views[0], views[1], views[2], off, cnt, ip, False)
+    base, offv, out = views[DS_F.base], views[DS_F.offset], views[DS_F.out]
+    for v in range(off.shape[0]):
+        _dynamic_rows(base, off[v, DS_F.base], offv, off[v, DS_F.offset], out, off[v, DS_F.out], cnt[v, DS_F.out],
+                      ip[v, DYN_IP.region], ip[v, DYN_IP.rows], ip[v, DYN_IP.first], False)
 
 
 @njit(cache=True)
 def _dynamic_update(views, off, cnt, fp, ip):
-    _dynamic_rows(views[0], views[1], views[2], off, cnt, ip, True)
+    base, offv, upd = views[DU_F.base], views[DU_F.offset], views[DU_F.update]
+    for v in range(off.shape[0]):
+        _dynamic_rows(base, off[v, DU_F.base], offv, off[v, DU_F.offset], upd, off[v, DU_F.update],
+                      cnt[v, DU_F.update], ip[v, DYN_IP.region], ip[v, DYN_IP.rows], ip[v, DYN_IP.first], True)
 
 
 def dynamic_slice_cycles(s, region, t, workers: int = 6) -> np.ndarray:
@@ -450,18 +475,35 @@ class _DynamicBase(Codelet):
     supervisor = True
     allowed_types = (None, _INDEX_TYPES, None)
 
+    slice_field = ""  # the field of the moved rows (out of a slice, update into an update)
+
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[2]:
-            raise TypeError(f"{self.name}: the base is {types[0].name} but the slice is {types[2].name}")
-        if np.any(cnt[:, 1] != 1):
+        t = self.table(types, cnt, fp, ip)
+        moved, moved_type = getattr(t.count, self.slice_field), getattr(t.type, self.slice_field)
+        if t.type.base != moved_type:
+            raise TypeError(f"{self.name}: the base is {t.type.base.name} but the slice is {moved_type.name}")
+        if np.any(t.count.offset != 1):
             raise ValueError(f"{self.name}: the offset field holds one element")
-        if np.any(cnt[:, 0] != ip[:, 0] * ip[:, 1]):
+        if np.any(t.count.base != t.region * t.rows):
             raise ValueError(f"{self.name}: base must hold rows x region elements")
-        if np.any((ip[:, 0] > 0) & (cnt[:, 2] % np.maximum(ip[:, 0], 1) != 0)):
+        if np.any((t.region > 0) & (moved % np.maximum(t.region, 1) != 0)):
             raise ValueError(f"{self.name}: the slice must hold whole regions")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return dynamic_slice_cycles(cnt[:, 2] // np.maximum(ip[:, 0], 1), ip[:, 0], types[0], target.worker_contexts)
+        t = self.table(types, cnt, fp, ip)
+        moved = getattr(t.count, self.slice_field)
+        return dynamic_slice_cycles(moved // np.maximum(t.region, 1), t.region, t.type.base, target.worker_contexts)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        region = int(params["regionSize"])
+        sub = int(params["numSubElements"])
+        if region * sub != n:
+            raise KeyError(f"n ({n}) must be regionSize x numSubElements ({region} x {sub})")
+        rows = max(sub, int(params.get("numBaseElements", sub)))
+        return ipu.Vertex({"base": t, "offset": ipu.INT32, self.slice_field: t},
+                          {"base": region * rows, "offset": 1, self.slice_field: region * sub},
+                          {"region": region, "rows": rows, "first": 0})
 
     def code_bytes(self, types):
         # assumption: poplibs' DynamicSlice1D supervisor + worker assembly (~0.3 KiB)
@@ -472,6 +514,8 @@ class _DynamicBase(Codelet):
 class DynamicSlice(_DynamicBase):
     name = "DynamicSlice"
     fields = (Field("base", IN), Field("offset", IN), Field("out", OUT))
+    slice_field = "out"
+    poplibs_vertices = ("popops::DynamicSlice1D",)
 
     def kernel(self):
         return _dynamic_slice
@@ -488,6 +532,8 @@ class DynamicSlice(_DynamicBase):
 class DynamicUpdate(_DynamicBase):
     name = "DynamicUpdate"
     fields = (Field("base", INOUT), Field("offset", IN), Field("update", IN))
+    slice_field = "update"
+    poplibs_vertices = ("popops::DynamicUpdateSlice1D",)
 
     def kernel(self):
         return _dynamic_update
@@ -508,15 +554,15 @@ class DynamicUpdate(_DynamicBase):
 
 @njit(cache=True)
 def _encode_one_hot(views, off, cnt, fp, ip):
-    idx = views[0]
-    vals = views[1]
-    out = views[2]
+    idx = views[HOT_F.indices]
+    vals = views[HOT_F.values]
+    out = views[HOT_F.out]
     for v in range(off.shape[0]):
-        classes = ip[v, 0]
-        n = cnt[v, 0]
-        i0 = off[v, 0]
-        v0 = off[v, 1]
-        d0 = off[v, 2]
+        classes = ip[v, HOT_IP.classes]
+        n = cnt[v, HOT_F.indices]
+        i0 = off[v, HOT_F.indices]
+        v0 = off[v, HOT_F.values]
+        d0 = off[v, HOT_F.out]
         for i in range(n):
             row = d0 + i * classes
             for c in range(classes):
@@ -554,15 +600,17 @@ class EncodeOneHot(Codelet):
         return _encode_one_hot
 
     def check(self, types, cnt, fp, ip):
-        if types[1] != types[2]:
-            raise TypeError(f"EncodeOneHot: values are {types[1].name} but out is {types[2].name}")
-        if np.any(cnt[:, 1] != 2):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.values != t.type.out:
+            raise TypeError(f"EncodeOneHot: values are {t.type.values.name} but out is {t.type.out.name}")
+        if np.any(t.count.values != 2):
             raise ValueError("EncodeOneHot: values holds (off value, on value)")
-        if np.any(cnt[:, 2] != cnt[:, 0] * ip[:, 0]):
+        if np.any(t.count.out != t.count.indices * t.classes):
             raise ValueError("EncodeOneHot: out must hold classes elements per index")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return encode_one_hot_cycles(cnt[:, 0], ip[:, 0], types[2])
+        t = self.table(types, cnt, fp, ip)
+        return encode_one_hot_cycles(t.count.indices, t.classes, t.type.out)
 
     def code_bytes(self, types):
         return 256  # assumption: a small compiled C++ worker
@@ -574,3 +622,10 @@ class EncodeOneHot(Codelet):
         ok = (idx >= 0) & (idx < classes)
         out[np.flatnonzero(ok), idx[ok]] = values[1]
         return out.reshape(-1)
+
+
+# the kernels' columns, by name
+MS_F, MS_IP = MultiSlice.F, MultiSlice.IP
+MU_F, MU_FP, MU_IP = MultiUpdate.F, MultiUpdate.FP, MultiUpdate.IP
+DS_F, DU_F, DYN_IP = DynamicSlice.F, DynamicUpdate.F, _DynamicBase.IP
+HOT_F, HOT_IP = EncodeOneHot.F, EncodeOneHot.IP

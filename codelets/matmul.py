@@ -109,24 +109,24 @@ def _ov_block_product(ov, o0, av, a0, bv, b0, m, k, n, accumulate, scratch):
 @njit(cache=True)
 def _matmul_block_kernel(views, off, cnt, fp, ip):
     """All MatMulBlock vertices of a compute set: out (=|+=) a @ b per vertex, float32 arithmetic."""
-    av = views[0]
-    bv = views[1]
-    ov = views[2]
+    av = views[MM_F.a]
+    bv = views[MM_F.b]
+    ov = views[MM_F.out]
     scratch = gemm_scratch()
     all_f32 = _all_f32(av, bv, ov)
     for v in range(off.shape[0]):
-        m = ip[v, 0]
-        k = ip[v, 1]
-        n = ip[v, 2]
-        acc = ip[v, 3] != 0
+        m = ip[v, MM_IP.m]
+        k = ip[v, MM_IP.k]
+        n = ip[v, MM_IP.n]
+        acc = ip[v, MM_IP.accumulate] != 0
         if m == 0 or n == 0:
             continue
         if all_f32 and k != 0:
             # BLAS reads and writes tile memory in place, called right here: a helper taking the
             # arrays would count references per vertex (atomics), more than a 1x8x10 block's work
-            gemm_rows(av, off[v, 0], bv, off[v, 1], ov, off[v, 2], m, k, n, acc, scratch)
+            gemm_rows(av, off[v, MM_F.a], bv, off[v, MM_F.b], ov, off[v, MM_F.out], m, k, n, acc, scratch)
         else:
-            _block_product(ov, off[v, 2], av, off[v, 0], bv, off[v, 1], m, k, n, acc, scratch)
+            _block_product(ov, off[v, MM_F.out], av, off[v, MM_F.a], bv, off[v, MM_F.b], m, k, n, acc, scratch)
 
 
 @njit(cache=True, inline="always")
@@ -201,16 +201,16 @@ def _reduce_partials_kernel(views, off, cnt, fp, ip):
     """All MatMulReducePartials vertices: out = sum over p of partials[p, :] (float32 sums, in order
     p = 0, 1, ... from 0), written in out's type; a float16 output is summed in one scratch row
     that serves every vertex."""
-    pv = views[0]
-    ov = views[1]
+    pv = views[RP_F.partials]
+    ov = views[RP_F.out]
     longest = 0
     for v in range(off.shape[0]):
-        longest = max(longest, cnt[v, 1])
+        longest = max(longest, cnt[v, RP_F.out])
     scratch = np.empty(longest, np.float32)
     for v in range(off.shape[0]):
-        n = cnt[v, 1]
+        n = cnt[v, RP_F.out]
         if n != 0:
-            _reduce_into(ov, off[v, 1], pv, off[v, 0], n, ip[v, 0], scratch)
+            _reduce_into(ov, off[v, RP_F.out], pv, off[v, RP_F.partials], n, ip[v, RP_IP.num_partials], scratch)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -404,30 +404,42 @@ class MatMulBlock(Codelet):
     int_params = ("m", "k", "n", "accumulate")
     supervisor = True
     allowed_types = (_FLOATS, _FLOATS, _FLOATS)
+    poplibs_vertices = ("poplin::ConvPartial1x1Out",)
 
     def kernel(self):
         return _matmul_block_kernel
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"MatMulBlock: a is {types[0].name} but b is {types[1].name}")
-        if types[0] == ipu.FLOAT32 and types[2] != ipu.FLOAT32:
+        t = self.table(types, cnt, fp, ip)
+        if t.type.a != t.type.b:
+            raise TypeError(f"MatMulBlock: a is {t.type.a.name} but b is {t.type.b.name}")
+        if t.type.a == ipu.FLOAT32 and t.type.out != ipu.FLOAT32:
             raise TypeError("MatMulBlock: float32 operands need a float32 output")
-        m, k, n = ip[:, 0], ip[:, 1], ip[:, 2]
-        if np.any(ip[:, :3] < 0):
+        m, k, n = t.m, t.k, t.n
+        if np.any(m < 0) or np.any(k < 0) or np.any(n < 0):
             raise ValueError("MatMulBlock: m, k and n must be >= 0")
-        bad = (cnt[:, 0] != m * k) | (cnt[:, 1] != k * n) | (cnt[:, 2] != m * n)
+        c = t.count
+        bad = (c.a != m * k) | (c.b != k * n) | (c.out != m * n)
         if np.any(bad):
             v = int(np.flatnonzero(bad)[0])
             raise ValueError(
                 f"MatMulBlock: vertex {v} has m, k, n = {m[v]}, {k[v]}, {n[v]} but its fields hold "
-                f"a {cnt[v, 0]}, b {cnt[v, 1]}, out {cnt[v, 2]} elements (need m*k, k*n, m*n)"
+                f"a {c.a[v]}, b {c.b[v]}, out {c.out[v]} elements (need m*k, k*n, m*n)"
             )
 
     def cycles(self, types, cnt, fp, ip, target):
-        float_acts = types[0] == ipu.FLOAT32
-        float_partials = types[2] == ipu.FLOAT32
-        return matmul_block_cycles(ip[:, 0], ip[:, 1], ip[:, 2], float_acts, float_partials, target)
+        t = self.table(types, cnt, fp, ip)
+        float_acts = t.type.a == ipu.FLOAT32
+        float_partials = t.type.out == ipu.FLOAT32
+        return matmul_block_cycles(t.m, t.k, t.n, float_acts, float_partials, target)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        m, k, nn = (int(params[x]) for x in ("m", "k", "n"))
+        if m * nn != n:
+            raise KeyError(f"n ({n}) must be m x n ({m} x {nn}) outputs")
+        return ipu.Vertex({"a": t, "b": t, "out": ipu.FLOAT32}, {"a": m * k, "b": k * nn, "out": m * nn},
+                          {"m": m, "k": k, "n": nn, "accumulate": 0})
 
     def code_bytes(self, types):
         # ConvPartial1x1Out supervisor + worker assembly: ~1.5 KiB (assumption, the order of the
@@ -456,18 +468,30 @@ class MatMulReducePartials(Codelet):
     int_params = ("num_partials",)
     supervisor = True
     allowed_types = ((ipu.FLOAT32,), _FLOATS)
+    poplibs_vertices = ("poplin::ReduceAdd",)
 
     def kernel(self):
         return _reduce_partials_kernel
 
     def check(self, types, cnt, fp, ip):
-        if np.any(ip[:, 0] < 0):
+        t = self.table(types, cnt, fp, ip)
+        if np.any(t.num_partials < 0):
             raise ValueError("MatMulReducePartials: num_partials must be >= 0")
-        if np.any(cnt[:, 0] != ip[:, 0] * cnt[:, 1]):
+        if np.any(t.count.partials != t.num_partials * t.count.out):
             raise ValueError("MatMulReducePartials: partials must hold num_partials x len(out) elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return reduce_partials_cycles(cnt[:, 1], ip[:, 0], types[1] == ipu.FLOAT32, target.worker_contexts)
+        t = self.table(types, cnt, fp, ip)
+        return reduce_partials_cycles(t.count.out, t.num_partials, t.type.out == ipu.FLOAT32, target.worker_contexts)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        if len(types) != 2:
+            raise KeyError("ReduceAdd's dtype is PARTIALS->OUT, e.g. float->half")
+        partials, out = types
+        if partials != ipu.FLOAT32:
+            raise KeyError("MatMulReducePartials takes float partials")
+        p = int(params["numPartials"])
+        return ipu.Vertex({"partials": partials, "out": out}, {"partials": p * n, "out": n}, {"num_partials": p})
 
     def code_bytes(self, types):
         # poplin ReduceAdd supervisor + worker assembly: ~0.5 KiB (assumption)
@@ -479,3 +503,8 @@ class MatMulReducePartials(Codelet):
         for row in p:
             acc += row
         return acc.astype(out_dtype)
+
+
+# the kernels' columns, by name
+MM_F, MM_IP = MatMulBlock.F, MatMulBlock.IP
+RP_F, RP_IP = MatMulReducePartials.F, MatMulReducePartials.IP

@@ -43,27 +43,27 @@ def _decode_block(view, table, start, count):
 
 @njit(cache=True)
 def _matmul_float8_kernel(views, off, cnt, fp, ip):
-    av = views[0]
-    bv = views[1]
-    sv = views[2]
-    ov = views[3]
+    av = views[F.a]
+    bv = views[F.b]
+    sv = views[F.log2_scale]
+    ov = views[F.out]
     ta = decode_table(av)
     tb = decode_table(bv)
     scratch = gemm_scratch()
     for v in range(off.shape[0]):
-        m = ip[v, 0]
-        k = ip[v, 1]
-        n = ip[v, 2]
+        m = ip[v, IP.m]
+        k = ip[v, IP.k]
+        n = ip[v, IP.n]
         if m == 0 or n == 0:
             continue
-        s = effective_scale(np.int64(sv[off[v, 2]]), ip[v, 3] != 0)
-        dst = ov[off[v, 3]:off[v, 3] + m * n].reshape(m, n)
+        s = effective_scale(np.int64(sv[off[v, F.log2_scale]]), ip[v, IP.check_range] != 0)
+        dst = ov[off[v, F.out]:off[v, F.out] + m * n].reshape(m, n)
         if k == 0:
             dst[:, :] = 0.0
             continue
-        a = _decode_block(av, ta, off[v, 0], m * k)
-        b = _decode_block(bv, tb, off[v, 1], k * n)
-        gemm_rows(a, 0, b, 0, ov, off[v, 3], m, k, n, False, scratch)
+        a = _decode_block(av, ta, off[v, F.a], m * k)
+        b = _decode_block(bv, tb, off[v, F.b], k * n)
+        gemm_rows(a, 0, b, 0, ov, off[v, F.out], m, k, n, False, scratch)
         f = np.float32(2.0 ** s)  # exact: s in [-32, 32)
         for i in range(m):
             for j in range(n):
@@ -86,18 +86,21 @@ class MatMulBlockPow2Scaled(Codelet):
         return _matmul_float8_kernel
 
     def check(self, types, cnt, fp, ip):
-        m, k, n = ip[:, 0], ip[:, 1], ip[:, 2]
-        if np.any(ip[:, :3] < 0):
+        t = self.table(types, cnt, fp, ip)
+        m, k, n = t.m, t.k, t.n
+        if np.any(m < 0) or np.any(k < 0) or np.any(n < 0):
             raise ValueError("MatMulBlockPow2Scaled: m, k and n must be >= 0")
-        bad = (cnt[:, 0] != m * k) | (cnt[:, 1] != k * n) | (cnt[:, 3] != m * n) | (cnt[:, 2] != 1)
+        c = t.count
+        bad = (c.a != m * k) | (c.b != k * n) | (c.out != m * n) | (c.log2_scale != 1)
         if np.any(bad):
             v = int(np.flatnonzero(bad)[0])
             raise ValueError(f"MatMulBlockPow2Scaled: vertex {v} has m, k, n = {m[v]}, {k[v]}, {n[v]} but its "
-                             f"fields hold a {cnt[v, 0]}, b {cnt[v, 1]}, log2_scale {cnt[v, 2]}, out {cnt[v, 3]} "
+                             f"fields hold a {c.a[v]}, b {c.b[v]}, log2_scale {c.log2_scale[v]}, out {c.out[v]} "
                              "elements (need m*k, k*n, 1, m*n)")
 
     def cycles(self, types, cnt, fp, ip, target):
-        amp = matmul_block_cycles(ip[:, 0], ip[:, 1], ip[:, 2], False, False, target, float8=True)
+        t = self.table(types, cnt, fp, ip)
+        amp = matmul_block_cycles(t.m, t.k, t.n, False, False, target, float8=True)
         return amp + SCALE_SETUP_CYCLES
 
     def code_bytes(self, types):
@@ -111,3 +114,6 @@ class MatMulBlockPow2Scaled(Codelet):
         a = host_decode(np.asarray(a_codes).view(np.uint8), np.asarray(a_codes).dtype)
         b = host_decode(np.asarray(b_codes).view(np.uint8), np.asarray(b_codes).dtype)
         return (a @ b * 2.0 ** log2_scale).astype(np.float32)
+
+
+F, IP = MatMulBlockPow2Scaled.F, MatMulBlockPow2Scaled.IP  # the kernel's columns, by name

@@ -284,20 +284,20 @@ def _reduce_apply_ov(op, layout, x, o, n, k, scratch):
 def _reduce_kernel(views, off, cnt, fp, ip):
     """Every Reduce vertex, with one set of scratch arrays for the whole call (lanes, the float32
     results, a float16 input widened) instead of new ones per vertex."""
-    x = views[0]
-    o = views[1]
+    x = views[F.in_]
+    o = views[F.out]
     most_out = 0
     most_in = 0
     for v in range(off.shape[0]):
-        most_out = max(most_out, cnt[v, 1])
-        most_in = max(most_in, cnt[v, 1] * ip[v, 1])
+        most_out = max(most_out, cnt[v, F.out])
+        most_in = max(most_in, cnt[v, F.out] * ip[v, IP.inner])
     lanes = np.empty(LANES, np.float32)
     r = np.empty(most_out, np.float32)
     wide = half_scratch(x, most_in)
     for v in range(off.shape[0]):
-        n = cnt[v, 1]
-        k = ip[v, 1]
-        _reduce_apply(ip[v, 0], ip[v, 2], piece(x, off[v, 0], n * k), piece(o, off[v, 1], n), n, k,
+        n = cnt[v, F.out]
+        k = ip[v, IP.inner]
+        _reduce_apply(ip[v, IP.op], ip[v, IP.layout], piece(x, off[v, F.in_], n * k), piece(o, off[v, F.out], n), n, k,
                       (lanes, borrow(r, 0, n), wide))
 
 
@@ -402,23 +402,25 @@ class Reduce(Codelet):
     int_params = ("op", "inner", "layout")
     supervisor = False
     allowed_types = ((*_FLOATS, ipu.INT32, ipu.BOOL), (*_FLOATS, ipu.INT32, ipu.BOOL))
+    poplibs_vertices = ("popops::Reduce",)
 
     def kernel(self):
         return _reduce_kernel
 
     def check(self, types, cnt, fp, ip):
-        tin, tout = types
-        k = ip[:, 1]
+        t = self.table(types, cnt, fp, ip)
+        tin, tout = t.type.in_, t.type.out
+        k = t.inner
         if np.any(k < 0):
             raise ValueError("Reduce: inner (the number of elements per output) must be >= 0")
-        if np.any(cnt[:, 0] != cnt[:, 1] * k):
-            v = int(np.flatnonzero(cnt[:, 0] != cnt[:, 1] * k)[0])
+        if np.any(t.count.in_ != t.count.out * k):
+            v = int(np.flatnonzero(t.count.in_ != t.count.out * k)[0])
             raise ValueError(
-                f"Reduce: in has {cnt[v, 0]} elements but out has {cnt[v, 1]} with inner={k[v]}; in must hold "
-                f"out count x inner elements")
-        if np.any((ip[:, 2] != ROWS) & (ip[:, 2] != PARTIALS)):
+                f"Reduce: in has {t.count.in_[v]} elements but out has {t.count.out[v]} with inner={k[v]}; in must "
+                f"hold out count x inner elements")
+        if np.any((t.layout != ROWS) & (t.layout != PARTIALS)):
             raise ValueError("Reduce: layout must be ROWS (0: in is [n_out, k]) or PARTIALS (1: in is [k, n_out])")
-        codes = np.unique(ip[:, 0]) if ip.size else []
+        codes = np.unique(t.op)
         for c in codes:
             if int(c) not in REDUCE_NAMES:
                 raise ValueError(f"Reduce: op code {int(c)} is not one of {REDUCE_OPS}")
@@ -436,11 +438,29 @@ class Reduce(Codelet):
                     raise TypeError(f"Reduce {name}: bool data supports {sorted(_BOOL_OPS)} into bool out")
 
     def cycles(self, types, cnt, fp, ip, target):
+        t = self.table(types, cnt, fp, ip)
         out = np.zeros(cnt.shape[0], np.int64)
-        for c in np.unique(ip[:, 0]):
-            sel = ip[:, 0] == c
-            out[sel] = reduce_cycles(cnt[sel, 1], ip[sel, 1], REDUCE_NAMES[int(c)], ip[sel, 2], types[0], types[1])
+        for c in np.unique(t.op):
+            sel = t.op == c
+            out[sel] = reduce_cycles(t.count.out[sel], t.inner[sel], REDUCE_NAMES[int(c)], t.layout[sel], t.type.in_,
+                                     t.type.out)
         return out
+
+    # poplibs' reduction operations (popops::Operation, a calibration row's `op`) and the layouts of
+    # its reduction specialisations (`spec`) -> ours
+    POPLIBS_OPS = {"ADD": "sum", "MAX": "max", "MIN": "min", "MUL": "prod", "SQUARE_ADD": "sum_squares",
+                   "LOG_ADD": "log_sum_exp"}
+    POPLIBS_SPECS = {"SINGLE_INPUT": ROWS, "ALL_REGIONS_CONTINUOUS": ROWS, "STRIDED_REDUCE": PARTIALS}
+
+    def calibration_vertex(self, vertex, types, n, params):
+        if len(types) != 2:
+            raise KeyError("a reduction's dtype is IN->OUT, e.g. half->float")
+        n_out = int(params.get("outputs", 1))
+        if n % max(n_out, 1):
+            raise KeyError(f"n ({n}) must be outputs x partials per output")
+        return ipu.Vertex(dict(zip(self.field_names, types)), {"in": n, "out": n_out},
+                          {"op": REDUCE_OPS[self.POPLIBS_OPS[params["op"]]], "inner": n // max(n_out, 1),
+                           "layout": self.POPLIBS_SPECS[params.get("spec", "SINGLE_INPUT")]})
 
     def code_bytes(self, types):
         # popops reduction vertices (assembly accumulate loops + C++ fallbacks): ~0.75 KiB
@@ -553,3 +573,6 @@ def reduce_reference(x: np.ndarray, name: str, n_out: int, layout: int, out: np.
                 s = np.cumsum(e, axis=0, dtype=np.float32)[-1] if k else np.zeros(n_out, np.float32)
                 r = np.where(np.isfinite(mx), mx + np.log(s), mx)
     return np.asarray(r, np.float32).astype(out)
+
+
+F, IP = Reduce.F, Reduce.IP  # the kernel's columns, by name

@@ -59,15 +59,15 @@ def _key(seed, i):
 
 @njit(cache=True)
 def _uniform(views, off, cnt, fp, ip):
-    seed = views[0]
-    out = views[1]
+    seed = views[UNI_F.seed]
+    out = views[UNI_F.out]
     for v in range(off.shape[0]):
-        key = _key(seed, off[v, 0])
-        low = fp[v, 0]
-        span = fp[v, 1] - fp[v, 0]
-        first = ip[v, 0]
-        o0 = off[v, 1]
-        for i in range(cnt[v, 1]):
+        key = _key(seed, off[v, UNI_F.seed])
+        low = fp[v, UNI_FP.low]
+        span = fp[v, UNI_FP.high] - fp[v, UNI_FP.low]
+        first = ip[v, UNI_IP.first]
+        o0 = off[v, UNI_F.out]
+        for i in range(cnt[v, UNI_F.out]):
             b = _bits(key, first + i)
             u = np.float64(b >> np.uint64(40)) * _TWO_M24
             store(out, o0 + i, low + span * u)
@@ -75,15 +75,15 @@ def _uniform(views, off, cnt, fp, ip):
 
 @njit(cache=True)
 def _normal(views, off, cnt, fp, ip):
-    seed = views[0]
-    out = views[1]
+    seed = views[NORM_F.seed]
+    out = views[NORM_F.out]
     for v in range(off.shape[0]):
-        key = _key(seed, off[v, 0])
-        mean = fp[v, 0]
-        std = fp[v, 1]
-        first = ip[v, 0]
-        o0 = off[v, 1]
-        for i in range(cnt[v, 1]):
+        key = _key(seed, off[v, NORM_F.seed])
+        mean = fp[v, NORM_FP.mean]
+        std = fp[v, NORM_FP.std]
+        first = ip[v, NORM_IP.first]
+        o0 = off[v, NORM_F.out]
+        for i in range(cnt[v, NORM_F.out]):
             b = _bits(key, first + i)
             u1 = (np.float64(b >> np.uint64(40)) + 1.0) * _TWO_M24
             u2 = np.float64((b >> np.uint64(16)) & np.uint64(0xFFFFFF)) * _TWO_M24
@@ -93,17 +93,17 @@ def _normal(views, off, cnt, fp, ip):
 
 @njit(cache=True)
 def _dropout(views, off, cnt, fp, ip):
-    seed = views[0]
-    x = views[1]
-    out = views[2]
+    seed = views[DROP_F.seed]
+    x = views[DROP_F.in_]
+    out = views[DROP_F.out]
     for v in range(off.shape[0]):
-        key = _key(seed, off[v, 0])
-        ratio = fp[v, 0]
-        scale = np.float32(fp[v, 1])
-        first = ip[v, 0]
-        x0 = off[v, 1]
-        o0 = off[v, 2]
-        for i in range(cnt[v, 2]):
+        key = _key(seed, off[v, DROP_F.seed])
+        ratio = fp[v, DROP_FP.ratio]
+        scale = np.float32(fp[v, DROP_FP.scale])
+        first = ip[v, DROP_IP.first]
+        x0 = off[v, DROP_F.in_]
+        o0 = off[v, DROP_F.out]
+        for i in range(cnt[v, DROP_F.out]):
             b = _bits(key, first + i)
             u = np.float64(b >> np.uint64(40)) * _TWO_M24
             if u < ratio:
@@ -114,16 +114,17 @@ def _dropout(views, off, cnt, fp, ip):
 
 @njit(cache=True)
 def _modify_seed(views, off, cnt, fp, ip):
-    seed = views[0]
-    mod = views[1]
-    out = views[2]
+    seed = views[MOD_F.seed]
+    mod = views[MOD_F.modifier]
+    out = views[MOD_F.out]
     for v in range(off.shape[0]):
-        s0 = off[v, 0]
+        s0 = off[v, MOD_F.seed]
         left = np.uint64(seed[s0])
-        right = (np.uint64(seed[s0 + 1]) + np.uint64(np.int64(load(mod, off[v, 1])) & 0xFFFFFFFF)) & np.uint64(0xFFFFFFFF)
+        m = np.uint64(np.int64(load(mod, off[v, MOD_F.modifier])) & 0xFFFFFFFF)
+        right = (np.uint64(seed[s0 + 1]) + m) & np.uint64(0xFFFFFFFF)
         b = _bits((left << np.uint64(32)) | right, 0)
-        out[off[v, 2]] = np.uint32(left)
-        out[off[v, 2] + 1] = np.uint32(b >> np.uint64(33))
+        out[off[v, MOD_F.out]] = np.uint32(left)
+        out[off[v, MOD_F.out] + 1] = np.uint32(b >> np.uint64(33))
 
 
 # -- NumPy references (the same arithmetic, vectorised) -----------------------------------------
@@ -248,11 +249,12 @@ class RandomUniform(_Random):
         return _uniform
 
     def check(self, types, cnt, fp, ip):
-        if np.any(cnt[:, 0] != 2):
+        if np.any(self.table(types, cnt).count.seed != 2):
             raise ValueError("RandomUniform: the seed field holds 2 uint32")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return uniform_cycles(cnt[:, 1], types[1], target.worker_contexts)
+        t = self.table(types, cnt)
+        return uniform_cycles(t.count.out, t.type.out, target.worker_contexts)
 
     def reference(self, seed, n, low=0.0, high=1.0, dtype=np.float32, first=0):
         return uniform_reference(seed, n, low, high, dtype, first)
@@ -265,16 +267,22 @@ class RandomNormal(_Random):
     float_params = ("mean", "std")
     int_params = ("first",)
     allowed_types = (_SEED, _FLOATS)
+    poplibs_vertices = ("poprand::NormalSupervisor",)
 
     def kernel(self):
         return _normal
 
     def check(self, types, cnt, fp, ip):
-        if np.any(cnt[:, 0] != 2):
+        if np.any(self.table(types, cnt).count.seed != 2):
             raise ValueError("RandomNormal: the seed field holds 2 uint32")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return normal_cycles(cnt[:, 1], types[1], target.worker_contexts)
+        t = self.table(types, cnt)
+        return normal_cycles(t.count.out, t.type.out, target.worker_contexts)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        return ipu.Vertex({"seed": ipu.UINT32, "out": t}, {"seed": 2, "out": n}, {"mean": 0.0, "std": 1.0, "first": 0})
 
     def reference(self, seed, n, mean=0.0, std=1.0, dtype=np.float32, first=0):
         return normal_reference(seed, n, mean, std, dtype, first)
@@ -287,18 +295,26 @@ class Dropout(_Random):
     float_params = ("ratio", "scale")
     int_params = ("first",)
     allowed_types = (_SEED, _FLOATS, _FLOATS)
+    poplibs_vertices = ("poprand::DropoutSupervisor",)
 
     def kernel(self):
         return _dropout
 
     def check(self, types, cnt, fp, ip):
-        if types[1] != types[2]:
-            raise TypeError(f"Dropout: in is {types[1].name} but out is {types[2].name}")
-        if np.any(cnt[:, 0] != 2) or np.any(cnt[:, 1] != cnt[:, 2]):
+        t = self.table(types, cnt)
+        if t.type.in_ != t.type.out:
+            raise TypeError(f"Dropout: in is {t.type.in_.name} but out is {t.type.out.name}")
+        if np.any(t.count.seed != 2) or np.any(t.count.in_ != t.count.out):
             raise ValueError("Dropout: seed holds 2 uint32; in and out the same elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return dropout_cycles(cnt[:, 2], types[2], target.worker_contexts)
+        t = self.table(types, cnt)
+        return dropout_cycles(t.count.out, t.type.out, target.worker_contexts)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        return ipu.Vertex({"seed": ipu.UINT32, "in": t, "out": t}, {"seed": 2, "in": n, "out": n},
+                          {"ratio": 0.5, "scale": 2.0, "first": 0})
 
     def reference(self, seed, x, ratio, scale=None, first=0):
         return dropout_reference(seed, x, ratio, scale, first)
@@ -314,7 +330,8 @@ class ModifySeed(_Random):
         return _modify_seed
 
     def check(self, types, cnt, fp, ip):
-        if np.any(cnt[:, 0] != 2) or np.any(cnt[:, 1] != 1) or np.any(cnt[:, 2] != 2):
+        c = self.table(types, cnt).count
+        if np.any(c.seed != 2) or np.any(c.modifier != 1) or np.any(c.out != 2):
             raise ValueError("ModifySeed: seed (2), modifier (1) and out (2) elements")
 
     def cycles(self, types, cnt, fp, ip, target):
@@ -325,3 +342,10 @@ class ModifySeed(_Random):
 
     def reference(self, seed, modifier):
         return modify_seed_reference(seed, modifier)
+
+
+# the kernels' columns, by name
+UNI_F, UNI_FP, UNI_IP = RandomUniform.F, RandomUniform.FP, RandomUniform.IP
+NORM_F, NORM_FP, NORM_IP = RandomNormal.F, RandomNormal.FP, RandomNormal.IP
+DROP_F, DROP_FP, DROP_IP = Dropout.F, Dropout.FP, Dropout.IP
+MOD_F = ModifySeed.F

@@ -36,9 +36,6 @@ from ipu import IN, OUT, Codelet, Field, load, store
 _FLOATS = (ipu.FLOAT32, ipu.FLOAT16)
 _INDEX = (ipu.INT32, ipu.UINT32)
 
-# int parameters of both vertices
-N_, H_, W_, PH_, PW_, SR_, WIDTH_ = range(7)
-
 
 @njit(cache=True, inline="always")
 def _grid(extent, bins, sr):
@@ -90,15 +87,16 @@ def _corners(y, x, H, W):
 
 @njit(cache=True)
 def _roi_align(views, off, cnt, fp, ip):
-    data = views[0]
-    rois = views[1]
-    batch = views[2]
-    out = views[3]
+    data = views[F.in_]
+    rois = views[F.rois]
+    batch = views[F.batch]
+    out = views[F.out]
     for v in range(off.shape[0]):
-        x0, r0, b0, o0 = off[v, 0], off[v, 1], off[v, 2], off[v, 3]
-        N, H, W, PH, PW, SR, width = ip[v, 0], ip[v, 1], ip[v, 2], ip[v, 3], ip[v, 4], ip[v, 5], ip[v, 6]
-        scale = fp[v, 0]
-        K = cnt[v, 2]
+        x0, r0, b0, o0 = off[v, F.in_], off[v, F.rois], off[v, F.batch], off[v, F.out]
+        N, H, W, PH, PW = ip[v, IP.N], ip[v, IP.H], ip[v, IP.W], ip[v, IP.PH], ip[v, IP.PW]
+        SR, width = ip[v, IP.sampling_ratio], ip[v, IP.width]
+        scale = fp[v, FP.spatial_scale]
+        K = cnt[v, F.batch]
         acc = np.zeros(max(width, 1), np.float32)
         for k in range(K):
             b = int(batch[b0 + k])
@@ -129,16 +127,17 @@ def _roi_align(views, off, cnt, fp, ip):
 
 @njit(cache=True)
 def _roi_align_grad(views, off, cnt, fp, ip):
-    dx = views[0]
-    rois = views[1]
-    batch = views[2]
-    dy = views[3]
+    dx = views[F.in_]
+    rois = views[F.rois]
+    batch = views[F.batch]
+    dy = views[F.out]
     for v in range(off.shape[0]):
-        x0, r0, b0, o0 = off[v, 0], off[v, 1], off[v, 2], off[v, 3]
-        N, H, W, PH, PW, SR, width = ip[v, 0], ip[v, 1], ip[v, 2], ip[v, 3], ip[v, 4], ip[v, 5], ip[v, 6]
-        scale = fp[v, 0]
-        K = cnt[v, 2]
-        acc = np.zeros(cnt[v, 0], np.float32)
+        x0, r0, b0, o0 = off[v, F.in_], off[v, F.rois], off[v, F.batch], off[v, F.out]
+        N, H, W, PH, PW = ip[v, IP.N], ip[v, IP.H], ip[v, IP.W], ip[v, IP.PH], ip[v, IP.PW]
+        SR, width = ip[v, IP.sampling_ratio], ip[v, IP.width]
+        scale = fp[v, FP.spatial_scale]
+        K = cnt[v, F.batch]
+        acc = np.zeros(cnt[v, F.in_], np.float32)
         for k in range(K):
             b = int(batch[b0 + k])
             if b < 0 or b >= N:
@@ -171,16 +170,16 @@ def _roi_align_grad(views, off, cnt, fp, ip):
 
 def samples_per_bin(ip) -> np.ndarray:
     """The static estimate of grid samples per bin (see the module docstring)."""
-    sr = ip[:, SR_]
-    adaptive = -(-ip[:, H_] // np.maximum(ip[:, PH_], 1)) * -(-ip[:, W_] // np.maximum(ip[:, PW_], 1))
+    sr = ip[:, IP.sampling_ratio]
+    adaptive = (-(-ip[:, IP.H] // np.maximum(ip[:, IP.PH], 1))) * (-(-ip[:, IP.W] // np.maximum(ip[:, IP.PW], 1)))
     return np.where(sr > 0, sr * sr, adaptive)
 
 
 def roi_align_cycles(cnt, ip) -> np.ndarray:
     """Derivation (module docstring): 20 + K x (30 + PH PW x (6 + 4 width + S x (24 + 8 width)))."""
-    K = cnt[:, 2].astype(np.int64)
-    width = ip[:, WIDTH_]
-    bins = ip[:, PH_] * ip[:, PW_]
+    K = cnt[:, F.batch].astype(np.int64)
+    width = ip[:, IP.width]
+    bins = ip[:, IP.PH] * ip[:, IP.PW]
     S = samples_per_bin(ip)
     return 20 + K * (30 + bins * (6 + 4 * width + S * (24 + 8 * width)))
 
@@ -188,11 +187,11 @@ def roi_align_cycles(cnt, ip) -> np.ndarray:
 def roi_align_grad_cycles(cnt, ip, t) -> np.ndarray:
     """Derivation (module docstring): zeroing the block in 64-bit stores, then
     K x (30 + PH PW x (6 + S x (24 + 12 width)))."""
-    K = cnt[:, 2].astype(np.int64)
-    width = ip[:, WIDTH_]
-    bins = ip[:, PH_] * ip[:, PW_]
+    K = cnt[:, F.batch].astype(np.int64)
+    width = ip[:, IP.width]
+    bins = ip[:, IP.PH] * ip[:, IP.PW]
     S = samples_per_bin(ip)
-    zero = -(-cnt[:, 0].astype(np.int64) // max(1, 8 // t.itemsize))
+    zero = -(-cnt[:, F.in_].astype(np.int64) // max(1, 8 // t.itemsize))
     return 20 + zero + K * (30 + bins * (6 + S * (24 + 12 * width)))
 
 
@@ -234,14 +233,14 @@ class _RoiAlignBase(Codelet):
     allowed_types = (_FLOATS, _FLOATS, _INDEX, _FLOATS)
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[3]:
-            raise TypeError(f"{self.name}: the image and the output are {types[0].name} and {types[3].name}")
-        rows = ip[:, N_] * ip[:, H_] * ip[:, W_]
-        if np.any(cnt[:, 0] != rows * ip[:, WIDTH_]):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.in_ != t.type.out:
+            raise TypeError(f"{self.name}: the image and the output are {t.type.in_.name} and {t.type.out.name}")
+        if np.any(t.count.in_ != t.N * t.H * t.W * t.width):
             raise ValueError(f"{self.name}: the image block holds N x H x W rows of `width` channels")
-        if np.any(cnt[:, 1] != 4 * cnt[:, 2]):
+        if np.any(t.count.rois != 4 * t.count.batch):
             raise ValueError(f"{self.name}: rois hold 4 coordinates per batch index")
-        if np.any(cnt[:, 3] != cnt[:, 2] * ip[:, PH_] * ip[:, PW_] * ip[:, WIDTH_]):
+        if np.any(t.count.out != t.count.batch * t.PH * t.PW * t.width):
             raise ValueError(f"{self.name}: the output block holds K x PH x PW rows of `width` channels")
 
     def code_bytes(self, types):
@@ -272,7 +271,7 @@ class RoiAlignGrad(_RoiAlignBase):
         return _roi_align_grad
 
     def cycles(self, types, cnt, fp, ip, target):
-        return roi_align_grad_cycles(cnt, ip, types[0])
+        return roi_align_grad_cycles(cnt, ip, self.table(types, cnt).type.in_)
 
     def reference(self, dy, x_shape, rois, batch_index, output_size, spatial_scale, sampling_ratio):
         """The input gradient by finite linearity: RoiAlign is linear in x, so each input element's
@@ -285,3 +284,9 @@ class RoiAlignGrad(_RoiAlignBase):
             e[idx] = 1.0
             dx[idx] = np.sum(reference(e, rois, batch_index, output_size, spatial_scale, sampling_ratio) * dy)
         return dx
+
+
+# the columns of both vertices' tables, by name, for the kernels and cost models (the gradient's
+# fields have the forward's names, in the forward's order)
+F, FP, IP = RoiAlign.F, RoiAlign.FP, RoiAlign.IP
+assert list(RoiAlignGrad.F) == list(F)

@@ -55,14 +55,14 @@ def _best(x, b, n, op):
 
 @njit(cache=True)
 def _arg_min_max(views, off, cnt, fp, ip):
-    x = views[0]
-    out = views[1]
+    x = views[ARG_F.in_]
+    out = views[ARG_F.out]
     for v in range(off.shape[0]):
-        K = ip[v, 0]
-        op = ip[v, 1]
-        i0 = off[v, 0]
-        o0 = off[v, 1]
-        for r in range(cnt[v, 1]):
+        K = ip[v, ARG_IP.row]
+        op = ip[v, ARG_IP.op]
+        i0 = off[v, ARG_F.in_]
+        o0 = off[v, ARG_F.out]
+        for r in range(cnt[v, ARG_F.out]):
             out[o0 + r] = _best(x, i0 + r * K, K, op)
 
 
@@ -90,18 +90,25 @@ class ArgMinMax(Codelet):
     fields = (Field("in", IN), Field("out", OUT))
     int_params = ("row", "op")
     allowed_types = (_NUMERIC, _INDEX_OUT)
+    poplibs_vertices = ("popnn::ReduceMaxClassSparse",)
 
     def kernel(self):
         return _arg_min_max
 
     def check(self, types, cnt, fp, ip):
-        if np.any(ip[:, 0] < 1):
+        t = self.table(types, cnt, fp, ip)
+        if np.any(t.row < 1):
             raise ValueError("ArgMinMax: rows must have at least one element")
-        if np.any(cnt[:, 0] != cnt[:, 1] * ip[:, 0]):
+        if np.any(t.count.in_ != t.count.out * t.row):
             raise ValueError("ArgMinMax: in must hold out x row elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return arg_min_max_cycles(cnt[:, 1], ip[:, 0], types[0])
+        t = self.table(types, cnt, fp, ip)
+        return arg_min_max_cycles(t.count.out, t.row, t.type.in_)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        return ipu.Vertex({"in": t, "out": ipu.INT32}, {"in": n, "out": 1}, {"row": n, "op": 0})
 
     def code_bytes(self, types):
         return 192  # assumption: poplibs' ReduceMaxClassSparse assembly is ~0.2 KiB
@@ -113,23 +120,23 @@ class ArgMinMax(Codelet):
 
 @njit(cache=True)
 def _arg_min_max_partial(views, off, cnt, fp, ip):
-    x = views[0]
-    val = views[1]
-    idx = views[2]
+    x = views[PART_F.in_]
+    val = views[PART_F.value]
+    idx = views[PART_F.index]
     for v in range(off.shape[0]):
-        bi = _best(x, off[v, 0], cnt[v, 0], ip[v, 0])
-        copy_elem(val, off[v, 1], x, off[v, 0] + bi)
-        idx[off[v, 2]] = ip[v, 1] + bi
+        bi = _best(x, off[v, PART_F.in_], cnt[v, PART_F.in_], ip[v, PART_IP.op])
+        copy_elem(val, off[v, PART_F.value], x, off[v, PART_F.in_] + bi)
+        idx[off[v, PART_F.index]] = ip[v, PART_IP.base] + bi
 
 
 @njit(cache=True)
 def _arg_min_max_combine(views, off, cnt, fp, ip):
-    val = views[0]
-    idx = views[1]
-    out = views[2]
+    val = views[COMB_F.values]
+    idx = views[COMB_F.indices]
+    out = views[COMB_F.out]
     for v in range(off.shape[0]):
-        bi = _best(val, off[v, 0], cnt[v, 0], ip[v, 0])
-        out[off[v, 2]] = idx[off[v, 1] + bi]
+        bi = _best(val, off[v, COMB_F.values], cnt[v, COMB_F.values], ip[v, COMB_IP.op])
+        out[off[v, COMB_F.out]] = idx[off[v, COMB_F.indices] + bi]
 
 
 @ipu.register
@@ -147,14 +154,16 @@ class ArgMinMaxPartial(Codelet):
         return _arg_min_max_partial
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"ArgMinMaxPartial: in is {types[0].name} but value is {types[1].name}")
-        if np.any(cnt[:, 0] < 1) or np.any(cnt[:, 1] != 1) or np.any(cnt[:, 2] != 1):
+        t = self.table(types, cnt)
+        if t.type.in_ != t.type.value:
+            raise TypeError(f"ArgMinMaxPartial: in is {t.type.in_.name} but value is {t.type.value.name}")
+        if np.any(t.count.in_ < 1) or np.any(t.count.value != 1) or np.any(t.count.index != 1):
             raise ValueError("ArgMinMaxPartial: a non-empty chunk in, one value and one index out")
 
     def cycles(self, types, cnt, fp, ip, target):
         """poplibs popnnCycleEstimators.cpp, ReduceMaxClassSparse over the chunk (as ArgMinMax)."""
-        return arg_min_max_cycles(1, cnt[:, 0], types[0])
+        t = self.table(types, cnt)
+        return arg_min_max_cycles(1, t.count.in_, t.type.in_)
 
     def code_bytes(self, types):
         return 192
@@ -179,13 +188,15 @@ class ArgMinMaxCombine(Codelet):
         return _arg_min_max_combine
 
     def check(self, types, cnt, fp, ip):
-        if np.any(cnt[:, 0] < 1) or np.any(cnt[:, 0] != cnt[:, 1]) or np.any(cnt[:, 2] != 1):
+        t = self.table(types, cnt)
+        if np.any(t.count.values < 1) or np.any(t.count.values != t.count.indices) or np.any(t.count.out != 1):
             raise ValueError("ArgMinMaxCombine: as many values as indices, one output")
 
     def cycles(self, types, cnt, fp, ip, target):
         """poplibs popnnCycleEstimators.cpp, ReduceMaxClassSparse (the sparse stage of
         popnn::argMax, activations with their labels) over the partials."""
-        return arg_min_max_cycles(1, cnt[:, 0], types[0])
+        t = self.table(types, cnt)
+        return arg_min_max_cycles(1, t.count.values, t.type.values)
 
     def code_bytes(self, types):
         return 192
@@ -243,17 +254,17 @@ def _row_order(x, b, K, descending):
 
 @njit(cache=True)
 def _top_k(views, off, cnt, fp, ip):
-    x = views[0]
-    vals = views[1]
-    idx = views[2]
+    x = views[TOPK_F.in_]
+    vals = views[TOPK_F.values]
+    idx = views[TOPK_F.indices]
     for v in range(off.shape[0]):
-        K = ip[v, 0]
-        k = ip[v, 1]
-        largest = ip[v, 2] != 0
-        i0 = off[v, 0]
-        v0 = off[v, 1]
-        x0 = off[v, 2]
-        rows = cnt[v, 1] // k if k > 0 else 0
+        K = ip[v, TOPK_IP.row]
+        k = ip[v, TOPK_IP.k]
+        largest = ip[v, TOPK_IP.largest] != 0
+        i0 = off[v, TOPK_F.in_]
+        v0 = off[v, TOPK_F.values]
+        x0 = off[v, TOPK_F.indices]
+        rows = cnt[v, TOPK_F.values] // k if k > 0 else 0
         for r in range(rows):
             order = _row_order(x, i0 + r * K, K, largest)
             for j in range(k):
@@ -302,21 +313,31 @@ class TopK(Codelet):
     fields = (Field("in", IN), Field("values", OUT), Field("indices", OUT))
     int_params = ("row", "k", "largest", "sorted")
     allowed_types = (_NUMERIC, _NUMERIC, _INDEX_OUT)
+    poplibs_vertices = ("popnn::ReduceMaxNClassSparse",)
 
     def kernel(self):
         return _top_k
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"TopK: in is {types[0].name} but values is {types[1].name}")
-        K, k = ip[:, 0], ip[:, 1]
+        t = self.table(types, cnt, fp, ip)
+        if t.type.in_ != t.type.values:
+            raise TypeError(f"TopK: in is {t.type.in_.name} but values is {t.type.values.name}")
+        K, k = t.row, t.k
         if np.any((k < 1) | (k > K)):
             raise ValueError("TopK: k must be between 1 and the row length")
-        if np.any(cnt[:, 1] != cnt[:, 2]) or np.any(cnt[:, 1] % k != 0) or np.any(cnt[:, 0] != cnt[:, 1] // k * K):
+        c = t.count
+        if np.any(c.values != c.indices) or np.any(c.values % k != 0) or np.any(c.in_ != c.values // k * K):
             raise ValueError("TopK: values and indices hold k per row of in")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return top_k_cycles(cnt[:, 1] // ip[:, 1], ip[:, 0], ip[:, 1], ip[:, 3])
+        t = self.table(types, cnt, fp, ip)
+        return top_k_cycles(t.count.values // t.k, t.row, t.k, t.sorted)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        k = int(params["k"])
+        return ipu.Vertex({"in": t, "values": t, "indices": ipu.INT32}, {"in": n, "values": k, "indices": k},
+                          {"row": n, "k": k, "largest": 1, "sorted": int(params.get("sorted", 0))})
 
     def code_bytes(self, types):
         return 768  # assumption: poplibs' heap-based ReduceMaxNClassSparse (C++) is ~0.75 KiB
@@ -347,16 +368,16 @@ def _np_order(x, descending):
 
 @njit(cache=True)
 def _median(views, off, cnt, fp, ip):
-    x = views[0]
-    vals = views[1]
-    idx = views[2]
+    x = views[MED_F.in_]
+    vals = views[MED_F.values]
+    idx = views[MED_F.indices]
     for v in range(off.shape[0]):
-        K = ip[v, 0]
-        i0 = off[v, 0]
-        v0 = off[v, 1]
-        x0 = off[v, 2]
+        K = ip[v, MED_IP.row]
+        i0 = off[v, MED_F.in_]
+        v0 = off[v, MED_F.values]
+        x0 = off[v, MED_F.indices]
         m = (K - 1) // 2
-        for r in range(cnt[v, 1]):
+        for r in range(cnt[v, MED_F.values]):
             order = _row_order(x, i0 + r * K, K, False)
             copy_elem(vals, v0 + r, x, i0 + r * K + order[m])
             idx[x0 + r] = order[m]
@@ -376,17 +397,20 @@ class Median(Codelet):
         return _median
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"Median: in is {types[0].name} but values is {types[1].name}")
-        if np.any(ip[:, 0] < 1) or np.any(cnt[:, 1] != cnt[:, 2]) or np.any(cnt[:, 0] != cnt[:, 1] * ip[:, 0]):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.in_ != t.type.values:
+            raise TypeError(f"Median: in is {t.type.in_.name} but values is {t.type.values.name}")
+        c = t.count
+        if np.any(t.row < 1) or np.any(c.values != c.indices) or np.any(c.in_ != c.values * t.row):
             raise ValueError("Median: in holds `row` elements per output")
 
     def cycles(self, types, cnt, fp, ip, target):
         """A median is a top-k of the k = (row - 1) // 2 + 1 smallest whose heap root is the
         answer (no sort): poplibs ReduceMaxNClassSparse with that k, unsorted (PopART reduces a
         median through popops top-k as well)."""
-        K = ip[:, 0]
-        return top_k_cycles(cnt[:, 1], K, (K - 1) // 2 + 1, np.zeros_like(K))
+        t = self.table(types, cnt, fp, ip)
+        K = t.row
+        return top_k_cycles(t.count.values, K, (K - 1) // 2 + 1, np.zeros_like(K))
 
     def code_bytes(self, types):
         return 768  # as TopK
@@ -403,17 +427,17 @@ class Median(Codelet):
 
 @njit(cache=True)
 def _cum_sum(views, off, cnt, fp, ip):
-    x = views[0]
-    out = views[1]
+    x = views[CUM_F.in_]
+    out = views[CUM_F.out]
     for v in range(off.shape[0]):
-        K = ip[v, 0]
-        exclusive = ip[v, 1] != 0
-        reverse = ip[v, 2] != 0
+        K = ip[v, CUM_IP.row]
+        exclusive = ip[v, CUM_IP.exclusive] != 0
+        reverse = ip[v, CUM_IP.reverse] != 0
         if K == 0:
             continue
-        i0 = off[v, 0]
-        o0 = off[v, 1]
-        for r in range(cnt[v, 0] // K):
+        i0 = off[v, CUM_F.in_]
+        o0 = off[v, CUM_F.out]
+        for r in range(cnt[v, CUM_F.in_] // K):
             b = i0 + r * K
             ob = o0 + r * K
             # the running sum starts from the first element (so it has the loaded type: float32
@@ -472,13 +496,15 @@ class CumSum(Codelet):
         return _cum_sum
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"CumSum: in is {types[0].name} but out is {types[1].name}")
-        if np.any(cnt[:, 0] != cnt[:, 1]) or np.any((ip[:, 0] > 0) & (cnt[:, 0] % np.maximum(ip[:, 0], 1) != 0)):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.in_ != t.type.out:
+            raise TypeError(f"CumSum: in is {t.type.in_.name} but out is {t.type.out.name}")
+        if np.any(t.count.in_ != t.count.out) or np.any((t.row > 0) & (t.count.in_ % np.maximum(t.row, 1) != 0)):
             raise ValueError("CumSum: in and out hold the same whole rows")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return cum_sum_cycles(cnt[:, 0], ip[:, 0], types[0])
+        t = self.table(types, cnt, fp, ip)
+        return cum_sum_cycles(t.count.in_, t.row, t.type.in_)
 
     def code_bytes(self, types):
         return 160  # assumption: a small compiled worker loop
@@ -493,3 +519,12 @@ class CumSum(Codelet):
         if reverse:
             c = c[:, ::-1]
         return c.astype(x.dtype).reshape(-1)
+
+
+# the kernels' columns, by name
+ARG_F, ARG_IP = ArgMinMax.F, ArgMinMax.IP
+PART_F, PART_IP = ArgMinMaxPartial.F, ArgMinMaxPartial.IP
+COMB_F, COMB_IP = ArgMinMaxCombine.F, ArgMinMaxCombine.IP
+TOPK_F, TOPK_IP = TopK.F, TopK.IP
+MED_F, MED_IP = Median.F, Median.IP
+CUM_F, CUM_IP = CumSum.F, CumSum.IP

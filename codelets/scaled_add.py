@@ -71,12 +71,12 @@ def _axpby_ov(d, x, n, a, b):
 
 @njit(cache=True)
 def _scaled_add(views, off, cnt, fp, ip):
-    data = views[0]
-    deltas = views[1]
+    data = views[F.data]
+    deltas = views[F.deltas]
     for v in range(off.shape[0]):
-        n = cnt[v, 0]
-        _axpby(piece(data, off[v, 0], n), piece(deltas, off[v, 1], n), n, np.float32(fp[v, 0]),
-               np.float32(fp[v, 1]))
+        n = cnt[v, F.data]
+        _axpby(piece(data, off[v, F.data], n), piece(deltas, off[v, F.deltas], n), n, np.float32(fp[v, FP.a]),
+               np.float32(fp[v, FP.b]))
 
 
 def scaled_add_cycles(n: np.ndarray, itemsize: int, is_float: bool, axpby: np.ndarray, workers: int = 6,
@@ -149,21 +149,31 @@ class ScaledAdd(Codelet):
     float_params = ("a", "b")
     supervisor = True
     allowed_types = ((*_FLOATS, ipu.INT32), (*_FLOATS, ipu.INT32))
+    poplibs_vertices = ("popops::ScaledAddSupervisor", "popops::ScaledAdd")
 
     def kernel(self):
         return _scaled_add
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1] and not (types[0] in _FLOATS and types[1] in _FLOATS):
-            raise TypeError(f"ScaledAdd: data is {types[0].name} but deltas is {types[1].name}; poplibs' "
+        t = self.table(types, cnt, fp, ip)
+        if t.type.data != t.type.deltas and not (t.type.data in _FLOATS and t.type.deltas in _FLOATS):
+            raise TypeError(f"ScaledAdd: data is {t.type.data.name} but deltas is {t.type.deltas.name}; poplibs' "
                             f"ScaledAdd mixes only float32 and float16")
-        if np.any(cnt[:, 0] != cnt[:, 1]):
+        if np.any(t.count.data != t.count.deltas):
             raise ValueError("ScaledAdd: data and deltas must have the same number of elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        t = types[0]
-        return scaled_add_cycles(cnt[:, 0], t.itemsize, t.is_float, fp[:, 0] != 1.0, target.worker_contexts,
-                                 types[1].itemsize)
+        t = self.table(types, cnt, fp, ip)
+        return scaled_add_cycles(t.count.data, t.type.data.itemsize, t.type.data.is_float, t.a != 1.0,
+                                 target.worker_contexts, t.type.deltas.itemsize)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        op = params.get("op", "ADD")  # AXPLUSBY: data = a * data + b * deltas with a != 1
+        if op not in ("ADD", "AXPLUSBY"):
+            raise KeyError(f"ScaledAdd op {op!r} (ADD or AXPLUSBY)")
+        (t,) = types
+        return ipu.Vertex({"data": t, "deltas": t}, {"data": n, "deltas": n},
+                          {"a": 1.0 if op == "ADD" else 0.5, "b": 1.0})
 
     def code_bytes(self, types):
         # the float/half supervisor + worker assembly of popops ScaledAdd is ~ 0.5 KiB
@@ -176,3 +186,6 @@ class ScaledAdd(Codelet):
         if data.dtype.kind == "i":
             return (a * data.astype(np.float64) + b * deltas).astype(data.dtype)
         return (np.float32(a) * data + np.float32(b) * deltas).astype(data.dtype)
+
+
+F, FP = ScaledAdd.F, ScaledAdd.FP  # the kernel's columns, by name

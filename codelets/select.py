@@ -28,18 +28,18 @@ from ._kernels import from_f32, to_f32
 
 @njit(cache=True)
 def _select_kernel(views, off, cnt, fp, ip):
-    c = views[0]
-    a = views[1]
-    b = views[2]
-    o = views[3]
+    c = views[SF.cond]
+    a = views[SF.a]
+    b = views[SF.b]
+    o = views[SF.out]
     for v in range(off.shape[0]):
-        n = cnt[v, 3]
-        oc = off[v, 0]
-        oa = off[v, 1]
-        ob = off[v, 2]
-        oo = off[v, 3]
-        sa = 1 if cnt[v, 1] == n else 0
-        sb = 1 if cnt[v, 2] == n else 0
+        n = cnt[v, SF.out]
+        oc = off[v, SF.cond]
+        oa = off[v, SF.a]
+        ob = off[v, SF.b]
+        oo = off[v, SF.out]
+        sa = 1 if cnt[v, SF.a] == n else 0
+        sb = 1 if cnt[v, SF.b] == n else 0
         for i in range(n):
             if c[oc + i]:
                 o[oo + i] = a[oa + i * sa]
@@ -49,13 +49,13 @@ def _select_kernel(views, off, cnt, fp, ip):
 
 @njit(cache=True)
 def _clamp_kernel(views, off, cnt, fp, ip):
-    x = views[0]
-    o = views[1]
+    x = views[CF.in_]
+    o = views[CF.out]
     for v in range(off.shape[0]):
-        n = cnt[v, 1]
-        xs = piece(x, off[v, 0], n)
-        os = piece(o, off[v, 1], n)
-        _clamp_run(xs, os, n, fp[v, 0], fp[v, 1])
+        n = cnt[v, CF.out]
+        xs = piece(x, off[v, CF.in_], n)
+        os = piece(o, off[v, CF.out], n)
+        _clamp_run(xs, os, n, fp[v, CFP.lo], fp[v, CFP.hi])
 
 
 @njit(cache=True)
@@ -145,24 +145,32 @@ class Select(Codelet):
     fields = (Field("cond", IN), Field("a", IN), Field("b", IN), Field("out", OUT))
     supervisor = False
     allowed_types = ((ipu.BOOL,), _SEL_TYPES, _SEL_TYPES, _SEL_TYPES)
+    poplibs_vertices = ("popops::Select", "popops::BroadcastSelect")
 
     def kernel(self):
         return _select_kernel
 
     def check(self, types, cnt, fp, ip):
-        _, ta, tb, to = types
+        t = self.table(types, cnt)
+        ta, tb, to = t.type.a, t.type.b, t.type.out
         if not (ta == tb == to):
             raise TypeError(f"Select: a, b and out must have one type, got {ta.name}, {tb.name}, {to.name}")
-        n = cnt[:, 3]
-        if np.any(cnt[:, 0] != n):
+        n = t.count.out
+        if np.any(t.count.cond != n):
             raise ValueError("Select: cond must have out's number of elements")
-        for j, f in ((1, "a"), (2, "b")):
-            if np.any((cnt[:, j] != n) & (cnt[:, j] != 1)):
+        for k, f in ((t.count.a, "a"), (t.count.b, "b")):
+            if np.any((k != n) & (k != 1)):
                 raise ValueError(f"Select: {f} must have out's number of elements or 1 (a broadcast scalar)")
 
     def cycles(self, types, cnt, fp, ip, target):
-        n = cnt[:, 3]
-        return select_cycles(n, types[3], (cnt[:, 1] != n), (cnt[:, 2] != n))
+        t = self.table(types, cnt)
+        n = t.count.out
+        return select_cycles(n, t.type.out, (t.count.a != n), (t.count.b != n))
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        k = 1 if vertex == "popops::BroadcastSelect" else n
+        return ipu.Vertex({"cond": ipu.BOOL, "a": t, "b": t, "out": t}, {"cond": n, "a": k, "b": k, "out": n})
 
     def code_bytes(self, types):
         # popops Select / BroadcastSelect worker code: ~0.25 KiB (assumption)
@@ -181,20 +189,27 @@ class Clamp(Codelet):
     float_params = ("lo", "hi")
     supervisor = False
     allowed_types = (_CLAMP_TYPES, _CLAMP_TYPES)
+    poplibs_vertices = ("popops::Clamp",)
 
     def kernel(self):
         return _clamp_kernel
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"Clamp: in is {types[0].name} but out is {types[1].name}")
-        if np.any(cnt[:, 0] != cnt[:, 1]):
+        t = self.table(types, cnt, fp)
+        if t.type.in_ != t.type.out:
+            raise TypeError(f"Clamp: in is {t.type.in_.name} but out is {t.type.out.name}")
+        if np.any(t.count.in_ != t.count.out):
             raise ValueError("Clamp: in and out must have the same number of elements")
-        if np.any(np.isnan(fp)):
+        if np.any(np.isnan(t.lo)) or np.any(np.isnan(t.hi)):
             raise ValueError("Clamp: lo and hi must not be NaN")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return clamp_cycles(cnt[:, 1], types[1])
+        t = self.table(types, cnt, fp)
+        return clamp_cycles(t.count.out, t.type.out)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        return ipu.Vertex({"in": t, "out": t}, {"in": n, "out": n}, {"lo": 0.0, "hi": 1.0})
 
     def code_bytes(self, types):
         # popops Clamp / BroadcastClamp worker code: ~0.25 KiB (assumption)
@@ -212,3 +227,7 @@ class Clamp(Codelet):
         ihi = 2 ** 31 - 1 if hi >= 2.0 ** 31 - 1 else int(np.trunc(hi))
         r = np.maximum(x.astype(np.int64), ilo)
         return np.minimum(r, ihi).astype(x.dtype)
+
+
+# the kernels' columns, by name
+SF, CF, CFP = Select.F, Clamp.F, Clamp.FP

@@ -19,17 +19,17 @@ from ipu import IN, OUT, Codelet, Field
 
 @njit(cache=True)
 def _transpose_kernel(views, off, cnt, fp, ip):
-    s = views[0]
-    d = views[1]
+    s = views[F.src]
+    d = views[F.dst]
     for v in range(off.shape[0]):
-        rows = ip[v, 0]
-        cols = ip[v, 1]
+        rows = ip[v, IP.rows]
+        cols = ip[v, IP.cols]
         size = rows * cols
         if size == 0:
             continue
-        a = off[v, 0]
-        b = off[v, 1]
-        for t in range(cnt[v, 0] // size):
+        a = off[v, F.src]
+        b = off[v, F.dst]
+        for t in range(cnt[v, F.src] // size):
             # slices first, so the loop indexes from 0 without offsets; destination-order writes
             # (columns outer) measured ~2x faster than source order on blocks of 8x16 to 128x40
             src = s[a + t * size:a + (t + 1) * size]
@@ -82,22 +82,33 @@ class Transpose2d(Codelet):
     int_params = ("rows", "cols")
     supervisor = False
     takes_float8 = True  # it moves bytes, it does no arithmetic
+    poplibs_vertices = ("popops::Transpose2d",)
 
     def kernel(self):
         return _transpose_kernel
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"Transpose2d: src is {types[0].name} but dst is {types[1].name}")
-        if np.any(cnt[:, 0] != cnt[:, 1]):
+        t = self.table(types, cnt, fp, ip)
+        if t.type.src != t.type.dst:
+            raise TypeError(f"Transpose2d: src is {t.type.src.name} but dst is {t.type.dst.name}")
+        if np.any(t.count.src != t.count.dst):
             raise ValueError("Transpose2d: src and dst must have the same number of elements")
-        size = ip[:, 0] * ip[:, 1]
-        if np.any(ip < 0) or np.any((size == 0) & (cnt[:, 0] > 0)) or np.any(cnt[:, 0] % np.maximum(size, 1)):
+        size = t.rows * t.cols
+        if (np.any(ip < 0) or np.any((size == 0) & (t.count.src > 0))
+                or np.any(t.count.src % np.maximum(size, 1))):
             raise ValueError("Transpose2d: the field size must be a whole number of rows x cols matrices")
 
     def cycles(self, types, cnt, fp, ip, target):
-        size = np.maximum(ip[:, 0] * ip[:, 1], 1)
-        return transpose2d_cycles(ip[:, 0], ip[:, 1], cnt[:, 0] // size, types[0].itemsize)
+        t = self.table(types, cnt, fp, ip)
+        size = np.maximum(t.rows * t.cols, 1)
+        return transpose2d_cycles(t.rows, t.cols, t.count.src // size, t.type.src.itemsize)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        rows, cols, mats = (int(params[x]) for x in ("rows", "cols", "matrices"))
+        if rows * cols * mats != n:
+            raise KeyError(f"n ({n}) must be rows x cols x matrices")
+        return ipu.Vertex({"src": t, "dst": t}, {"src": n, "dst": n}, {"rows": rows, "cols": cols})
 
     def code_bytes(self, types):
         # the popops Transpose2d worker (fast and slow loops): ~0.4 KiB (assumption)
@@ -106,3 +117,6 @@ class Transpose2d(Codelet):
     def reference(self, src, rows, cols):
         src = np.asarray(src)
         return src.reshape(-1, rows, cols).transpose(0, 2, 1).reshape(-1).copy()
+
+
+F, IP = Transpose2d.F, Transpose2d.IP  # the kernel's columns, by name

@@ -31,29 +31,29 @@ from popxl.custom_op import CustomOp, register_custom_op
 
 @njit(cache=True)
 def _leaky_relu_kernel(views, off, cnt, fp, ip):
-    x = views[0]
-    y = views[1]
+    x = views[F.in_]  # the columns of LeakyRelu's fields and parameters, by name (below the class)
+    y = views[F.out]
     for v in range(off.shape[0]):
-        alpha = np.float32(fp[v, 0])
-        for i in range(cnt[v, 0]):
-            a = load(x, off[v, 0] + i)
+        alpha = np.float32(fp[v, FP.alpha])
+        for i in range(cnt[v, F.in_]):
+            a = load(x, off[v, F.in_] + i)
             if a < 0:
                 a = alpha * a
-            store(y, off[v, 1] + i, a)  # a value, not a conditional expression (see docs/custom-ops.md)
+            store(y, off[v, F.out] + i, a)  # a value, not a conditional expression (see docs/custom-ops.md)
 
 
 @njit(cache=True)
 def _leaky_relu_grad_kernel(views, off, cnt, fp, ip):
-    g = views[0]
-    x = views[1]
-    dx = views[2]
+    g = views[GF.grad]
+    x = views[GF.in_]
+    dx = views[GF.out]
     for v in range(off.shape[0]):
-        alpha = np.float32(fp[v, 0])
-        for i in range(cnt[v, 0]):
-            gi = load(g, off[v, 0] + i)
-            if load(x, off[v, 1] + i) < 0:
+        alpha = np.float32(fp[v, GFP.alpha])
+        for i in range(cnt[v, GF.grad]):
+            gi = load(g, off[v, GF.grad] + i)
+            if load(x, off[v, GF.in_] + i) < 0:
                 gi = alpha * gi
-            store(dx, off[v, 2] + i, gi)
+            store(dx, off[v, GF.out] + i, gi)
 
 
 def leaky_relu_cycles(n, itemsize: int, workers: int = 6, per_vector: int = 6) -> np.ndarray:
@@ -89,13 +89,15 @@ class LeakyRelu(Codelet):
         return _leaky_relu_kernel
 
     def check(self, types, cnt, fp, ip):
-        if types[0] != types[1]:
-            raise TypeError(f"LeakyRelu: out must have in's type {types[0].name}, not {types[1].name}")
-        if np.any(cnt[:, 0] != cnt[:, 1]):
+        t = self.table(types, cnt, fp, ip)  # the vertex tables by name
+        if t.type.in_ != t.type.out:
+            raise TypeError(f"LeakyRelu: out must have in's type {t.type.in_.name}, not {t.type.out.name}")
+        if np.any(t.count.in_ != t.count.out):
             raise ValueError("LeakyRelu: in and out must have the same number of elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return leaky_relu_cycles(cnt[:, 0], types[0].itemsize, target.worker_contexts)
+        t = self.table(types, cnt, fp, ip)
+        return leaky_relu_cycles(t.count.in_, t.type.in_.itemsize, target.worker_contexts)
 
     def code_bytes(self, types):
         return 192  # a compiled C++ loop of about 40 instructions plus the supervisor stub (estimate)
@@ -121,12 +123,14 @@ class LeakyReluGrad(Codelet):
     def check(self, types, cnt, fp, ip):
         if len(set(types)) != 1:
             raise TypeError(f"LeakyReluGrad: grad, in and out must have one type, not {[t.name for t in types]}")
-        if np.any(cnt[:, 0] != cnt[:, 1]) or np.any(cnt[:, 0] != cnt[:, 2]):
+        c = self.table(types, cnt).count
+        if np.any(c.grad != c.in_) or np.any(c.grad != c.out):
             raise ValueError("LeakyReluGrad: grad, in and out must have the same number of elements")
 
     def cycles(self, types, cnt, fp, ip, target):
         # one more 64-bit load per vector than LeakyRelu
-        return leaky_relu_cycles(cnt[:, 0], types[0].itemsize, target.worker_contexts, per_vector=7)
+        t = self.table(types, cnt)
+        return leaky_relu_cycles(t.count.grad, t.type.grad.itemsize, target.worker_contexts, per_vector=7)
 
     def code_bytes(self, types):
         return 224
@@ -135,6 +139,10 @@ class LeakyReluGrad(Codelet):
         g = np.asarray(grad)
         out = np.where(np.asarray(x, np.float32) >= 0, g.astype(np.float32), np.float32(alpha) * g.astype(np.float32))
         return out.astype(g.dtype)
+
+
+F, FP = LeakyRelu.F, LeakyRelu.FP  # the kernels read their tables' columns by name
+GF, GFP = LeakyReluGrad.F, LeakyReluGrad.FP
 
 
 # -- 2. the ops -------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from . import kernel_cache
 
 kernel_cache.configure()  # before any cached kernel is defined: stale inlined helpers never run
 
-from .codelet import IN, INOUT, OUT, Codelet, Field, get_codelet, register, registered_codelets  # noqa: E402
+from .codelet import (IN, INOUT, OUT, Codelet, Columns, Field, Vertex, VertexTable, columns, get_codelet,  # noqa: E402
+                      register, registered_codelets)
 from .collectives import CrossReplica, groups_from_assignment, replica_groups
 from .compiler import compile
 from .executable import Executable, Step
@@ -38,11 +39,11 @@ from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT
 __all__ = [
     "ALL_TYPES", "BOOL", "BOW", "C600", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8", "INT16", "INT32", "OUT",
     "TEMPORARY", "UINT8", "UINT16", "UINT32", "VARIABLE",
-    "Call", "CodeLiveness", "CodeLoad", "Codelet", "CompileError", "ComputeSet", "Copy", "CrossReplica", "DeviceToHost",
+    "Call", "CodeLiveness", "CodeLoad", "Codelet", "Columns", "CompileError", "ComputeSet", "Copy", "CrossReplica", "DeviceToHost",
     "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream", "HostToDevice", "If",
     "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind", "RemoteBuffer",
     "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StepKind", "StreamError", "StreamingMemory", "Switch",
-    "Sync", "Target", "Tensor", "Use", "Variable",
-    "compile", "element_type", "get_codelet", "get_target", "groups_from_assignment", "load", "register",
+    "Sync", "Target", "Tensor", "Use", "Variable", "Vertex", "VertexTable",
+    "columns", "compile", "element_type", "get_codelet", "get_target", "groups_from_assignment", "load", "register",
     "register_kind", "register_step_kind", "registered_codelets", "replica_groups", "small_target", "store",
 ]

@@ -12,6 +12,15 @@ elements on the vertex's tile) and per-vertex parameters, and provides:
 - `code_bytes` and `state_bytes`: what the vertex code and each vertex's state occupy on a tile;
 - `reference`: a NumPy implementation of the same arithmetic, for tests.
 
+Fields and parameters are declared by name and read by name. Every codelet class gets, from its
+declaration, the column of each name in its vertex tables: `F` (fields: `views`, `types`, `off`,
+`cnt`), `FP` (float parameters: `fp`), `IP` (int parameters: `ip`), so a kernel reads
+`off[v, F.data]` and `fp[v, FP.scale]`, which Numba compiles to the same code as `off[v, 0]`
+(`Columns`). Its NumPy methods read the same tables through `table(types, cnt, fp, ip)`:
+`t.count.data`, `t.type.data`, `t.scale`. A codelet whose cost model follows a poplibs estimator
+names that vertex (`poplibs_vertices`) and builds it from a row of the calibration table
+(`calibration_vertex`), which profiler/calibrate.py scores without knowing the codelet.
+
 Codelets register themselves by name with `register`, which refuses a second codelet of a name.
 `ipu/` has none of its own and imports nothing of the project: the built-in ones live in the
 `codelets` package, registered when the layer above imports it (`import codelets`; popxl does).
@@ -19,13 +28,16 @@ Codelets register themselves by name with `register`, which refuses a second cod
 from __future__ import annotations
 
 import inspect
+import keyword
 import os
 import sys
-from dataclasses import dataclass
+import types as pytypes
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["IN", "INOUT", "OUT", "Codelet", "Field", "get_codelet", "register", "registered_codelets"]
+__all__ = ["IN", "INOUT", "OUT", "Codelet", "Columns", "Field", "Vertex", "VertexTable", "columns", "get_codelet",
+           "register", "registered_codelets"]
 
 IN, OUT, INOUT = "in", "out", "inout"
 
@@ -34,6 +46,91 @@ IN, OUT, INOUT = "in", "out", "inout"
 class Field:
     name: str
     direction: str = IN
+
+
+def attribute_name(name: str) -> str:
+    """The attribute a declared name is read as: itself, or with a trailing underscore when it is a
+    Python keyword (the field `in` is `F.in_`)."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+class Columns(pytypes.ModuleType):
+    """The column of every name of one of a codelet's vertex tables, from its declaration:
+    `F.data` is 0 when `data` is the first field.
+
+    A module object, because Numba kernels read a module's attributes as compile-time constants:
+    `off[v, F.data]` compiles to the same machine code as `off[v, 0]`, and `views[F.data]` may index
+    the tuple of differently typed views, which only a constant can (an IntEnum member indexes
+    arrays but not such a tuple; an ordinary class is not visible to Numba at all)."""
+
+    def __init__(self, owner: str, names):
+        super().__init__(owner)
+        self.__names = tuple(names)
+        for i, n in enumerate(self.__names):
+            setattr(self, attribute_name(n), i)
+
+    def __iter__(self):
+        return iter(self.__names)
+
+    def __len__(self) -> int:
+        return len(self.__names)
+
+    def __repr__(self) -> str:
+        return f"<columns {self.__name__}: {', '.join(f'{n}={i}' for i, n in enumerate(self.__names))}>"
+
+
+def columns(owner: str, names) -> Columns:
+    """The Columns of `names` (declared names, in their order); refuses repeated or unusable names."""
+    names = tuple(names)
+    for n in names:
+        if not isinstance(n, str) or not n.isidentifier():
+            raise ValueError(f"{owner}: {n!r} cannot name a field or parameter (it must be an identifier)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{owner}: {', '.join(map(repr, twice))} declared twice")
+    return Columns(owner, names)
+
+
+class _Named:
+    """Values by declared name, as attributes (`Columns` spelling: a keyword gets a trailing _)."""
+
+    def __init__(self, what: str, names, values):
+        self._what = what
+        for n, v in zip(names, values):
+            setattr(self, attribute_name(n), v)
+
+    def __getattr__(self, name):
+        raise AttributeError(f"{self._what} has no {name!r}")
+
+
+class VertexTable:
+    """A codelet's vertex tables by name, for its NumPy methods (`check`, `cycles`): `type.<field>`
+    is the field's element type, `count.<field>` its column of element counts (one per vertex),
+    and every parameter is its column of `fp` or `ip` by its own name (`t.scale`, `t.op`)."""
+
+    def __init__(self, codelet: "Codelet", types, cnt, fp=None, ip=None):
+        fields = codelet.field_names
+        self.type = _Named(f"{codelet.name}'s fields", fields, tuple(types))
+        self.count = _Named(f"{codelet.name}'s fields", fields, [cnt[:, j] for j in range(len(fields))])
+        for names, arr in ((codelet.float_params, fp), (codelet.int_params, ip)):
+            if arr is not None:  # a method that reads no parameters need not pass them
+                for j, n in enumerate(names):
+                    setattr(self, attribute_name(n), arr[:, j])
+        self._codelet = codelet.name
+
+    def __getattr__(self, name):
+        raise AttributeError(f"codelet {self._codelet} has no parameter {name!r} (fields: .type.<field>, "
+                             f".count.<field>)")
+
+
+@dataclass(frozen=True)
+class Vertex:
+    """One vertex of a codelet, by name: each field's element type and element count, and each
+    parameter's value (what a calibration row describes; `Codelet.vertex_cycles` prices it)."""
+
+    types: dict  # field name -> ipu.ElementType
+    counts: dict  # field name -> elements
+    params: dict = field(default_factory=dict)  # parameter name -> value
 
 
 class Codelet:
@@ -49,6 +146,22 @@ class Codelet:
     # float8 data reaches only codelets that say they take it (the casts, the float8 AMP, copies):
     # elsewhere its one-byte records would be misread as numbers
     takes_float8: bool = False
+
+    # The poplibs vertices whose cycle estimators this codelet's cost model follows (the `vertex`
+    # column of codelets/reference_cycles.csv, e.g. "popops::ScaledAddSupervisor"); see
+    # `calibration_vertex`.
+    poplibs_vertices: tuple = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        owner = cls.__qualname__
+        cls.F = columns(f"{owner}.F", [f.name for f in cls.fields])
+        cls.FP = columns(f"{owner}.FP", cls.float_params)
+        cls.IP = columns(f"{owner}.IP", cls.int_params)
+        clash = {"type", "count"} & {*cls.float_params, *cls.int_params}
+        if clash:
+            raise ValueError(f"codelet {owner}: a parameter cannot be named {', '.join(sorted(clash))} (the "
+                             f"names of table(...)'s field views)")
 
     def kernel(self):
         raise NotImplementedError
@@ -70,6 +183,32 @@ class Codelet:
 
     def reference(self, *arrays, **params):
         raise NotImplementedError
+
+    def table(self, types, cnt, fp=None, ip=None) -> VertexTable:
+        """The vertex tables of `check` / `cycles` by name (`VertexTable`)."""
+        return VertexTable(self, types, cnt, fp, ip)
+
+    def calibration_vertex(self, vertex: str, types: tuple, n: int, params: dict) -> Vertex:
+        """This codelet's vertex for one row of a calibration table (profiler/calibrate.py): the
+        poplibs vertex `vertex` (one of `poplibs_vertices`) over `n` elements of the row's element
+        types `types` (one, or two for a conversion: in, out), with the row's parameters by their
+        poplibs names (`op=ADD`, `regionSize=16`, ...). Raises KeyError naming what the row lacks."""
+        raise KeyError(f"codelet {self.name} has no calibration against {vertex}")
+
+    def vertex_cycles(self, vertex: Vertex, target) -> int:
+        """The cycles of one vertex given by name (checked as Graph.add_vertex checks it)."""
+        missing = [f for f in self.field_names if f not in vertex.types or f not in vertex.counts]
+        unknown = sorted(set(vertex.params) - {*self.float_params, *self.int_params})
+        absent = [p for p in (*self.float_params, *self.int_params) if p not in vertex.params]
+        if missing or unknown or absent:
+            raise KeyError(f"codelet {self.name}: a vertex needs every field ({', '.join(self.field_names)}) and "
+                           f"parameter; missing fields {missing}, missing parameters {absent}, unknown {unknown}")
+        types = tuple(vertex.types[f] for f in self.field_names)
+        cnt = np.array([[vertex.counts[f] for f in self.field_names]], np.int64)
+        fp = np.array([[vertex.params[p] for p in self.float_params]], np.float64).reshape(1, -1)
+        ip = np.array([[vertex.params[p] for p in self.int_params]], np.int64).reshape(1, -1)
+        self.check(types, cnt, fp, ip)
+        return int(np.asarray(self.cycles(types, cnt, fp, ip, target))[0])
 
     @property
     def field_names(self) -> tuple:

@@ -14,8 +14,10 @@ n: elements of the vertex (bytes for `ipu::Exchange`); params: `key=value;...` (
 `tolerance=0.05` for a row's own limit); cycles: the reference figure (empty where poplibs has no
 estimator: the row documents that and is not scored); source: where the figure comes from.
 
-For every row the command computes our model's cycles through the codelet registry (the same
-`Codelet.cycles` the simulator charges), and prints a table and a summary (Pearson r, mean absolute
+For every row the command computes our model's cycles through the codelet registry: the codelet
+that names the row's poplibs vertex (`Codelet.poplibs_vertices`) builds the vertex from the row
+(`Codelet.calibration_vertex`) and prices it with the same `Codelet.cycles` the simulator charges
+(this module knows no codelet); `ipu::Exchange` rows use the exchange cost model. It prints a table and a summary (Pearson r, mean absolute
 error, share of rows within 5% and 10%). `--json` prints `{"rows": [...], "summary": {...}}`. With
 `--max-error E` it exits 1 when a scored row is off by more than E (or its own tolerance), or when a
 row with a reference cannot be computed.
@@ -46,18 +48,6 @@ COLUMNS = ("vertex", "dtype", "n", "params", "cycles", "source")
 _TYPES = {"float": "float32", "half": "float16", "int": "int32", "unsigned int": "uint32", "short": "int16",
           "unsigned short": "uint16", "char": "int8", "signed char": "int8", "unsigned char": "uint8",
           "bool": "bool"}
-# poplibs expression op names -> ours
-_BINARY = {"ADD": "add", "SUBTRACT": "sub", "MULTIPLY": "mul", "DIVIDE": "div", "MAXIMUM": "max",
-           "MINIMUM": "min", "POWER": "pow", "REMAINDER": "fmod", "ATAN2": "atan2", "EQUAL": "equal",
-           "NOT_EQUAL": "not_equal", "LESS_THAN": "less", "LESS_THAN_EQUAL": "less_equal",
-           "GREATER_THAN": "greater", "GREATER_THAN_EQUAL": "greater_equal", "LOGICAL_AND": "logical_and",
-           "LOGICAL_OR": "logical_or"}
-_UNARY = {"TANH": "tanh", "EXPONENT": "exp", "LOGARITHM": "log", "SQRT": "sqrt", "RSQRT": "rsqrt",
-          "NEGATE": "negate", "ABSOLUTE": "abs", "SIGMOID": "sigmoid", "RELU": "relu", "SQUARE": "square",
-          "INVERSE": "reciprocal", "FLOOR": "floor", "CEIL": "ceil", "ROUND": "round", "SIGNUM": "sign",
-          "EXPONENT_MINUS_ONE": "expm1", "LOGARITHM_ONE_PLUS": "log1p", "SIN": "sin", "COS": "cos",
-          "LOGICAL_NOT": "logical_not", "IS_FINITE": "isfinite", "IS_INF": "isinf", "IS_NAN": "isnan",
-          "ERF": "erf", "GELU_ERF": "geluerf"}
 
 
 class TableError(ValueError):
@@ -148,198 +138,25 @@ def _etype(name: str):
     return ipu.element_type(_TYPES[name])
 
 
-def _cycles(codelet_name, types, cnt, fp=None, ip=None):
+def _row_types(row) -> tuple:
+    """The row's element types: `float`, or `float->half` (in, out) for a conversion."""
+    return tuple(_etype(x.strip()) for x in row.dtype.split("->"))
+
+
+def _codelets_by_vertex() -> dict:
+    """poplibs vertex name -> the codelet whose cost model follows its estimator (each codelet
+    names its vertices and builds them from a row: `Codelet.calibration_vertex`)."""
     import codelets  # noqa: F401  (registers the built-in codelets)
     import ipu
 
-    cl = ipu.get_codelet(codelet_name)
-    cnt = np.asarray(cnt, np.int64).reshape(1, -1)
-    fp = np.asarray(fp if fp is not None else [[0.0] * max(1, len(cl.float_params))], np.float64).reshape(1, -1)
-    ip = np.asarray(ip if ip is not None else [[0] * max(1, len(cl.int_params))], np.int64).reshape(1, -1)
-    cl.check(types, cnt, fp, ip)
-    return int(np.asarray(cl.cycles(types, cnt, fp, ip, ipu.GC200))[0])
+    return {v: c for c in ipu.registered_codelets().values() for v in c.poplibs_vertices}
 
 
-def _op_code(table_name: str, ours: str) -> int:
-    from codelets import elementwise
-
-    table = getattr(elementwise, table_name)
-    return int(table[ours])
-
-
-def _scaled_add(row):
-    t = _etype(row.dtype)
-    op = row.params.get("op", "ADD")
-    if op not in ("ADD", "AXPLUSBY"):
-        raise KeyError(f"ScaledAdd op {op!r} (ADD or AXPLUSBY)")
-    a = 1.0 if op == "ADD" else 0.5
-    return _cycles("ScaledAdd", (t, t), [row.n, row.n], [[a, 1.0]])
-
-
-def _binary(row, broadcast):
-    t = _etype(row.dtype)
-    op = _BINARY[row.params["op"]]
-    n = row.n
-    return _cycles("BinaryOp", (t, t, t), [n, 1 if broadcast else n, n], ip=[[_op_code("BINARY_OPS", op)]])
-
-
-def _unary(row):
-    t = _etype(row.dtype)
-    op = _UNARY[row.params["op"]]
-    return _cycles("UnaryOp", (t, t), [row.n, row.n], ip=[[_op_code("UNARY_OPS", op)]])
-
-
-def _cast(row):
-    if "->" not in row.dtype:
-        raise KeyError("a cast's dtype is FROM->TO, e.g. float->half")
-    f, t = (_etype(x.strip()) for x in row.dtype.split("->", 1))
-    return _cycles("Cast", (f, t), [row.n, row.n])
-
-
-def _dynamic_slice(row):
+def _codelet_cycles(codelet, row) -> int:
     import ipu
 
-    t = _etype(row.dtype)
-    region = int(row.params["regionSize"])
-    sub = int(row.params["numSubElements"])
-    if region * sub != row.n:
-        raise KeyError(f"n ({row.n}) must be regionSize x numSubElements ({region} x {sub})")
-    rows = max(sub, int(row.params.get("numBaseElements", sub)))
-    return _cycles("DynamicSlice", (t, ipu.INT32, t), [region * rows, 1, region * sub], ip=[[region, rows, 0]])
-
-
-def _multi_slice(row):
-    import ipu
-
-    t = _etype(row.dtype)
-    region = int(row.params["regionSize"])
-    m = int(row.params["numOffsets"])
-    if region * m != row.n:
-        raise KeyError(f"n ({row.n}) must be regionSize x numOffsets ({region} x {m})")
-    return _cycles("MultiSlice", (t, ipu.INT32, t), [region * m, m, region * m], ip=[[region, m, 0]])
-
-
-def _multi_update(row, op):
-    import ipu
-    from codelets.indexing import UpdateOpCode
-
-    t = _etype(row.dtype)
-    region = int(row.params["regionSize"])
-    m = int(row.params["numOffsets"])
-    if region * m != row.n:
-        raise KeyError(f"n ({row.n}) must be regionSize x numOffsets ({region} x {m})")
-    code = UpdateOpCode.ASSIGN if op is None else getattr(UpdateOpCode, op)
-    return _cycles("MultiUpdate", (t, ipu.INT32, t), [region * m, m, region * m],
-                   ip=[[region, m, 0, int(code), 0, 0, 0]])
-
-
-_REDUCE = {"ADD": "sum", "MAX": "max", "MIN": "min", "MUL": "prod", "SQUARE_ADD": "sum_squares",
-           "LOG_ADD": "log_sum_exp"}
-
-
-def _reduce(row):
-    from codelets.reduce import PARTIALS, REDUCE_OPS, ROWS
-
-    if "->" not in row.dtype:
-        raise KeyError("a reduction's dtype is IN->OUT, e.g. half->float")
-    f, t = (_etype(x.strip()) for x in row.dtype.split("->", 1))
-    spec = row.params.get("spec", "SINGLE_INPUT")
-    n_out = int(row.params.get("outputs", 1))
-    if row.n % max(n_out, 1):
-        raise KeyError(f"n ({row.n}) must be outputs x partials per output")
-    k = row.n // max(n_out, 1)
-    layout = {"SINGLE_INPUT": ROWS, "ALL_REGIONS_CONTINUOUS": ROWS, "STRIDED_REDUCE": PARTIALS}[spec]
-    code = int(REDUCE_OPS[_REDUCE[row.params["op"]]])
-    return _cycles("Reduce", (f, t), [row.n, n_out], ip=[[code, k, layout]])
-
-
-def _argmax(row):
-    import ipu
-
-    t = _etype(row.dtype)
-    return _cycles("ArgMinMax", (t, ipu.INT32), [row.n, 1], ip=[[row.n, 0]])
-
-
-def _topk(row):
-    import ipu
-
-    t = _etype(row.dtype)
-    k = int(row.params["k"])
-    return _cycles("TopK", (t, t, ipu.INT32), [row.n, k, k], ip=[[row.n, k, 1, int(row.params.get("sorted", 0))]])
-
-
-def _transpose(row):
-    t = _etype(row.dtype)
-    rows, cols, mats = (int(row.params[x]) for x in ("rows", "cols", "matrices"))
-    if rows * cols * mats != row.n:
-        raise KeyError(f"n ({row.n}) must be rows x cols x matrices")
-    return _cycles("Transpose2d", (t, t), [row.n, row.n], ip=[[rows, cols]])
-
-
-def _fill(row):
-    t = _etype(row.dtype)
-    return _cycles("Fill", (t,), [row.n], [[0.0]])
-
-
-def _matmul_block(row):
-    t = _etype(row.dtype)
-    import ipu
-
-    m, k, n = (int(row.params[x]) for x in ("m", "k", "n"))
-    if m * n != row.n:
-        raise KeyError(f"n ({row.n}) must be m x n ({m} x {n}) outputs")
-    return _cycles("MatMulBlock", (t, t, ipu.FLOAT32), [m * k, k * n, m * n], ip=[[m, k, n, 0]])
-
-
-def _reduce_add(row):
-    import ipu
-
-    if "->" not in row.dtype:
-        raise KeyError("ReduceAdd's dtype is PARTIALS->OUT, e.g. float->half")
-    f, t = (_etype(x.strip()) for x in row.dtype.split("->", 1))
-    p = int(row.params["numPartials"])
-    if f != ipu.FLOAT32:
-        raise KeyError("MatMulReducePartials takes float partials")
-    return _cycles("MatMulReducePartials", (f, t), [p * row.n, row.n], ip=[[p]])
-
-
-def _select(row, broadcast):
-    import ipu
-
-    t = _etype(row.dtype)
-    k = 1 if broadcast else row.n
-    return _cycles("Select", (ipu.BOOL, t, t, t), [row.n, k, k, row.n])
-
-
-def _clamp(row):
-    t = _etype(row.dtype)
-    return _cycles("Clamp", (t, t), [row.n, row.n], [[0.0, 1.0]])
-
-
-def _histogram(row):
-    import ipu
-
-    t = _etype(row.dtype)
-    limits = int(row.params["limits"])
-    return _cycles("Histogram", (t, t, ipu.UINT32), [row.n, limits, limits + 1],
-                   ip=[[int(row.params.get("absolute", 0))]])
-
-
-def _random(row, dropout):
-    import ipu
-
-    t = _etype(row.dtype)
-    if dropout:
-        return _cycles("Dropout", (ipu.UINT32, t, t), [2, row.n, row.n], [[0.5, 2.0]])
-    return _cycles("RandomNormal", (ipu.UINT32, t), [2, row.n], [[0.0, 1.0]])
-
-
-def _iota(row):
-    import ipu
-
-    if _etype(row.dtype) != ipu.INT32:
-        raise KeyError("Arange writes int32")
-    return _cycles("Arange", (ipu.INT32,), [row.n], ip=[[0]])
+    vertex = codelet.calibration_vertex(row.vertex, _row_types(row), row.n, row.params)
+    return codelet.vertex_cycles(vertex, ipu.GC200)
 
 
 def _exchange(row):
@@ -351,53 +168,22 @@ def _exchange(row):
     return int(cycles.max())
 
 
-ADAPTERS = {
-    "popops::ScaledAddSupervisor": _scaled_add,
-    "popops::ScaledAdd": _scaled_add,
-    "popops::BinaryOp1DSupervisor": lambda r: _binary(r, False),
-    "popops::BinaryOp1D": lambda r: _binary(r, False),
-    "popops::BroadcastScalar1DSupervisor": lambda r: _binary(r, True),
-    "popops::BroadcastScalar1D": lambda r: _binary(r, True),
-    "popops::UnaryOp1DSupervisor": _unary,
-    "popops::UnaryOp1D": _unary,
-    "popops::Cast1D": _cast,
-    "popops::DynamicSlice1D": _dynamic_slice,
-    "popops::DynamicUpdateSlice1D": _dynamic_slice,
-    "popops::MultiSlice": _multi_slice,
-    "popops::Fill": _fill,
-    "popops::Transpose2d": _transpose,
-    "popnn::ReduceMaxClassSparse": _argmax,
-    "popnn::ReduceMaxNClassSparse": _topk,
-    "popops::Reduce": _reduce,
-    "popops::MultiUpdate": lambda r: _multi_update(r, None),
-    "popops::MultiUpdateOp": lambda r: _multi_update(r, r.params.get("op", "ADD")),
-    "poplin::ConvPartial1x1Out": _matmul_block,
-    "poplin::ReduceAdd": _reduce_add,
-    "popops::Select": lambda r: _select(r, False),
-    "popops::BroadcastSelect": lambda r: _select(r, True),
-    "popops::Clamp": _clamp,
-    "popops::Histogram2D": _histogram,
-    "popops::Iota": _iota,
-    "poprand::NormalSupervisor": lambda r: _random(r, False),
-    "poprand::DropoutSupervisor": lambda r: _random(r, True),
-    "ipu::Exchange": _exchange,
-}
-
-
 def compute(rows: list[Row]) -> list[Row]:
+    """Our model's cycles for every row with a reference: through the codelet that names the row's
+    poplibs vertex, or the exchange cost model for `ipu::Exchange`."""
+    by_vertex = _codelets_by_vertex()
+    known = sorted({*by_vertex, "ipu::Exchange"})
     for row in rows:
-        fn = ADAPTERS.get(row.vertex)
         if row.reference is None:
             row.reason = "no reference figure (see source)"
             continue
-        if fn is None:
-            if row.reference is not None:
-                row.reason = f"no model adapter for {row.vertex} (known: {', '.join(sorted(ADAPTERS))})"
-            else:
-                row.reason = "no reference figure (see source)"
+        codelet = by_vertex.get(row.vertex)
+        if codelet is None and row.vertex != "ipu::Exchange":
+            row.reason = (f"no model adapter for {row.vertex}: no codelet names it in its poplibs_vertices "
+                          f"(known: {', '.join(known)})")
             continue
         try:
-            row.model = fn(row)
+            row.model = _exchange(row) if codelet is None else _codelet_cycles(codelet, row)
         except (KeyError, TypeError, ValueError) as e:
             row.reason = f"cannot compute: {e}"
     return rows

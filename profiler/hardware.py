@@ -150,7 +150,7 @@ def _amp_tiles(target, p):
     rows = np.arange(tiles)
     g.add_vertices(cs, "MatMulBlock", rows, {"a": (a, rows * m * k, m * k), "b": (b, rows * k * n, k * n),
                                              "out": (o, rows * m * n, m * n)},
-                   ip=np.tile([m, k, n, 0], (tiles, 1)))
+                   ip={"m": m, "k": k, "n": n, "accumulate": 0})
     return _cycles_of(g, ipu.Execute(cs)), 2 * m * k * n * tiles, 0
 
 

@@ -112,3 +112,14 @@ def test_every_module_says_what_it_exports(module):
                 defined.add((sub.asname or sub.name).split(".")[0])
     assert exported is not None, f"ipu/{module} has no __all__"
     assert not set(exported) - defined, f"ipu/{module} exports names it does not define: {set(exported) - defined}"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_module_imports_inside_a_function(module):
+    """ipu/'s data types live in leaf modules (graph_objects.py, nodes.py, ...), so no import
+    needs hiding in a function to break a cycle: every import is at the top of its module."""
+    with open(os.path.join(IPU, module), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), module)
+    inside = [f"line {sub.lineno}" for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for sub in ast.walk(node) if isinstance(sub, (ast.Import, ast.ImportFrom))]
+    assert not inside, f"ipu/{module} imports inside a function ({', '.join(inside)})"
