@@ -39,8 +39,8 @@ from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT
 __all__ = [
     "ALL_TYPES", "BOOL", "BOW", "C600", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8", "INT16", "INT32", "OUT",
     "TEMPORARY", "UINT8", "UINT16", "UINT32", "VARIABLE",
-    "Call", "CodeLiveness", "CodeLoad", "Codelet", "Columns", "CompileError", "ComputeSet", "Copy", "CrossReplica", "DeviceToHost",
-    "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream", "HostToDevice", "If",
+    "Call", "CodeLiveness", "CodeLoad", "Codelet", "Columns", "CompileError", "ComputeSet", "Copy", "CrossReplica",
+    "DeviceToHost", "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream", "HostToDevice", "If",
     "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind", "RemoteBuffer",
     "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StepKind", "StreamError", "StreamingMemory", "Switch",
     "Sync", "Target", "Tensor", "Use", "Variable", "Vertex", "VertexTable",

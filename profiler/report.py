@@ -192,8 +192,8 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
         st.add_column("tiles", justify="right")
         for r in analysis.costliest_steps(doc, top):
             c = int(r["executed_cycles"])
-            st.add_row(str(r["id"]), r["name"], Text(r["kind"], style=CLASS_STYLE.get(step_class(r), "")), r.get("op") or "", f"{r['executions']:,}",
-                       f"{c:,}", f"{100 * c / summed:.1f}", f"{r.get('active_tiles', t['num_tiles']):,}")
+            st.add_row(str(r["id"]), r["name"], Text(r["kind"], style=CLASS_STYLE.get(step_class(r), "")),
+                       r.get("op") or "", f"{r['executions']:,}", f"{c:,}", f"{100 * c / summed:.1f}", f"{r.get('active_tiles', t['num_tiles']):,}")
         con.print()
         con.print(st)
 
