@@ -37,13 +37,13 @@ from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT
                     ElementType, element_type)
 
 __all__ = [
-    "ALL_TYPES", "BOOL", "BOW", "C600", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8", "INT16", "INT32", "OUT",
-    "TEMPORARY", "UINT8", "UINT16", "UINT32", "VARIABLE",
+    "ALL_TYPES", "BOOL", "BOW", "C600", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8",
+    "INT16", "INT32", "OUT", "TEMPORARY", "UINT8", "UINT16", "UINT32", "VARIABLE",
     "Call", "CodeLiveness", "CodeLoad", "Codelet", "Columns", "CompileError", "ComputeSet", "Copy", "CrossReplica",
-    "DeviceToHost", "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream", "HostToDevice", "If",
-    "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind", "RemoteBuffer",
-    "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StepKind", "StreamError", "StreamingMemory", "Switch",
-    "Sync", "Target", "Tensor", "Use", "Variable", "Vertex", "VertexTable",
+    "DeviceToHost", "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream",
+    "HostToDevice", "If", "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind",
+    "RemoteBuffer", "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StepKind", "StreamError",
+    "StreamingMemory", "Switch", "Sync", "Target", "Tensor", "Use", "Variable", "Vertex", "VertexTable",
     "columns", "compile", "element_type", "get_codelet", "get_target", "groups_from_assignment", "load", "register",
     "register_kind", "register_step_kind", "registered_codelets", "replica_groups", "small_target", "store",
 ]
