@@ -32,12 +32,19 @@ the fixed exchange overhead plus the slower of (a) the chunk over the links and 
 tile's share of the chunk through its exchange port at 4 B/cycle, then, for the reducing steps,
 a compute phase in which every tile adds the chunk it received into its own data.
 
-Link bandwidth: 128 Gbit/s per IPU-Link x 0.85 efficiency (poplibs test util; `Target`). GCL's
-"bi-directional ring pair" method (GCL user guide) sends half of every chunk clockwise and half
-anticlockwise round the ring, each over its own link, so a replica moves a chunk at the bandwidth
-of RING_LINKS = 2 links (a derivation from the method's description, not a measurement). With
-several IPUs per replica every IPU holding part of the tensor drives its own ring, so the IPU with
-the largest part of each chunk sets the time.
+Link time: the same IPU-Link model as every cross-IPU copy (ipu/links.py). The replicas of a run
+sit on the IPUs of one system, replica r on IPUs r x k .. (r + 1) x k - 1 (k IPUs per replica),
+wired as the target says (IPU-M2000 ladder, C600 ring), neighbours joined by 2 IPU-Links at 128
+Gbit/s x 0.85. A group's ring follows the wiring's neighbour ring (links.ring_order: the periphery
+of the ladder, the ring GCL's collectives use), and GCL's default "bi-directional ring pair"
+method (GCL user guide, "Collective methods") sends half of every chunk clockwise and half
+anticlockwise, so each ring edge carries half a chunk each way. Every IPU holding part of the
+tensor drives its own ring with its part. A hop takes as long as the busiest directed link bundle
+of all the rings of all the groups at once (links.link_phase_cycles: traffic between IPUs that are
+not neighbours is routed over the wiring and shares the bundles it crosses). For one IPU per
+replica in a full ladder that is a chunk at 4 links' bandwidth (RING_LINKS, the two link
+bundles of a replica's two ring neighbours); the earlier model priced every hop at 2 links
+whatever the wiring.
 
 Groups that span IPU-POD64 racks (GW-Links): the replicas of a run are numbered as their IPUs sit
 in the system, replica r on IPUs r x k .. (r + 1) x k - 1 (k IPUs per replica), 64 IPUs per
@@ -77,14 +84,15 @@ from .tensor import Tensor
 
 __all__ = ["CollectiveStep", "CrossReplica", "KINDS", "OPS", "Payload", "RING_LINKS", "cross_replica_sync_cycles",
            "groups_from_assignment", "link_bytes", "model_cycles", "plan", "reduce_tile_cycles", "replica_groups",
-           "ring_bytes_per_cycle", "run", "Communicator", "gw_link_bytes_per_cycle", "gw_port_load", "spans_racks",
+           "ring_bytes_per_cycle", "ring_link_cycles", "run", "Communicator", "gw_link_bytes_per_cycle", "gw_port_load", "spans_racks",
            "IPUS_PER_RACK", "IPUS_PER_M2000", "GW_LINK_GBPS"]
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "slice")
 OPS = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")
 
-# Links a replica drives at once in a ring step: GCL's bi-directional ring pair (see above).
-RING_LINKS = 2
+# Links a replica drives at once in a ring step between neighbours: half the chunk to each of its
+# two ring neighbours, each over the 2 links joining them (see above; Target.ipu_links_per_cable)
+RING_LINKS = 4
 # IPU-POD systems (see the module docstring for the sources)
 IPUS_PER_RACK = 64  # an IPU-POD64 logical rack
 IPUS_PER_M2000 = 4
@@ -176,9 +184,43 @@ def cross_replica_sync_cycles(target: "Target", group_size: int) -> int:
     return int(math.ceil(target.inter_ipu_sync_ns * 1e-9 * target.clock_hz * (1 + n_ipus / 4) * 2))
 
 
-def ring_bytes_per_cycle(target: "Target") -> float:
-    """Bytes per cycle a replica moves in one ring step: RING_LINKS IPU-Links."""
-    return RING_LINKS * target.ipu_link_bytes_per_cycle()
+def ring_bytes_per_cycle(target: "Target", group_size: int | None = None) -> float:
+    """Bytes per cycle a replica moves in one ring step between neighbours: half the chunk over
+    each neighbour's link bundle (2 x ipu_links_per_cable links; RING_LINKS on every shipped
+    target). A ring of two has one neighbour: both halves share its bundle."""
+    bundles = 1 if group_size == 2 else 2
+    return bundles * target.ipu_links_per_cable * target.ipu_link_bytes_per_cycle()
+
+
+def ring_link_cycles(target: "Target", groups, ipu_bytes) -> int:
+    """Cycles of one ring hop on the IPU-Links: every group's ring in the wiring's neighbour-ring
+    order, every IPU i of a replica sending half of its part ipu_bytes[i] of the chunk to the
+    same IPU of the next replica and half to the previous one, all at once
+    (links.link_phase_cycles over the whole system's wiring)."""
+    from . import links
+
+    k = max(1, int(target.ipus))
+    replicas = sum(len(g) for g in groups)
+    system = target.with_ipus(replicas * k)
+    pos = {ipu: i for i, ipu in enumerate(links.ring_order(system))}
+    src, dst, nbytes = [], [], []
+    for g in groups:
+        n = len(g)
+        if n < 2:
+            continue
+        ring = sorted(g, key=lambda r: pos[int(r) * k])
+        for j in range(n):
+            a, b = int(ring[j]), int(ring[(j + 1) % n])
+            for i in range(k):  # (a ring of two: both of a replica's halves go to its one neighbour)
+                half = float(ipu_bytes[i]) / 2
+                if half <= 0:
+                    continue
+                src += [a * k + i, b * k + i]
+                dst += [b * k + i, a * k + i]
+                nbytes += [half, half]
+    if not src:
+        return 0
+    return links.link_phase_cycles(np.array(src), np.array(dst), np.array(nbytes), system)
 
 
 def gw_link_bytes_per_cycle(target: "Target") -> float:
@@ -298,7 +340,9 @@ def plan(kind: str, op: str, group_size: int, src_tile_bytes: np.ndarray, dst_ti
     # with the largest part sets the pace (one IPU per replica: the whole chunk)
     ipu_share = np.bincount(np.arange(len(share)) // target.tiles_per_ipu, weights=share,
                             minlength=target.ipus) if target.ipus > 1 else np.array([chunk])
-    link = int(math.ceil(min(chunk, int(ipu_share.max(initial=0))) / ring_bytes_per_cycle(target)))
+    ipu_bytes = np.minimum(ipu_share, chunk)
+    ring_groups = groups if groups is not None else [list(range(n))]
+    link = ring_link_cycles(target, ring_groups, ipu_bytes)
     via = "IPU-Links"
     if groups is not None and spans_racks(groups, target.ipus):
         per_ipu = ipu_share if target.ipus > 1 else np.array([chunk])

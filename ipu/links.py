@@ -6,13 +6,14 @@ Two wirings (`Target.ipu_link_wiring`):
 - "ladder": IPU-M2000 / Bow-2000 systems and the IPU-PODs built from them. The IPUs form a ladder:
   IPUs 2k and 2k + 1 are the two ends of a rung, and the two rails run through the even and the
   odd IPUs (i to i + 2), the rails closed into a ring at the ends of the system (the IPU-Link
-  cables of an IPU-POD loop back), so every IPU has three neighbours: its rung partner and one
-  rail neighbour each way (Graphcore IPU-POD reference designs; the same ladder Jia et al. 2019,
-  arXiv 1912.03413 sec. 4, measured on C2 cards). An IPU's `ipu_links` links are shared out over
-  its neighbours: 10 / 3 links each, 45 GB/s one way at 128 Gbit/s x 0.85 per link, where the
-  earlier model gave one IPU pair all ten links (136 GB/s, 2.85x the IPU-M2000 pair bandwidth).
-  A system of two IPUs has one neighbour pair; of four (one IPU-M2000), rungs 0-1 and 2-3 and
-  rails 0-2 and 1-3.
+  cables of an IPU-POD loop back; the Poplar user guide's GCL section calls this the torus form of
+  the ladder), so every IPU has three neighbours: its rung partner and one rail neighbour each
+  way (the same ladder Jia et al. 2019, arXiv 1912.03413 sec. 4, measured on C2 cards).
+  Neighbours are joined by `ipu_links_per_cable` (2) IPU-Links: Graphcore's gc-iputraffictest
+  documents an IPU-M2000 rung pair (devices 2 and 3) moving 423.3 Gbit/s both ways together, 26.5
+  GB/s each way = 2 links x 128 Gbit/s x 0.83 (codelets/reference_hardware.csv scores it). The
+  earlier models gave one pair all ten of an IPU's links (136 GB/s, 2.85x the measurement), then
+  a third of them each (45 GB/s, 1.7x).
 - "ring": C600 cards. Neighbouring cards are joined by one cable of `ipu_links_per_cable` (2)
   links, the cards in a ring (C600 product brief: up to 8 cards, each pair joined by a cable of
   two IPU-Links).
@@ -33,7 +34,7 @@ import numpy as np
 
 from .target import Target
 
-__all__ = ["link_phase_cycles", "links_between", "neighbours", "route"]
+__all__ = ["link_phase_cycles", "links_between", "neighbours", "ring_order", "route"]
 
 
 def neighbours(target: Target, ipu: int) -> dict[int, float]:
@@ -54,15 +55,25 @@ def _neighbours(wiring: str, links: int, per_cable: int, n: int, ipu: int) -> di
         raise ValueError(f"unknown IPU-Link wiring {wiring!r} (ladder or ring)")
     partner = ipu ^ 1
     if partner < n:
-        out[partner] = 1.0
+        out[partner] = float(per_cable)
     rail = [j for j in range(ipu % 2, n, 2)]
     if len(rail) > 1:
         k = rail.index(ipu)
         for j in (rail[(k - 1) % len(rail)], rail[(k + 1) % len(rail)]):
             if j != ipu:
-                out[j] = 1.0
-    share = links / 3  # links shared over the three neighbours of a full ladder
-    return {j: share for j in out}
+                out[j] = float(per_cable)
+    return out
+
+
+def ring_order(target: Target, ipus: int | None = None) -> list[int]:
+    """The IPUs of a system of `ipus` IPUs (default: the target's) in the order of a ring that
+    only crosses neighbour links: C600 cards in card order; the ladder up the even rail and back
+    down the odd one (0, 2, 4, ..., 5, 3, 1), the single ring round the periphery of the ladder
+    that GCL's collectives use (Poplar user guide, GCL logical topologies)."""
+    n = target.ipus if ipus is None else int(ipus)
+    if target.ipu_link_wiring == "ring" or n < 3:
+        return list(range(n))
+    return list(range(0, n, 2)) + list(range(n - 1 - (n % 2), 0, -2))
 
 
 def links_between(target: Target, a: int, b: int) -> float:

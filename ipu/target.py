@@ -63,9 +63,10 @@ class Target:
     ipu_links: int = 10
     # How the IPU-Links are wired (ipu/links.py): "ladder" (IPU-M2000 / Bow-2000 and their PODs:
     # IPUs 2k and 2k + 1 are the rungs of a ladder whose two rails run through IPUs i, i + 2, ...,
-    # closed into a ring at the ends, and each IPU's links are shared out over its neighbours) or
-    # "ring" (C600 cards: each pair of neighbouring cards joined by one cable of
-    # ipu_links_per_cable links, C600 product brief).
+    # closed into a ring at the ends) or "ring" (C600 cards in a ring, C600 product brief). Either
+    # way neighbouring IPUs are joined by ipu_links_per_cable links: a C600 cable carries 2 (C600
+    # product brief), and an IPU-M2000 rung pair measured 26.5 GB/s each way, 2 links at 128
+    # Gbit/s x 0.83 (gc-iputraffictest's documented output; codelets/reference_hardware.csv).
     ipu_link_wiring: str = "ladder"
     ipu_links_per_cable: int = 2
     # Host <-> IPU streams. IPU-M2000 host links: 2 x 100 Gbit/s RoCE (IPU-M2000 datasheet) shared

@@ -214,6 +214,27 @@ def _ipu_copy(target, p):
     return _cycles_of(g, ipu.Copy(a, b)), 0, nb
 
 
+def _ipu_traffic(target, p):
+    """IPUs `device0` and `device1` of a multi-IPU target exchange at once: `tiles` tiles of each
+    send `bytes_per_tile` bytes to the same tiles of the other (gc-iputraffictest's pattern), one
+    exchange phase; bytes counted both ways (the tool reports the sum of the two directions)."""
+    import ipu
+
+    d0, d1 = int(p.get("device0", 0)), int(p.get("device1", 1))
+    tiles, per_tile = int(p["tiles"]), int(p["bytes_per_tile"])
+    t = target.with_ipus(max(d0, d1) + 1)
+    T = t.tiles_per_ipu
+    n = tiles * per_tile // 4
+    g = ipu.Graph(t)
+    a = g.add_variable("a", (2 * n,), "float32")  # [IPU d0's part, IPU d1's part]
+    b = g.add_variable("b", (2 * n,), "float32")  # the same parts on the other IPU
+    on = {d: range(d * T, d * T + tiles) for d in (d0, d1)}
+    for v, first, second in ((a, d0, d1), (b, d1, d0)):
+        g.map_linearly(v[:n], tiles=on[first])
+        g.map_linearly(v[n:], tiles=on[second])
+    return _cycles_of(g, ipu.Copy(a, b)), 0, 2 * n * 4
+
+
 def _host_to_device(target, p):
     """A host stream of `bytes` bytes written to a tensor spread over every tile of one IPU."""
     import ipu
@@ -234,6 +255,7 @@ WORKLOADS = {
     "exchange": _exchange,
     "matmul": _matmul,
     "ipu_copy": _ipu_copy,
+    "ipu_traffic": _ipu_traffic,
     "host_to_device": _host_to_device,
 }
 

@@ -41,10 +41,12 @@ def test_ring_steps_and_link_bytes(kind, n, tiles):
     chunk = -(-full // n)
     # bytes over the links: 2 (n-1)/n x B for all-reduce, (n-1)/n x B for the others
     assert sum(s.bytes_moved for s in link) == col.link_bytes(kind, n, full) == hops * chunk
-    # every hop: sync across the group's IPUs, then the chunk over two IPU-Links at 128 Gbit/s x 0.85
+    # every hop: sync across the group's IPUs, then half the chunk to each ring neighbour over the
+    # two IPU-Links joining them (128 Gbit/s x 0.85 each): the chunk at four links' bandwidth (a
+    # ring of two: both halves to the one neighbour, two links)
     sync = math.ceil(15e-9 * T.clock_hz * (1 + n / 4) * 2)
     assert all(s.cycles == sync for s in syncs)
-    bpc = 2 * 128e9 / 8 * 0.85 / T.clock_hz
+    bpc = (2 if n == 2 else 4) * 128e9 / 8 * 0.85 / T.clock_hz
     link_cycles = T.exchange_overhead_cycles + math.ceil(chunk / bpc)
     # ... or each tile's share of the chunk through its exchange port (4 B/cycle), if slower
     share = -(-np.bincount(src.tile_of, minlength=T.num_tiles) * 4 // (1 if kind == "all_gather" else n))
@@ -66,7 +68,7 @@ def test_all_reduce_grows_like_the_ring():
     for n in (2, 4, 8, 16):
         exe, *_ = _compile("all_reduce", numel, n, target=T)
         link = sum(s.cycles for s in exe.steps if s.kind == "exchange")
-        ideal = 2 * (n - 1) / n * B / col.ring_bytes_per_cycle(T)
+        ideal = 2 * (n - 1) / n * B / col.ring_bytes_per_cycle(T, n)
         assert ideal <= link <= ideal * 1.05 + 2 * (n - 1) * (T.exchange_overhead_cycles + 1)
 
 
