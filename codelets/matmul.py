@@ -185,15 +185,26 @@ def _reduce_into(ov, o0, pv, p0, n, num, scratch):  # pragma: no cover - replace
 
 @overload(_reduce_into, inline="always")
 def _ov_reduce_into(ov, o0, pv, p0, n, num, scratch):
-    if _is_f32(ov):  # summed straight into the output (a variable apart from the partials)
-        return lambda ov, o0, pv, p0, n, num, scratch: _sum_partials(piece(pv, p0, n * num), n, num,
+    if _is_f32(pv):
+        if _is_f32(ov):  # summed straight into the output (a variable apart from the partials)
+            return lambda ov, o0, pv, p0, n, num, scratch: _sum_partials(piece(pv, p0, n * num), n, num,
+                                                                         piece(ov, o0, n))
+
+        def impl(ov, o0, pv, p0, n, num, scratch):
+            acc = borrow(scratch, 0, n)
+            _sum_partials(piece(pv, p0, n * num), n, num, acc)
+            _narrow_half(ov, o0, acc)
+        return impl
+    # half partials: widened exactly, summed in float32, rounded once into a half output
+    if _is_f32(ov):
+        return lambda ov, o0, pv, p0, n, num, scratch: _sum_partials(_widen_half(pv, p0, n * num), n, num,
                                                                      piece(ov, o0, n))
 
-    def impl(ov, o0, pv, p0, n, num, scratch):
+    def impl_half(ov, o0, pv, p0, n, num, scratch):
         acc = borrow(scratch, 0, n)
-        _sum_partials(piece(pv, p0, n * num), n, num, acc)
+        _sum_partials(_widen_half(pv, p0, n * num), n, num, acc)
         _narrow_half(ov, o0, acc)
-    return impl
+    return impl_half
 
 
 @njit(cache=True)
@@ -363,30 +374,34 @@ def _float8_block_cycles(hi, lo, in_groups, out_groups, ig1, loads, g, w):
 
 
 def reduce_partials_cycles(out_size, num_partials, out_float: bool, workers: int = 6,
-                           data_path_bits: int = 64):
-    """Tile cycles of one MatMulReducePartials supervisor vertex (float32 partials).
+                           data_path_bits: int = 64, partials_float: bool = True):
+    """Tile cycles of one MatMulReducePartials supervisor vertex (float32 or float16 partials).
 
     Source: poplin PerformanceEstimation.hpp. P >= 2: getReduceCycleEstimate (the multi-input
-    ReduceAdd, no single-input fast path): the workers take 4 float outputs per loop at 3 cycles per
-    partial (64-bit loads + a pointer load) plus 7 (float out) / 6 (half out) per loop; remainders
-    cost 2P + 13; 32 fixed; x 6 workers. P = 1: a cast (estimateCastCycles: (max(loads of 2 floats,
-    stores of 2 floats or 4 halves) per worker + 26) x 6). P = 0: the zero supervisor vertex.
+    ReduceAdd, no single-input fast path): the workers take an accumulator vector of outputs per
+    loop (4 float partials / 8 half) at (vector / partials per 64-bit load + 1 pointer load) cycles
+    per partial plus 7 / 6 (float partials, float / half out) or 9 / 8 (half partials) per loop;
+    remainders cost 2P + 13 (float) / 2P + 11 (half); 32 fixed; x 6 workers. P = 1: a cast
+    (estimateCastCycles: (max(loads of 2 floats / 4 halves, stores of 2 floats / 4 halves) per
+    worker + 26) x 6). P = 0: the zero supervisor vertex.
     """
     n = np.asarray(out_size, np.int64)
     p = np.asarray(num_partials, np.int64)
-    acc = 4  # float partials: accumulator vector width
-    per_dp = data_path_bits // 32
+    acc = 4 if partials_float else 8  # accumulator vector width
+    per_dp = data_path_bits // (32 if partials_float else 16)
     per_loop = acc // min(acc, per_dp) + 1
-    loops = n // acc + (n & 1 != 0) + (n & 2 != 0)
+    loops = n // acc + (n & 1 != 0) + (n & 2 != 0) + (0 if partials_float else (n & 4 != 0))
     ldw = loops // workers
     rem = loops % workers
     base = np.full_like(n, 32)
-    base = base + np.where((rem != 0) & ((n & 3) != 0), 2 * p + 13, 0)
-    ldw = ldw + np.where((rem != 0) & ((n & 3) == 0), 1, 0)
-    red = workers * (base + (per_loop * p + (7 if out_float else 6)) * ldw)
+    base = base + np.where((rem != 0) & ((n & (acc - 1)) != 0), 2 * p + (13 if partials_float else 11), 0)
+    ldw = ldw + np.where((rem != 0) & ((n & (acc - 1)) == 0), 1, 0)
+    per_out = (7 if out_float else 6) if partials_float else (9 if out_float else 8)
+    red = workers * (base + (per_loop * p + per_out) * ldw)
     out_vec = 2 if out_float else 4
+    in_vec = 2 if partials_float else 4
     per_worker = -(-n // workers)
-    cast = workers * (np.maximum(-(-per_worker // 2), -(-per_worker // out_vec)) + 26)
+    cast = workers * (np.maximum(-(-per_worker // in_vec), -(-per_worker // out_vec)) + 26)
     zero = workers * (-(-per_worker // out_vec) + (14 - 9 if out_float else 15 - 10))
     return np.where(p >= 2, red, np.where(p == 1, cast, zero)).astype(np.int64)
 
@@ -461,13 +476,14 @@ class MatMulBlock(Codelet):
 
 @ipu.register
 class MatMulReducePartials(Codelet):
-    """out[len] = sum over p of partials[p, len] (float32 partials; out float32 or float16)."""
+    """out[len] = sum over p of partials[p, len] (float32 or float16 partials, summed in float32;
+    out float32 or float16)."""
 
     name = "MatMulReducePartials"
     fields = (Field("partials", IN), Field("out", OUT))
     int_params = ("num_partials",)
     supervisor = True
-    allowed_types = ((ipu.FLOAT32,), _FLOATS)
+    allowed_types = (_FLOATS, _FLOATS)
     poplibs_vertices = ("poplin::ReduceAdd",)
 
     def kernel(self):
@@ -482,14 +498,13 @@ class MatMulReducePartials(Codelet):
 
     def cycles(self, types, cnt, fp, ip, target):
         t = self.table(types, cnt, fp, ip)
-        return reduce_partials_cycles(t.count.out, t.num_partials, t.type.out == ipu.FLOAT32, target.worker_contexts)
+        return reduce_partials_cycles(t.count.out, t.num_partials, t.type.out == ipu.FLOAT32, target.worker_contexts,
+                                      partials_float=t.type.partials == ipu.FLOAT32)
 
     def calibration_vertex(self, vertex, types, n, params):
         if len(types) != 2:
             raise KeyError("ReduceAdd's dtype is PARTIALS->OUT, e.g. float->half")
         partials, out = types
-        if partials != ipu.FLOAT32:
-            raise KeyError("MatMulReducePartials takes float partials")
         p = int(params["numPartials"])
         return ipu.Vertex({"partials": partials, "out": out}, {"partials": p * n, "out": n}, {"num_partials": p})
 

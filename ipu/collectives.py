@@ -201,22 +201,28 @@ def ring_link_cycles(target: "Target", groups, ipu_bytes) -> int:
 
     k = max(1, int(target.ipus))
     replicas = sum(len(g) for g in groups)
-    system = target.with_ipus(replicas * k)
+    # the IPU-Links of an IPU-POD64 rack form one wiring; ring edges between racks take GW-Links
+    # (priced apart, gw_port_load), never a path through the rest of the ladder
+    rack_ipus = min(replicas * k, IPUS_PER_RACK)
+    system = target.with_ipus(rack_ipus)
     pos = {ipu: i for i, ipu in enumerate(links.ring_order(system))}
     src, dst, nbytes = [], [], []
     for g in groups:
         n = len(g)
         if n < 2:
             continue
-        ring = sorted(g, key=lambda r: pos[int(r) * k])
+        ring = sorted(g, key=lambda r: (int(r) * k // IPUS_PER_RACK, pos[int(r) * k % IPUS_PER_RACK]))
         for j in range(n):
             a, b = int(ring[j]), int(ring[(j + 1) % n])
+            if rack_of_ipu(a * k) != rack_of_ipu(b * k):
+                continue
             for i in range(k):  # (a ring of two: both of a replica's halves go to its one neighbour)
                 half = float(ipu_bytes[i]) / 2
                 if half <= 0:
                     continue
-                src += [a * k + i, b * k + i]
-                dst += [b * k + i, a * k + i]
+                rack = rack_of_ipu(a * k + i) * IPUS_PER_RACK
+                src += [a * k + i - rack, b * k + i - rack]
+                dst += [b * k + i - rack, a * k + i - rack]
                 nbytes += [half, half]
     if not src:
         return 0

@@ -79,6 +79,20 @@ def distinct_runs(src_off, nbytes) -> np.ndarray:
     return first
 
 
+def distinct_run_ids(src_off, nbytes) -> np.ndarray:
+    """A number per run, equal for runs with the same (source offset, size)."""
+    src_off = np.asarray(src_off, np.int64)
+    nbytes = np.asarray(nbytes, np.int64)
+    if src_off.size == 0:
+        return np.zeros(0, np.int64)
+    span = int(nbytes.max()) + 1
+    if int(src_off.max()) < (2 ** 62) // span:
+        _, inv = np.unique(src_off * span + nbytes, return_inverse=True)
+    else:
+        _, inv = np.unique(np.stack([src_off, nbytes], 1), axis=0, return_inverse=True)
+    return inv.ravel().astype(np.int64)
+
+
 # Exchange code: the per-tile instructions of one exchange phase, counted from the phase's actual
 # messages. The exchange is scheduled by the compiler: a sender executes a `send` per message
 # (with the source address set up first), a receiver points its incoming multiplexer at the
@@ -122,13 +136,41 @@ def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles:
     return out
 
 
+def shared_bus_weights(src_off, nbytes, dst_tile, target: Target) -> np.ndarray:
+    """Per run: 1.0, or 0.5 when the same source run also lands on the other tile of the
+    receiver's exchange bus pair (tiles 2j and 2j + 1 on the Mk2): the pair then takes the data
+    over its shared 64-bit bus, each tile receiving at twice the single-tile rate. Source: poplibs
+    ExchangeEstimator (popops/lib/popops/ExchangeEstimator.cpp, getCycles: the speed-up by
+    sharing the exchange bus when consecutive tiles receive the same data) with
+    Target::getTilesPerSharedExchangeBus = 2 (Target.tiles_per_shared_exchange_bus)."""
+    src_off = np.asarray(src_off, np.int64)
+    weights = np.ones(src_off.size, np.float64)
+    share = int(target.tiles_per_shared_exchange_bus)
+    if share != 2 or src_off.size < 2:
+        return weights
+    nbytes = np.asarray(nbytes, np.int64)
+    dst_tile = np.asarray(dst_tile, np.int64)
+    tiles = int(dst_tile.max()) + 2
+    span = int(nbytes.max()) + 1
+    if int(src_off.max()) < (2 ** 62) // (span * tiles):  # (source run, receiving tile) in one int64
+        run = src_off * span + nbytes
+    else:
+        run = distinct_run_ids(src_off, nbytes)
+    have = np.sort(run * tiles + dst_tile)
+    partner = run * tiles + (dst_tile ^ 1)  # the same run on the other tile of the bus pair
+    at = np.minimum(np.searchsorted(have, partner), have.size - 1)
+    weights[have[at] == partner] = 0.5
+    return weights
+
+
 def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, distinct=None) -> tuple[np.ndarray, int]:
     """Per-tile cycles of one exchange phase, and the extra cycles of crossing IPUs.
 
     On-IPU: a tile sends and receives 4 bytes per cycle in each direction (poplibs
     ExchangeEstimator, exchangeBytesPerCycle = 4), and a run sent to several tiles is sent once
     (the exchange multicasts). A tile's phase costs the fixed exchange overhead plus
-    max(bytes sent, bytes received) / 4. Copies within one tile go through the load/store path at
+    max(bytes sent, bytes received) / 4, a run that both tiles of an exchange bus pair receive
+    counting half for each (shared_bus_weights). Copies within one tile go through the load/store path at
     8 bytes written per cycle (Jia et al. 2019). Between IPUs: the runs cross the IPU-Links wired
     between their IPUs (ipu/links.py: the IPU-M2000 ladder shares an IPU's 10 links over its three
     neighbours; 128 Gbit/s x 0.85 per link, poplibs test util), which stream the words as the
@@ -148,7 +190,8 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, di
         s_tiles = src_tile[remote][first]
         s_bytes = nbytes[remote][first]
         sent = np.bincount(s_tiles, weights=s_bytes, minlength=n)
-        recv = np.bincount(dst_tile[remote], weights=nbytes[remote], minlength=n)
+        w = shared_bus_weights(src_off[remote], nbytes[remote], dst_tile[remote], target)
+        recv = np.bincount(dst_tile[remote], weights=nbytes[remote] * w, minlength=n)
     else:
         sent = recv = np.zeros(n)
     copied = np.bincount(src_tile[local], weights=nbytes[local], minlength=n) if local.any() else np.zeros(n)

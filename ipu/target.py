@@ -36,6 +36,12 @@ class Target:
     # Exchange bandwidth: 4 bytes per cycle per tile in each direction.
     # Source: poplibs ExchangeEstimator (exchangeBytesPerCycle); Graphcore tutorial 6.
     exchange_bytes_per_cycle: int = 4
+    # Tiles sharing one exchange bus: the two tiles of a pair (2j, 2j + 1) that receive the same
+    # data take it over their shared 64-bit bus, each at twice the rate. Source: poplibs
+    # Target::getTilesPerSharedExchangeBus (2 on Mk2) and ExchangeEstimator::getCycles; poplin's
+    # planner lays matmul / convolution tiles out so that the pairs share an input operand.
+    # Mk1 (GC2): 1, no bus sharing (assumption: poplibs gates it on supportsExchangeBusSharing).
+    tiles_per_shared_exchange_bus: int = 2
     # Fixed cost of one exchange phase on a tile (starting the exchange code, the first
     # send/receive latency). Derivation: tutorial 6 measured 8,743 exchange cycles per tile on Mk2
     # hardware against 8,697 on the IPU model for the same bytes, a ~46-cycle gap; we charge a
@@ -162,6 +168,7 @@ GC2 = Target(
     clock_hz=1.6e9,
     peak_flops_per_cycle_half=64,
     peak_flops_per_cycle_float=16,
+    tiles_per_shared_exchange_bus=1,
 )
 
 

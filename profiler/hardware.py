@@ -177,10 +177,12 @@ def _two_tiles(target):
 
 def _matmul(target, p):
     """[m, k] x [k, n] planned over one IPU (codelets.plans, as poplin's matMul), operands mapped
-    linearly over the tiles: exchanges, AMP, partials and reduction."""
+    linearly over the tiles, the output where the plan puts it: exchanges, AMP, partials and
+    reduction. partials: float32 (default)
+    or float16; available_memory_proportion: poplin's option (none by default); loop_carry=1: the
+    product is copied back into b, one iteration of a loop carrying it."""
     import ipu
-    from codelets.plans import build_matmul, plan_for_shapes
-    from codelets.plans.matmul_build import _mapped_bytes
+    from codelets.plans import build_matmul
 
     m, k, n = int(p["m"]), int(p["k"]), int(p["n"])
     dt = _dtype(p, "dtype", "float32")
@@ -188,11 +190,19 @@ def _matmul(target, p):
     g = ipu.Graph(target.with_ipus(1))
     a = g.add_variable("a", (m, k), dt)
     b = g.add_variable("b", (k, n), dt)
-    o = g.add_variable("o", (m, n), out)
-    for v in (a, b, o):
+    o = g.add_variable("o", (m, n), out)  # mapped by the planner (as poplin creates a matmul's output)
+    for v in (a, b):
         g.map_linearly(v)
-    plan = plan_for_shapes((m, k), (k, n), dt, g.target, out_dtype=out, out_live_bytes=_mapped_bytes(o))
-    return _cycles_of(g, build_matmul(g, a, b, o, plan=plan)), 2 * m * k * n, 0
+    amp = p.get("available_memory_proportion")
+    prog = build_matmul(g, a, b, o, partials_dtype=p.get("partials"),
+                        available_memory_proportion=None if amp is None else float(amp))
+    if int(p.get("loop_carry", 0)):
+        # one iteration of a loop whose product is the next iteration's right operand (b = a @ b, as
+        # PopTorch's for_loop carries it): the product copied back into b's layout
+        if m != k:
+            raise ValueError(f"loop_carry needs a square left operand (m == k), got m={m}, k={k}")
+        prog = ipu.Sequence(prog, ipu.Copy(o, b))
+    return _cycles_of(g, prog), 2 * m * k * n, 0
 
 
 def _ipu_copy(target, p):

@@ -60,16 +60,34 @@ def _owner_canonical(plan: MatMulPlan) -> np.ndarray:
     return plan.tiles[ig, im, in_, share]
 
 
+def _owner_serial(plan: MatMulPlan) -> np.ndarray:
+    """_owner_canonical for serial passes: every pass's slice of the output laid out as that pass's
+    own reduction wants it (spread over all the tiles, not a pass on some tiles and the next on
+    others, which would give each pass's reduction half the tiles), the last, smaller slice
+    spread evenly."""
+    G, M, N = plan.G, plan.M, plan.N
+    owner = np.empty((G, M, N), np.int64)
+    size = {"g": G, "m": M, "n": N}[plan.serial_axis]
+    axis = "gmn".index(plan.serial_axis)
+    T = plan.target.num_tiles
+    for s_ in range(plan.serial):
+        lo = s_ * plan.serial_chunk
+        hi = min(size, lo + plan.serial_chunk)
+        idx = [slice(None)] * 3
+        idx[axis] = slice(lo, hi)
+        part = owner[tuple(idx)]
+        if hi - lo == plan.serial_chunk:
+            part[...] = _owner_canonical(plan.sub)
+        else:
+            part[...] = (np.arange(part.size, dtype=np.int64) * T // max(part.size, 1)).reshape(part.shape)
+    return owner
+
+
 def mapping_for_output(plan: MatMulPlan, out_shape=None) -> np.ndarray:
     """The tile of every element of the output (flat, row-major over `out_shape`, by default the
     shape of the problem the plan was made for) that keeps the reduction next to the partials:
     each output block is shared out among the pk tiles that computed its partials."""
-    if plan.sub is not None:
-        # serial passes: spread the output evenly (each pass reduces onto wherever it lives)
-        total = plan.G * plan.M * plan.N
-        T = plan.target.num_tiles
-        return (np.arange(total, dtype=np.int64) * T // max(total, 1)).astype(np.int32)
-    owner = _owner_canonical(plan)
+    owner = _owner_serial(plan) if plan.sub is not None else _owner_canonical(plan)
     p = plan.problem
     if p is None:
         shape = tuple(out_shape) if out_shape is not None else ((plan.M, plan.N) if plan.G == 1 else (plan.G, plan.M, plan.N))
@@ -140,7 +158,7 @@ def _mapped_bytes(t: ipu.Tensor):
 
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
                  name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False,
-                 available_memory_proportion: float | None = None) -> ipu.Program:
+                 available_memory_proportion: float | None = None, partials_dtype=None) -> ipu.Program:
     """out = a @ b (NumPy matmul rules, batch dims broadcast) on the tiles, as a program.
 
     a [..., M, K], b [..., K, N] (float32, or float16) and out [..., M, N] (float32; float16 or
@@ -157,6 +175,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
 
     available_memory_proportion: poplibs' option, the share of tile memory the product's
     temporaries may take (None: all the tile has); see plan_matmul.
+    partials_dtype: the AMP's partials (float32 by default; float16 for half operands, poplin's
+    partialsType), when no plan is given.
     """
     target = graph.target
     for t, what in ((a, "a"), (b, "b"), (out, "out")):
@@ -185,7 +205,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         plan = plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype,
                                reserved_bytes=_reserved_bytes(graph, exclude=out.variable),
                                out_live_bytes=_mapped_bytes(out),
-                               available_memory_proportion=available_memory_proportion)
+                               available_memory_proportion=available_memory_proportion,
+                               partials_dtype=partials_dtype)
     else:
         if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
             raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
@@ -209,7 +230,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         map_output(graph, out, plan)
         owners = out_var.tiles_at(c_flat)
     if plan.sub is not None:
-        return _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale, check_range)
+        return _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale, check_range,
+                             available_memory_proportion)
 
     cells = _cells(plan)
     tiles = cells["tile"]
@@ -225,7 +247,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         p_sizes = cells["gs"] * cells["ms"] * cells["ns"]
         a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
         b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", b.dtype, tiles, b_sizes)
-        partials, p_off = _blocks_variable(graph, f"{name}/partials", ipu.FLOAT32, tiles, p_sizes)
+        pdt = ipu.FLOAT32 if float8 else plan.partials_dtype  # (the float8 AMP writes float32 partials)
+        partials, p_off = _blocks_variable(graph, f"{name}/partials", pdt, tiles, p_sizes)
         _exchange_operand(graph, seq, a, A, cells, (("m0", "ms"), ("k0", "ks")), a_blocks, a_off, a_sizes,
                           f"{name}/exchange a")
         _exchange_operand(graph, seq, b, B, cells, (("k0", "ks"), ("n0", "ns")), b_blocks, b_off, b_sizes,
@@ -277,6 +300,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     run_start = np.flatnonzero(brk)
     run_len = np.diff(np.append(run_start, total))
     out_float = out.dtype == ipu.FLOAT32
+    pdt = ipu.FLOAT32 if float8 else plan.partials_dtype
+    p_float = pdt == ipu.FLOAT32
     nt = target.num_tiles
 
     if K > 0:
@@ -342,7 +367,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
                 v = v + row_p[run_row] * per_chunk[start]
             return IndexRuns(v, end - start)
 
-    if K > 0 and P == 1 and out_float:
+    if K > 0 and P == 1 and out.dtype == pdt:
         # nothing to add up: the partials are the result
         dst = per_partial(c_flat)
         seq.add(ipu.Copy(partials, _view(out_var, dst), name=f"{name}/exchange partials"))
@@ -351,10 +376,11 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     # reduce each run of out in place, or each tile's elements into a contiguous result then copy
     # them into out locally: whichever the cost models make cheaper on the busiest tile
     run_tile = own[run_start]
-    direct = np.bincount(run_tile, weights=reduce_partials_cycles(run_len, P, out_float, target.worker_contexts),
+    direct = np.bincount(run_tile, weights=reduce_partials_cycles(run_len, P, out_float, target.worker_contexts,
+                                                                  partials_float=p_float),
                          minlength=nt).max()
     tile_ids, tile_start, tile_len = np.unique(own, return_index=True, return_counts=True)
-    via_temp = (reduce_partials_cycles(tile_len, P, out_float, target.worker_contexts).max()
+    via_temp = (reduce_partials_cycles(tile_len, P, out_float, target.worker_contexts, partials_float=p_float).max()
                 + ipu_costs.sync_cycles(target) + target.exchange_overhead_cycles
                 + int(np.ceil(tile_len.max() * out.dtype.itemsize / target.memory_write_bytes_per_cycle)))
     in_place = spread and direct <= via_temp
@@ -366,7 +392,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     pos_in = np.arange(total) - grp_start[grp_of]
 
     if P > 0:
-        red_in, red_off = _blocks_variable(graph, f"{name}/reduce_in", ipu.FLOAT32, grp_tile, P * grp_len)
+        red_in, red_off = _blocks_variable(graph, f"{name}/reduce_in", pdt, grp_tile, P * grp_len)
         # by canonical output element: its group's start in reduce_in plus its place in the group,
         # and the group's length (one partial per k chunk, each a group's length apart)
         rank = np.empty(total, np.int64)
@@ -395,10 +421,12 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     return seq
 
 
-def _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale=None, check_range=False):
+def _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale=None, check_range=False,
+                  available_memory_proportion=None):
     """The passes of a serially split plan, each a full build over a slice of the canonical
     problem (views of the same variables); their temporaries are dead between passes, so the
-    memory planner reuses them."""
+    memory planner reuses them. A last, smaller pass is planned again under the same limits
+    (available_memory_proportion, partials)."""
     A = _canon_a(a.index(), prob)
     B = _canon_b(b.index(), prob)
     size = {"g": plan.G, "m": plan.M, "n": plan.N}[plan.serial_axis]
@@ -415,5 +443,9 @@ def _build_serial(graph, a, b, out, plan, prob, C, name, seq, log2_scale=None, c
         sub = plan.sub if hi - lo == plan.serial_chunk else None
         seq.add(build_matmul(graph, ipu.Tensor(a.variable, As, As.shape), ipu.Tensor(b.variable, Bs, Bs.shape),
                              ipu.Tensor(out.variable, Cs, Cs.shape), plan=sub, name=f"{name}/pass{s_}",
-                             log2_scale=log2_scale, check_range=check_range))
+                             log2_scale=log2_scale, check_range=check_range,
+                             available_memory_proportion=(plan.available_memory_proportion
+                                                          if available_memory_proportion is None
+                                                          else available_memory_proportion),
+                             partials_dtype=plan.partials_dtype))
     return seq

@@ -139,6 +139,10 @@ class MatMulPlan:
     serial_axis: str = ""
     serial_chunk: int = 0
     sub: "MatMulPlan | None" = None
+    # the AMP's partial sums: float32 (poplin's default), or float16 for half operands (poplin's
+    # partialsType option, PopXL's matmul partials_type)
+    partials_dtype: ipu.ElementType = ipu.FLOAT32
+    available_memory_proportion: float | None = None  # the limit it was planned under
 
     @property
     def num_tiles_used(self) -> int:
@@ -181,7 +185,8 @@ def _phase(target, send_bytes, recv_bytes):
             + _ceil(np.maximum(send_bytes, recv_bytes), bpc))
 
 
-def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, ck, out_live=None):
+def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, ck, out_live=None,
+              partials_dtype=ipu.FLOAT32):
     """Estimated cycles (by phase) and peak bytes per tile of candidate splits (arrays).
 
     Memory is counted as the memory plan (ipu/compile.py, ipu/memory.py) counts it: the output
@@ -196,6 +201,8 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     is_half = dtype == ipu.FLOAT16
     is_f8 = dtype.is_float8  # the float8 AMP: one-byte operands, half partials' cycles
     out_float = out_dtype == ipu.FLOAT32
+    p_float = partials_dtype == ipu.FLOAT32
+    psz = partials_dtype.itemsize
     # operands and outputs are assumed spread evenly over all tiles (the caller's mapping is not
     # known here): each source tile sends its share once (multicast), each cell receives its block
     a_share = _ceil(G * M * K, T) * isz
@@ -203,26 +210,32 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     out_pt = int(_ceil(G * M * N, T))
     a_blk = cg * cm * ck * isz
     b_blk = cg * ck * cn * isz
-    p_blk = cg * cm * cn * 4
+    p_blk = cg * cm * cn * psz
     zero = np.zeros_like(a_blk)
     if K == 0:
         ex_a = ex_b = compute = ex_p = zero
         red = zero + target.compute_set_launch_cycles + int(reduce_partials_cycles(out_pt, 0, out_float, target.worker_contexts))
         red_bytes = zero + _align(out_pt * osz)
     else:
-        ex_a = _phase(target, a_share, a_blk)
+        # the two tiles of an exchange bus pair hold cells n and n + 1 of one (g, m, k) block row
+        # (_place_cells): with an even n split they receive the same A block at twice the rate
+        # (ipu_costs.shared_bus_weights; poplin's planner: input elements at 2 x exchange bytes
+        # per cycle when outChanSplit % tilesPerSuperTile == 0)
+        a_recv = np.where((pn % 2 == 0) & (target.tiles_per_shared_exchange_bus == 2), _ceil(a_blk, 2), a_blk)
+        ex_a = _phase(target, a_share, a_recv)
         ex_b = _phase(target, b_share, b_blk)
         # one compute set of AMP vertices, started once on every tile (Target.compute_set_launch_cycles)
         compute = target.compute_set_launch_cycles + cg * (
             matmul_block_cycles(cm, ck, cn, False, False, target, float8=True) if is_f8
-            else matmul_block_cycles(cm, ck, cn, not is_half, True, target))
-        ex_p = _phase(target, p_blk, pk * out_pt * 4)
-        needs_reduce = (pk > 1) | (not out_float)
+            else matmul_block_cycles(cm, ck, cn, not is_half, p_float, target))
+        ex_p = _phase(target, p_blk, pk * out_pt * psz)
+        needs_reduce = (pk > 1) | (out_dtype != partials_dtype)
         red = np.where(needs_reduce,
                        target.compute_set_launch_cycles
-                       + reduce_partials_cycles(np.full_like(pk, out_pt), pk, out_float, target.worker_contexts), 0)
+                       + reduce_partials_cycles(np.full_like(pk, out_pt), pk, out_float, target.worker_contexts,
+                                                partials_float=p_float), 0)
         # the reduction's input [pk, outputs] and (when out's elements are scattered) a result
-        red_bytes = np.where(needs_reduce, _align(pk * out_pt * 4) + _align(out_pt * osz), 0)
+        red_bytes = np.where(needs_reduce, _align(pk * out_pt * psz) + _align(out_pt * osz), 0)
     total = ex_a + ex_b + compute + ex_p + red
     # exchange code: a run per block row received and about as many sent, for both operands; a
     # partial row sent per block row, and pk runs per output row piece received
@@ -250,7 +263,8 @@ def _splits(D: int, grain: int, max_parts: int):
 
 def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 1, out_dtype=None,
                 reserved_bytes: int = 0, max_tiles: int | None = None, serial_ok: bool = True,
-                out_live_bytes: int | None = None, available_memory_proportion: float | None = None) -> MatMulPlan:
+                out_live_bytes: int | None = None, available_memory_proportion: float | None = None,
+                partials_dtype=None) -> MatMulPlan:
     """Choose how to spread `batch` products [m, k] x [k, n] of `dtype` (float32 or float16) over the
     tiles of `target`, with float32 partials and an `out_dtype` result (float32 by default for
     float32 operands, float16 for float16 ones).
@@ -261,6 +275,8 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     available_memory_proportion: poplibs' availableMemoryProportion: the share of a tile's memory
     the product's temporaries (operand blocks, partials, the reduction's inputs) may take (None: no
     limit but the tile's). PopXL's matmul passes its own, or poplibs' default 0.6.
+    partials_dtype: the AMP's partials, float32 (default) or float16 (half operands only: float32
+    operands keep float32 partials, as poplin promotes the partials type to the input type).
     When no split fits in one pass, the product is split serially (see MatMulPlan.serial); with
     serial_ok=False, or when even that does not fit, raises OutOfMemoryError."""
     dtype = ipu.element_type(dtype)
@@ -271,6 +287,7 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
         raise TypeError("plan_matmul: float32 operands give a float32 result")
     if dtype.is_float8 and out_dtype != ipu.FLOAT16:
         raise TypeError("plan_matmul: float8 operands give a float16 result")
+    partials_dtype = _partials_type(dtype, partials_dtype)
     G, M, K, N = (int(batch), int(m), int(k), int(n))
     if min(G, M, K, N) < 0:
         raise ValueError(f"plan_matmul: negative size in batch={G}, m={M}, k={K}, n={N}")
@@ -280,7 +297,8 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
 
     if G * M * N == 0:
         return MatMulPlan(target, dtype, out_dtype, G, M, K, N, (1, 1, 1, 1), (G, M, N, K),
-                          np.zeros((1, 1, 1, 1), np.int64), {"total": 0}, int(reserved_bytes))
+                          np.zeros((1, 1, 1, 1), np.int64), {"total": 0}, int(reserved_bytes),
+                          partials_dtype=partials_dtype)
 
     gp, gc = _splits(G, 1, T)
     mp, mc = _splits(M, 1, T)
@@ -300,13 +318,14 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     ig, im, in_, ik = cand
     P = (gp[ig], mp[im], np_[in_], kp[ik])
     C = (gc[ig], mc[im], nc[in_], kc[ik])
-    total, phases, mem, code, temps = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C, out_live=out_live_bytes)
+    total, phases, mem, code, temps = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C, out_live=out_live_bytes,
+                                                partials_dtype=partials_dtype)
     mem = mem + int(reserved_bytes)
     temp_limit = _temp_limit(target, available_memory_proportion)
     fits = (mem <= target.bytes_per_tile) & (temps <= temp_limit)
     if not fits.any():
         serial = _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok,
-                              out_live_bytes, available_memory_proportion)
+                              out_live_bytes, available_memory_proportion, partials_dtype)
         if serial is not None:
             return serial
         best = int(np.argmin(np.maximum(mem, temps + reserved_bytes)))
@@ -329,12 +348,40 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     parts = tuple(int(x[best]) for x in P)
     chunks = tuple(int(x[best]) for x in C)
     used = int(np.prod(parts))
-    # spread the cells evenly over the tiles (and so over the IPUs of a multi-IPU target)
-    tiles = (np.arange(used, dtype=np.int64) * T // used).reshape(parts)
+    tiles = _place_cells(parts, T, target)
     est = {k_: int(v[best]) for k_, v in phases.items()}
     est["total"] = int(total[best])
     return MatMulPlan(target, dtype, out_dtype, G, M, K, N, parts, chunks, tiles, est, int(mem[best]),
-                      code_bytes=int(code[best]))
+                      code_bytes=int(code[best]), partials_dtype=partials_dtype,
+                      available_memory_proportion=available_memory_proportion)
+
+
+def _partials_type(dtype, partials_dtype) -> ipu.ElementType:
+    """The partials a product of `dtype` operands gets: float32 unless float16 is asked for half
+    operands (poplin takes the wider of the partials and input types; float8's AMP keeps its own)."""
+    if partials_dtype is None or dtype != ipu.FLOAT16:
+        return ipu.FLOAT32
+    partials_dtype = ipu.element_type(partials_dtype)
+    if partials_dtype not in (ipu.FLOAT32, ipu.FLOAT16):
+        raise TypeError(f"plan_matmul: partials must be float32 or float16, not {partials_dtype.name}")
+    return partials_dtype
+
+
+def _place_cells(parts, T: int, target) -> np.ndarray:
+    """The tile of every cell of a (g, m, n, k) grid: cells taken in (g, m, k, n) order, n
+    innermost, so that consecutive cells share their A block, and spread evenly over the tiles
+    (and so over the IPUs of a multi-IPU target) in consecutive pairs, each pair on the two tiles
+    of one exchange bus (Target.tiles_per_shared_exchange_bus), as poplin lays out a
+    convolution's tiles with the output-channel split innermost (poplin ConvPlan: the exchange bus
+    is shared by the input elements)."""
+    pg, pm, pn, pk = parts
+    used = pg * pm * pn * pk
+    c = np.arange(used, dtype=np.int64)
+    if target.tiles_per_shared_exchange_bus == 2 and T % 2 == 0 and used > 1:
+        tile = 2 * ((c // 2) * (T // 2) // -(-used // 2)) + c % 2
+    else:
+        tile = c * T // used
+    return tile.reshape(pg, pm, pk, pn).transpose(0, 1, 3, 2).copy()
 
 
 def _temp_limit(target, available_memory_proportion) -> float:
@@ -347,7 +394,7 @@ def _temp_limit(target, available_memory_proportion) -> float:
 
 
 def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles, serial_ok, out_live_bytes,
-                 available_memory_proportion=None):
+                 available_memory_proportion=None, partials_dtype=None):
     """Split G, M or N into the fewest serial passes whose plan fits (trying each axis, keeping the
     cheapest estimate), or None. The whole output stays live through every pass (spread evenly
     over the tiles unless the caller mapped it); the passes' operand blocks, partials and
@@ -373,7 +420,8 @@ def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles
                 sub = plan_matmul(dims["m"], K, dims["n"], dtype, target, batch=dims["g"], out_dtype=out_dtype,
                                   reserved_bytes=reserved_bytes, max_tiles=max_tiles, serial_ok=False,
                                   out_live_bytes=out_live_bytes,
-                                  available_memory_proportion=available_memory_proportion)
+                                  available_memory_proportion=available_memory_proportion,
+                                  partials_dtype=partials_dtype)
             except OutOfMemoryError:
                 return None
             passes = -(-size // chunk)
@@ -384,7 +432,8 @@ def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles
             est = {k_: v * passes for k_, v in sub.estimate.items()}
             return MatMulPlan(target, dtype, out_dtype, G, M, K, N, sub.parts, sub.chunks, sub.tiles, est,
                               mem, code_bytes=passes * sub.code_bytes, serial=passes, serial_axis=axis,
-                              serial_chunk=chunk, sub=sub)
+                              serial_chunk=chunk, sub=sub, partials_dtype=sub.partials_dtype,
+                              available_memory_proportion=available_memory_proportion)
 
         # the fewest passes that fit: counts growing by ~1/4 (a sub-plan costs milliseconds), then
         # a bisection between the last count that did not fit and the first that did
@@ -410,11 +459,11 @@ def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles
 
 def plan_for_shapes(a_shape, b_shape, dtype, target: ipu.Target, out_dtype=None, reserved_bytes: int = 0,
                     max_tiles: int | None = None, out_live_bytes: int | None = None,
-                    available_memory_proportion: float | None = None) -> MatMulPlan:
+                    available_memory_proportion: float | None = None, partials_dtype=None) -> MatMulPlan:
     """plan_matmul for a NumPy-style matmul of operands of these shapes (batch dims broadcast)."""
     p = canonical_problem(a_shape, b_shape)
     plan = plan_matmul(p.M, p.K, p.N, dtype, target, batch=p.G, out_dtype=out_dtype,
                        reserved_bytes=reserved_bytes, max_tiles=max_tiles, out_live_bytes=out_live_bytes,
-                       available_memory_proportion=available_memory_proportion)
+                       available_memory_proportion=available_memory_proportion, partials_dtype=partials_dtype)
     plan.problem = p
     return plan

@@ -172,6 +172,35 @@ def test_reduce_partials(num, length, odt):
     assert cycles == int(reduce_partials_cycles(length, num, odt == "float32"))
 
 
+@pytest.mark.parametrize("odt", ["float32", "float16"])
+@pytest.mark.parametrize("num, length", [(1, 7), (2, 1), (3, 13), (8, 101), (33, 8), (5, 12)])
+def test_reduce_half_partials(num, length, odt):
+    """float16 partials (PopXL's partials_type float16): widened exactly, summed in float32 in
+    order, rounded once; charged poplin's half-partials ReduceAdd estimate."""
+    g = ipu.Graph(vertex_target(1))
+    p = g.add_variable("p", (num * length,), "float16")
+    o = g.add_variable("o", (length,), odt)
+    g.set_tile_mapping(p, 0)
+    g.set_tile_mapping(o, 0)
+    cs = g.add_compute_set("red")
+    g.add_vertex(cs, "MatMulReducePartials", 0, partials=p, out=o, num_partials=num)
+    engine = ipu.Engine(ipu.compile(g, ipu.Execute(cs)))
+    pv = np.random.default_rng(num).standard_normal(num * length).astype(np.float16)
+    engine.write_tensor(p, pv)
+    cycles = engine.run()
+    ref = ipu.get_codelet("MatMulReducePartials").reference(pv, num, length, odt)
+    np.testing.assert_array_equal(engine.read_tensor(o).astype(np.float32), ref.astype(np.float32))
+    assert cycles == int(reduce_partials_cycles(length, num, odt == "float32", partials_float=False))
+
+
+def test_reduce_half_partials_cost_poplibs_value():
+    # getReduceCycleEstimate(712 outputs, 8 half partials -> half): accumulator vectors of 8, 89
+    # loops (712 = 8 x 89, no remainder bits) over 6 workers = 15 per worker, (3 x 8 + 8) x 15 + 32
+    # = 512, x 6 workers; one partial is a cast reading 4 halves a cycle
+    assert int(reduce_partials_cycles(712, 8, False, partials_float=False)) == 3072
+    assert int(reduce_partials_cycles(712, 1, False, partials_float=False)) == 6 * (-(-119 // 4) + 26)
+
+
 def test_reduce_cost_model_poplibs_value():
     # getReduceCycleEstimate(712 outputs, 8 partials, float -> float): 178 loops of 4 over 6
     # workers = 30 per worker, (3 x 8 + 7) x 30 + 32 = 962, x 6 workers

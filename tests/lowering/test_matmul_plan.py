@@ -7,7 +7,8 @@ from codelets.plans import (build_matmul, canonical_problem, map_output, mapping
                             plan_for_shapes, plan_matmul)
 
 
-def _matmul(target, a_shape, b_shape, dt="float32", odt=None, map_out="linear", seed=0, views=None):
+def _matmul(target, a_shape, b_shape, dt="float32", odt=None, map_out="linear", seed=0, views=None,
+            partials=None):
     """Build, compile and run out = a @ b with a, b mapped linearly; returns (result, reference,
     cycles, executable, plan-free graph pieces)."""
     odt = odt or dt
@@ -22,7 +23,7 @@ def _matmul(target, a_shape, b_shape, dt="float32", odt=None, map_out="linear", 
         g.map_linearly(o)
     elif map_out == "tile0":
         g.set_tile_mapping(o, 0)
-    prog = build_matmul(g, a, b, o)
+    prog = build_matmul(g, a, b, o, partials_dtype=partials)
     exe = ipu.compile(g, prog)
     engine = ipu.Engine(exe)
     rng = np.random.default_rng(seed)
@@ -262,3 +263,19 @@ def test_available_memory_proportion_limits_temporaries():
         plan_matmul(256, 256, 256, "float32", target, available_memory_proportion=0.01)
     with pytest.raises(ValueError, match="available_memory_proportion must be in"):
         plan_matmul(8, 8, 8, "float32", target, available_memory_proportion=1.5)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((37, 300), (300, 29)), ((3, 17, 130), (130, 64)), ((1, 1), (1, 1))])
+def test_half_partials(a_shape, b_shape):
+    """partials float16 (poplin's partialsType, PopXL's partials_type): the AMP writes half partials,
+    the reduction widens and sums them in float32; half the partials' bytes cross the exchange."""
+    t = ipu.small_target(16)
+    got, ref, cycles, exe = _matmul(t, a_shape, b_shape, "float16", partials="float16")
+    np.testing.assert_allclose(got.astype(np.float32), ref, rtol=2e-2, atol=0.15)
+    got32, _, cycles32, exe32 = _matmul(t, a_shape, b_shape, "float16")
+    moved = {e: sum(s.bytes_moved for s in x.steps if "partials" in s.name) for e, x in (("16", exe), ("32", exe32))}
+    assert moved["16"] < moved["32"]
+    plan = plan_for_shapes(a_shape, b_shape, "float16", t, partials_dtype="float16")
+    assert plan.partials_dtype == ipu.FLOAT16
+    # float32 operands keep float32 partials, as poplin promotes the partials type
+    assert plan_for_shapes(a_shape, b_shape, "float32", t, partials_dtype="float16").partials_dtype == ipu.FLOAT32

@@ -110,3 +110,28 @@ def test_same_program_twice_same_cycles_and_bytes():
         results.append((c, exe.total_bytes, {k: v.tolist() for k, v in exe.plan.categories.items()},
                         engine.read_tensor(z).tobytes()))
     assert results[0] == results[1]
+
+
+def test_tiles_of_an_exchange_bus_pair_receive_shared_data_at_twice_the_rate():
+    """poplibs ExchangeEstimator: the two tiles of a bus pair (2j, 2j + 1) receiving the same data
+    take it over their shared bus at 8 B/cycle each; tiles of different pairs do not."""
+    def phase(dst_tiles):
+        g = ipu.Graph(ipu.small_target(8))
+        src = g.add_variable("src", (1024,))
+        dst = g.add_variable("dst", (len(dst_tiles), 1024))
+        g.map_linearly(src, tiles=range(4, 8))  # four senders, 1 KiB each
+        for i, t in enumerate(dst_tiles):
+            g.set_tile_mapping(dst[i], t)
+        exe = ipu.compile(g, ipu.Copy(ipu.Tensor(src.variable, np.tile(np.arange(1024), len(dst_tiles)),
+                                                 (len(dst_tiles), 1024)), dst))
+        return [s.cycles for s in exe.steps if s.kind == "exchange"][0]
+
+    ovh = ipu.small_target(8).exchange_overhead_cycles
+    assert phase([0]) == ovh + 4096 // 4
+    assert phase([2, 3]) == ovh + 4096 // 8  # one pair: 8 B/cycle each
+    assert phase([1, 2]) == ovh + 4096 // 4  # two pairs: 4 B/cycle each
+    from ipu import costs
+    w = costs.shared_bus_weights(np.array([0, 0, 0]), np.array([64, 64, 64]), np.array([2, 3, 5]),
+                                 ipu.small_target(8))
+    assert w.tolist() == [0.5, 0.5, 1.0]
+    assert costs.shared_bus_weights(np.array([0, 0]), np.array([64, 64]), np.array([2, 3]), ipu.GC2).tolist() == [1, 1]

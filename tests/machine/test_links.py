@@ -76,3 +76,20 @@ def test_ring_order_crosses_only_neighbour_links():
         for a, b in zip(order, order[1:] + order[:1]):
             assert links.links_between(t, a, b) == 2.0
     assert links.ring_order(ipu.GC200.with_ipus(8)) == [0, 2, 4, 6, 7, 5, 3, 1]
+
+
+def test_a_ring_hop_and_a_copy_price_the_same_links():
+    """One link model: a collective's ring hop between the two IPUs of an IPU-M2000 rung costs
+    what a copy of the same bytes between them costs on the links (a ring of two sends both halves
+    of the chunk to its one neighbour)."""
+    from ipu import collectives as col
+
+    t = ipu.GC200.with_ipus(2)
+    chunk = 1 << 20
+    hop = col.ring_link_cycles(ipu.GC200, [[0, 1]], [chunk])
+    copy = links.link_phase_cycles([0], [1], [chunk], t)
+    assert hop == copy == math.ceil(chunk / (2 * t.ipu_link_bytes_per_cycle()))
+    # four replicas on an IPU-M2000: the ring 0-2-3-1 uses neighbour links only, half a chunk each
+    # way on each: a quarter of the copy's time for the same chunk... per direction, half
+    four = col.ring_link_cycles(ipu.GC200, [[0, 1, 2, 3]], [chunk])
+    assert four == math.ceil(chunk / 2 / (2 * t.ipu_link_bytes_per_cycle()))

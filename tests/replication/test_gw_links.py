@@ -32,13 +32,13 @@ def test_groups_inside_a_rack_use_ipu_links_only():
 
 def test_one_ring_over_two_racks():
     """128 replicas in one ring: two edges cross (63 -> 64, 127 -> 0); each crossing port carries half a
-    chunk, at 100 Gbit/s x 0.85 against the IPU-Links' 2 x 128 Gbit/s x 0.85 for the whole chunk."""
+    chunk, at 100 Gbit/s x 0.85 against the IPU-Links' half chunk each way over 2 x 128 Gbit/s x 0.85."""
     groups = ipu.replica_groups(128)
     cyc, name, hops = _exchange_cycles(groups)
     assert "IPU-Links + GW-Links" in name and hops == 2 * 127
     chunk = -(-NUMEL * 4 // 128)
     gw = 100e9 / 8 * 0.85 / T.clock_hz
-    ipu_links = 2 * 128e9 / 8 * 0.85 / T.clock_hz
+    ipu_links = 4 * 128e9 / 8 * 0.85 / T.clock_hz
     assert col.gw_port_load(groups, 1, [chunk]) == chunk / 2
     assert cyc == T.exchange_overhead_cycles + max(math.ceil(chunk / 2 / gw), math.ceil(chunk / ipu_links))
     assert math.ceil(chunk / 2 / gw) > math.ceil(chunk / ipu_links)  # 100 < 128 Gbit/s: the GW-Links are slower

@@ -31,8 +31,15 @@ def matmul(ctx, op):
     amp = op.attrs.get("available_memory_proportion")
     if out.numel:
         ctx.emit(build_matmul(ctx.g, a2, b2, out, name=ctx.name(),
-                              available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp))
+                              available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp,
+                              partials_dtype=partials_type(op)))
     ctx.bind(t_out, out.reshape(tuple(t_out.shape)))
+
+
+def partials_type(op):
+    """The op's partials_type (PopXL: float32 by default, or float16) as an ipu element type."""
+    pt = op.attrs.get("partials_type")
+    return None if pt is None else ipu.element_type(getattr(pt, "name", pt))
 
 
 def precheck_matmuls(ctx, graph) -> None:
@@ -59,13 +66,13 @@ def precheck_matmuls(ctx, graph) -> None:
         if int(np.prod(canonical_problem(a_shape, b_shape).out_shape, dtype=np.int64)) == 0:
             continue
         amp = op.attrs.get("available_memory_proportion")
-        key = (a_shape, b_shape, et, ctx.etype(op.outputs[0]), amp)
+        key = (a_shape, b_shape, et, ctx.etype(op.outputs[0]), amp, partials_type(op))
         if key in seen:  # the same product (a layer's Q / K / V, say) is planned once
             continue
         seen.add(key)
         try:
             plan_for_shapes(a_shape, b_shape, et, ctx.g.target, out_dtype=ctx.etype(op.outputs[0]),
-                            reserved_bytes=reserved,
+                            reserved_bytes=reserved, partials_dtype=partials_type(op),
                             available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp)
         except ipu.OutOfMemoryError as e:
             raise type(e)(f"{op.name}: {e}", getattr(e, "report", [])) from None
