@@ -23,10 +23,14 @@ def test_workloads_measure_what_they_say():
     # one ScaledAdd vertex: poplibs' estimate plus the compute set's launch
     c, flops, _ = hardware.WORKLOADS["scaled_add"](ipu.GC200, {"n": "64"})
     assert c == 279 + ipu.GC200.compute_set_launch_cycles and flops == 128
-    # an IPU pair of an IPU-M2000: 10/3 links x 128 Gbit/s x 0.85
+    # an IPU pair of an IPU-M2000: 2 links x 128 Gbit/s x 0.85
     nb = 32 << 20
     c, _, b = hardware.WORKLOADS["ipu_copy"](ipu.GC200, {"bytes": str(nb)})
-    assert b / (c / ipu.GC200.clock_hz) == pytest.approx(10 / 3 * 16e9 * 0.85, rel=0.02)
+    assert b / (c / ipu.GC200.clock_hz) == pytest.approx(2 * 16e9 * 0.85, rel=0.02)
+    # gc-iputraffictest's pattern: both directions at once, each on its own links
+    c, _, b = hardware.WORKLOADS["ipu_traffic"](ipu.GC200, {"device0": "2", "device1": "3", "tiles": "512",
+                                                            "bytes_per_tile": str(64 << 10)})
+    assert b == 2 * 512 * 64 << 10 and b / (c / ipu.GC200.clock_hz) == pytest.approx(2 * 2 * 16e9 * 0.85, rel=0.02)
     # two C600 cards: one cable of two links
     c, _, b = hardware.WORKLOADS["ipu_copy"](ipu.C600, {"bytes": str(nb)})
     assert b / (c / ipu.C600.clock_hz) == pytest.approx(2 * 16e9 * 0.85, rel=0.02)
