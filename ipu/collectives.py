@@ -77,6 +77,7 @@ from .copytables import copy_runs, runs
 from .errors import CompileError, IpuError
 from .exchange import EXCHANGE_STEP, SYNC_STEP
 from .kinds import ProgramKind, Use, register_kind
+from . import links
 from .nodes import Seq, StepRef
 from .program import Program
 from .target import Target
@@ -197,8 +198,6 @@ def ring_link_cycles(target: "Target", groups, ipu_bytes) -> int:
     order, every IPU i of a replica sending half of its part ipu_bytes[i] of the chunk to the
     same IPU of the next replica and half to the previous one, all at once
     (links.link_phase_cycles over the whole system's wiring)."""
-    from . import links
-
     k = max(1, int(target.ipus))
     replicas = sum(len(g) for g in groups)
     # the IPU-Links of an IPU-POD64 rack form one wiring; ring edges between racks take GW-Links
