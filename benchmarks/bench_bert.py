@@ -6,7 +6,7 @@
 Each configuration is examples/bert_layers.py's training step (post-LN encoder layers, autodiff,
 SGD) and runs in a process of its own, one after the other, so that its peak host RSS is its own
 (and only one full-size model is in memory at a time). Columns: Session compile time, the median
-wall time of one `session.run`, the same step in NumPy (float32, examples/bert_layers.numpy_step)
+wall time of one `session.run` (with its best and 10th-90th percentile range), the same step in NumPy (float32, examples/bert_layers.numpy_step)
 measured in the same process, their ratio, simulated cycles per step, the worst tile's bytes (of
 624 KiB) and the process's peak RSS. Compile is given as wall time and as the process's CPU time
 (which a host shared with other work does not stretch). The issue's targets (issue 10) are printed beside them.
@@ -74,8 +74,10 @@ def run_one(name: str, steps: int, hidden: int, heads: int, seq: int) -> dict:
         bert["numpy_step"](ref_w, xf, yf, heads, 0.01)
         np_times.append(time.perf_counter() - t1)
     total = session.executable.plan.tile_total()
-    return {"config": name, "compile_s": compile_s, "compile_cpu_s": compile_cpu_s, "step_s": float(np.median(times)),
-            "numpy_s": float(np.median(np_times)), "cycles": int(cycles), "worst_kib": float(total.max()) / 1024,
+    st, nt = _timing.Spread(times), _timing.Spread(np_times)
+    return {"config": name, "compile_s": compile_s, "compile_cpu_s": compile_cpu_s, "step_s": st.median,
+            "step_spread": f"best {st.best * 1e3:.0f}, p10-p90 {st.p10 * 1e3:.0f}-{st.p90 * 1e3:.0f}",
+            "numpy_s": nt.median, "numpy_best_s": nt.best, "cycles": int(cycles), "worst_kib": float(total.max()) / 1024,
             "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
 
 
@@ -104,11 +106,12 @@ def main(argv=None):
 
     t = Table(title=f"BERT encoder training step: hidden {args.hidden}, {args.heads} heads, seq {args.seq}, "
                     f"batch 1, simulated GC200")
-    for col in ("config", "compile", "(CPU)", "step", "NumPy", "ratio", "cycles/step", "worst tile", "peak RSS",
+    for col in ("config", "compile", "(CPU)", "step (median)", "(spread, ms)", "NumPy (median)", "ratio", "cycles/step", "worst tile", "peak RSS",
                 "issue target"):
         t.add_column(col, justify="left" if col in ("config", "issue target") else "right")
     for r in rows:
-        t.add_row(r["config"], f"{r['compile_s']:.1f} s", f"{r['compile_cpu_s']:.1f} s", f"{r['step_s'] * 1e3:.0f} ms", f"{r['numpy_s'] * 1e3:.0f} ms",
+        t.add_row(r["config"], f"{r['compile_s']:.1f} s", f"{r['compile_cpu_s']:.1f} s", f"{r['step_s'] * 1e3:.0f} ms", r["step_spread"],
+                  f"{r['numpy_s'] * 1e3:.0f} ms",
                   f"{r['step_s'] / r['numpy_s']:.2f}x", f"{r['cycles']:,}", f"{r['worst_kib']:.0f} KiB",
                   f"{r['rss_gib']:.2f} GiB", TARGETS.get(r["config"], ""))
     Console(width=200).print(t)

@@ -20,7 +20,7 @@ from rich.table import Table
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ipu  # noqa: E402
-from _timing import best_of  # noqa: E402
+from _timing import load_average, times_of  # noqa: E402
 from codelets.elementwise import BINARY_OPS  # noqa: E402
 
 
@@ -61,9 +61,11 @@ def main(argv=None):
     engine.write_tensor(a, av)
     engine.write_tensor(b, bv)
     cycles = engine.run()  # also warms the kernel
-    run_s = best_of(engine.run, args.repeats)
+    run = times_of(engine.run, args.repeats)
+    run_s = run.best
     res = np.empty_like(av)
-    np_s = best_of(lambda: np.add(av, bv, out=res), args.repeats)
+    np_t = times_of(lambda: np.add(av, bv, out=res), args.repeats)
+    np_s = np_t.best
     ok = np.array_equal(engine.read_tensor(out), av + bv)
 
     t = Table(title=f"{args.n:,}-element float32 add on a simulated {target.name} ({target.num_tiles} tiles)")
@@ -71,11 +73,12 @@ def main(argv=None):
     t.add_column("value", justify="right")
     t.add_column("ratio", justify="right")
     t.add_row("graph build + compile", f"{compile_s:.3f} s", "")
-    t.add_row("engine.run()", f"{run_s * 1e3:.2f} ms", f"{run_s / np_s:.2f}x NumPy")
-    t.add_row("NumPy np.add(a, b, out=)", f"{np_s * 1e3:.2f} ms", "")
+    t.add_row("engine.run()", run.ms(2), f"{run.ratio(np_t)} NumPy")
+    t.add_row("NumPy np.add(a, b, out=)", np_t.ms(2), "")
     t.add_row("simulated cycles", f"{cycles:,}", f"{cycles / target.clock_hz * 1e6:.1f} us at {target.clock_ghz:.2f} GHz")
     t.add_row("result equals NumPy", str(ok), "")
-    Console().print(t)
+    Console(width=max(Console().width, 120)).print(t)
+    print(f"load average {load_average()} (times: best, median (p10-p90) of {args.repeats})")
     return run_s / np_s
 
 

@@ -97,7 +97,7 @@ def measure(engine, run, runs):
     for label, compiled, threads in CONFIGS:
         engine.compiled, engine.threads = compiled, threads
         run()  # warm: builds the step tables on the first compiled run
-        best, cpu, cycles, moved = float("inf"), float("inf"), 0, 0
+        best, cpu, cycles, moved, times = float("inf"), float("inf"), 0, 0, []
         per_step = exchange_bytes_table(engine)
         for _ in range(runs):
             c0, n0 = engine.cycles, engine.step_counts()
@@ -105,10 +105,11 @@ def measure(engine, run, runs):
             run()
             dt, dp = time.perf_counter() - t0, time.process_time() - p0
             cpu = min(cpu, dp)
+            times.append(dt)
             if dt < best:
                 best, cycles = dt, engine.cycles - c0
                 moved = int(((engine.step_counts() - n0) * per_step).sum())
-        rows.append((label, best, cpu, cycles, moved))
+        rows.append((label, best, cpu, cycles, moved, _timing.Spread(times)))
     return rows
 
 
@@ -135,13 +136,14 @@ def main(argv=None):
         rows = measure(engine, run, args.runs)
         results[key] = rows
         base = rows[0][1]
-        for label, best, cpu, cycles, moved in rows:
+        for label, best, cpu, cycles, moved, spread in rows:
             mb = moved / 1e6
             table.add_row(f"{title} (built in {build:.1f} s)" if label == rows[0][0] else "", label,
-                          f"{best * 1e3:.1f} ms", f"{cpu * 1e3:.1f} ms", f"{cycles / best / 1e6:.2f} M", f"{mb:.1f} MB",
+                          spread.ms(1), f"{cpu * 1e3:.1f} ms", f"{cycles / best / 1e6:.2f} M", f"{mb:.1f} MB",
                           f"{best * 1e3 / mb:.3f}" if mb else "-",
                           f"{_timing.memcpy_seconds(moved, reps=5) * 1e3 / mb:.3f}" if mb else "-", f"{base / best:.2f}x")
-    Console(width=max(Console().width, 150)).print(table)
+    Console(width=max(Console().width, 180)).print(table)
+    print(f"load average {_timing.load_average()} (host time: best, median (p10-p90) of {args.runs})")
     return results
 
 

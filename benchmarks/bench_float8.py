@@ -16,7 +16,7 @@ import os
 import sys
 
 import _timing  # noqa: E402  (before NumPy)
-from _timing import best_of  # noqa: E402
+from _timing import load_average, times_of  # noqa: E402
 
 # one BLAS thread: the 512^3 product measured 47 ms with the default pool, 2.4 ms with one thread
 _timing.one_blas_thread()
@@ -34,7 +34,7 @@ from popxl.fp8_utils import host_pow2scale_cast_to_fp8  # noqa: E402
 
 
 def session_row(build, repeats):
-    """(cycles of one run, its compute-step cycles, best wall seconds of Session.run, compile
+    """(cycles of one run, its compute-step cycles, wall seconds of Session.run (a Spread), compile
     seconds). The run's cycles include streaming the result to the host."""
     ir = popxl.Ir()
     with ir.main_graph:
@@ -47,7 +47,7 @@ def session_row(build, repeats):
         c0 = sess.total_cycles
         sess.run()
         cycles = sess.total_cycles - c0
-        wall = best_of(sess.run, repeats)
+        wall = times_of(sess.run, repeats)
         compute = sum(st.cycles for st in sess.executable.steps if st.kind == "compute")  # each runs once
     return cycles, compute, wall, sess.compile_seconds
 
@@ -77,31 +77,31 @@ def main(argv=None):
     rows = []
     c, cc, w, comp = session_row(lambda: ops.pow2scale_cast_to_fp8(popxl.variable(x16), scale(1), popxl.float8_143),
                              args.repeats)
-    host = best_of(lambda: (x16.astype(np.float32) * 2.0).astype(e4), args.repeats)
+    host = times_of(lambda: (x16.astype(np.float32) * 2.0).astype(e4), args.repeats)
     rows.append((f"pow2scale_cast_to_fp8 float16 -> float8_143, {n:,}", c, cc, w, host, comp))
     c, cc, w, comp = session_row(lambda: ops.pow2scale_cast_from_fp8(popxl.variable(x8, popxl.float8_143), scale(-1),
                                                                  popxl.float16), args.repeats)
     x8e = x8.view(np.uint8).view(e4)
-    host = best_of(lambda: (x8e.astype(np.float32) * 0.5).astype(np.float16), args.repeats)
+    host = times_of(lambda: (x8e.astype(np.float32) * 0.5).astype(np.float16), args.repeats)
     rows.append((f"pow2scale_cast_from_fp8 float8_143 -> float16, {n:,}", c, cc, w, host, comp))
     c, cc, w, comp = session_row(lambda: ops.matmul_pow2scaled(popxl.variable(a8, popxl.float8_143),
                                                            popxl.variable(b8, popxl.float8_152), scale(-2)),
                              args.repeats)
-    host = best_of(lambda: (a_dec @ b_dec * 0.25).astype(np.float16), args.repeats)
+    host = times_of(lambda: (a_dec @ b_dec * 0.25).astype(np.float16), args.repeats)
     rows.append((f"matmul_pow2scaled {m}^3 float8 -> float16", c, cc, w, host, comp))
     c16, cc16, w16, comp16 = session_row(lambda: ops.matmul(popxl.variable(a32.astype(np.float16)),
                                                       popxl.variable(b32.astype(np.float16))), args.repeats)
     a16, b16 = a32.astype(np.float16), b32.astype(np.float16)
-    host16 = best_of(lambda: (a16.astype(np.float32) @ b16.astype(np.float32)).astype(np.float16), args.repeats)
+    host16 = times_of(lambda: (a16.astype(np.float32) @ b16.astype(np.float32)).astype(np.float16), args.repeats)
     rows.append((f"matmul {m}^3 float16 (for comparison)", c16, cc16, w16, host16, comp16))
 
     t = Table(title="float8 ops on a simulated GC200 (1472 tiles), against the host doing the same maths")
     for col in ("op", "cycles", "compute", "sim run", "host", "ratio", "compile"):
         t.add_column(col, justify="left" if col == "op" else "right")
     for name, cyc, comp_cyc, wall, host, comp in rows:
-        t.add_row(name, f"{cyc:,}", f"{comp_cyc:,}", f"{wall * 1e3:.1f} ms", f"{host * 1e3:.2f} ms",
-                  f"{wall / host:.1f}x", f"{comp:.2f} s")
-    Console().print(t)
+        t.add_row(name, f"{cyc:,}", f"{comp_cyc:,}", wall.ms(1), host.ms(2), wall.ratio(host), f"{comp:.2f} s")
+    Console(width=max(Console().width, 180)).print(t)
+    print(f"load average {load_average()} (times: best, median (p10-p90) of {args.repeats})")
     return rows
 
 

@@ -26,7 +26,7 @@ import ipu  # noqa: E402
 from codelets.plans import build_matmul, plan_for_shapes  # noqa: E402
 from codelets.plans.matmul_build import _mapped_bytes, _reserved_bytes  # noqa: E402
 from ipu.blas import single_threaded_kernel_blas  # noqa: E402
-from _timing import best_of  # noqa: E402
+from _timing import best_of, load_average, times_of  # noqa: E402
 
 
 _PHASES = (("exchange a", "exchange_a"), ("exchange b", "exchange_b"), ("amp", "compute"),
@@ -89,12 +89,14 @@ def main(argv=None):
     engine.write_tensor(a, av)
     engine.write_tensor(b, bv)
     cycles = engine.run()  # first run: loads cached kernels (every run takes the same cycles)
-    run_s = best_of(engine.run, args.repeats)
+    run = times_of(engine.run, args.repeats)
+    run_s = run.best
     got = engine.read_tensor(o)
 
     a32, b32 = av.astype(np.float32), bv.astype(np.float32)
     ref = a32 @ b32
-    np_s = best_of(lambda: a32 @ b32, args.repeats)
+    np_t = times_of(lambda: a32 @ b32, args.repeats)
+    np_s = np_t.best
     err = float(np.abs(got.astype(np.float32) - ref).max() / np.abs(ref).max())
 
     peak_flops = target.peak_flops_per_cycle_float if dt == "float32" else target.peak_flops_per_cycle_half
@@ -116,13 +118,14 @@ def main(argv=None):
     rows = [
         ("graph build + plan", f"{t1 - t0:.3f} s", ""),
         ("compile", f"{t2 - t1:.3f} s", ""),
-        ("engine.run()", f"{run_s * 1e3:.1f} ms", f"{run_s / np_s:.2f}x NumPy"),
-        (f"NumPy a @ b ({'float32' if dt == 'float32' else 'float32 of the halves'})", f"{np_s * 1e3:.1f} ms", ""),
+        ("engine.run()", run.ms(1), f"{run.ratio(np_t)} NumPy"),
+        (f"NumPy a @ b ({'float32' if dt == 'float32' else 'float32 of the halves'})", np_t.ms(1), ""),
         ("simulated cycles", f"{cycles:,}", f"{cycles / bound:.2f}x the peak bound"),
         ("peak bound 2n^3 / (FLOP/cycle x tiles)", f"{bound:,.0f}", f"{peak_flops} FLOP/cycle/tile"),
         ("machine-model floor (peak + least exchange)", f"{floor:,.0f}", f"{floor / bound:.2f}x the peak bound"),
         ("simulated time at 1.33 GHz", f"{target.cycles_to_seconds(cycles) * 1e6:.1f} us", ""),
         ("max relative error", f"{err:.2e}", ""),
+        ("host load average (1 min)", load_average(), f"times: best, median (p10-p90) of {args.repeats}"),
     ]
     title = f"{n}x{n}x{n} {dt} matmul on a simulated {target.name} ({target.num_tiles} tiles)"
     try:

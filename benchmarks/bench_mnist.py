@@ -5,10 +5,11 @@ and next to the floor of a faithful simulator.
 
 The step is examples/mnist.py's: forward (784-hidden-10 MLP with ReLU or gelu), softmax + NLL loss
 and its gradient, backward, SGD update. Per row: the Session compile time, the wall time of one
-`session.run` and of the same maths in NumPy (float32), each the best of --steps, and the floor: the NumPy step
-plus a memcpy of the bytes the simulated program exchanges per step (what any simulator that
-moves the program's data must pay), both measured in this run; then simulator / NumPy, simulator /
-floor, the same ratio in CPU time (all threads of the process, medians: the figure a busy shared
+`session.run` (a new batch each step, the loss read back) and of the same maths in NumPy (float32),
+each as the best of --steps, the median and the 10th-90th percentile range, and the floor: the best
+NumPy step plus a memcpy of the bytes the simulated program exchanges per step (what any simulator
+that moves the program's data must pay), both measured in this run; then simulator / NumPy (best over
+best, and median over median), simulator / floor, the same ratio in CPU time (all threads of the process, medians: the figure a busy shared
 host disturbs least), the simulated cycles per step and the bytes exchanged per step.
 """
 from __future__ import annotations
@@ -89,7 +90,8 @@ def bench(batch, hidden, steps, activation="gelu", lr=0.05):
             feed = {h["images"]: x[s * batch:(s + 1) * batch].reshape(1, batch, 28, 28),
                     h["labels"]: y[s * batch:(s + 1) * batch].reshape(1, batch)}
             t0, c0 = time.perf_counter(), time.process_time()
-            session.run(feed)
+            loss = session.run(feed)[h["loss"]]
+            float(np.asarray(loss).ravel()[0])  # read back, as a training loop logs it
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
     cycles = session.total_cycles / steps
@@ -101,9 +103,10 @@ def bench(batch, hidden, steps, activation="gelu", lr=0.05):
         numpy_step(w, x[s * batch:(s + 1) * batch], y[s * batch:(s + 1) * batch], lr, activation)
         np_times.append(time.perf_counter() - t0)
         np_cpu.append(time.process_time() - c0)
-    # best of the steps for both sides: the host is shared, and its noise only ever adds time
-    step = float(np.min(times[1:] if steps > 1 else times))  # the first run builds the step tables
-    np_step = float(np.min(np_times[1:] if steps > 1 else np_times))
+    # the best shows the code's own cost (the host is shared, and its noise only ever adds time), the
+    # median and spread what a user's loop meets; the first run builds the step tables
+    step = _timing.Spread(times[1:] if steps > 1 else times)
+    np_step = _timing.Spread(np_times[1:] if steps > 1 else np_times)
     # CPU time (all threads of the process): what the step costs however busy the host is
     cpu_ratio = float(np.median(cpu[1:] if steps > 1 else cpu)) / max(float(np.median(np_cpu)), 1e-9)
     return dict(compile=compile_s, step=step, numpy=np_step, copy=_timing.memcpy_seconds(moved), cycles=cycles,
@@ -125,16 +128,16 @@ def main(argv=None):
     for model in args.models:
         for b in args.batches:
             r = bench(b, args.hidden, args.steps, model)
-            floor = r["numpy"] + r["copy"]
+            floor = r["numpy"].best + r["copy"]
             r.update(model=model, batch=b, floor=floor)
             results.append(r)
-            table.add_row(model, str(b), f"{r['compile']:.2f} s", f"{r['step'] * 1e3:.1f} ms",
-                          f"{r['numpy'] * 1e3:.2f} ms",
-                          f"{floor * 1e3:.2f} ms ({r['numpy'] * 1e3:.2f} + {r['copy'] * 1e3:.2f})",
-                          f"{r['step'] / r['numpy']:.1f}x", f"{r['step'] / floor:.1f}x", f"{r['cpu_ratio']:.1f}x",
+            table.add_row(model, str(b), f"{r['compile']:.2f} s", r["step"].ms(1), r["numpy"].ms(2),
+                          f"{floor * 1e3:.2f} ms ({r['numpy'].best * 1e3:.2f} + {r['copy'] * 1e3:.2f})",
+                          r["step"].ratio(r["numpy"]), f"{r['step'].best / floor:.1f}x", f"{r['cpu_ratio']:.1f}x",
                           f"{r['cycles']:,.0f} ({r['cycles'] / r['target'].clock_hz * 1e6:.0f} us)",
                           f"{r['moved'] / 1e6:.1f} MB")
-    Console(width=max(Console().width, 150)).print(table)
+    Console(width=max(Console().width, 190)).print(table)
+    print(f"host: {os.cpu_count()} CPUs, load average {_timing.load_average()} (steps: best, median (p10-p90))")
     return results
 
 

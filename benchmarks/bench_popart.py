@@ -84,8 +84,9 @@ def bench(batch, hidden, steps, lr=0.05):
         t = time.perf_counter()
         numpy_step(w, x[sl], y[sl], lr)
         np_times.append(time.perf_counter() - t)
-    return {"build": t1 - t0, "compile": t2 - t1, "step": float(np.median(times[1:] or times)),
-            "numpy": float(np.median(np_times)), "cycles": cycles}
+    st, nt = _timing.Spread(times[1:] or times), _timing.Spread(np_times)
+    return {"build": t1 - t0, "compile": t2 - t1, "step": st.median, "numpy": nt.median, "cycles": cycles,
+            "step_spread": st, "numpy_spread": nt}
 
 
 def main(argv=None):
@@ -95,15 +96,16 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10)
     args = ap.parse_args(argv)
     table = Table(title=f"PopART MNIST MLP training step (784-{args.hidden}-10) on a simulated GC200")
-    for col in ("batch", "build s", "compile s", "step ms", "NumPy ms", "ratio", "cycles / step"):
+    for col in ("batch", "build s", "compile s", "step", "NumPy", "ratio", "cycles / step"):
         table.add_column(col, justify="right")
     rows = []
     for b in args.batches:
         r = bench(b, args.hidden, args.steps)
         rows.append(r)
-        table.add_row(str(b), f"{r['build']:.2f}", f"{r['compile']:.2f}", f"{r['step'] * 1e3:.2f}",
-                      f"{r['numpy'] * 1e3:.3f}", f"{r['step'] / r['numpy']:.1f}x", f"{r['cycles']:,}")
-    Console().print(table)
+        table.add_row(str(b), f"{r['build']:.2f}", f"{r['compile']:.2f}", r["step_spread"].ms(2),
+                      r["numpy_spread"].ms(3), r["step_spread"].ratio(r["numpy_spread"]), f"{r['cycles']:,}")
+    Console(width=max(Console().width, 170)).print(table)
+    print(f"load average {_timing.load_average()} (steps: best, median (p10-p90))")
     return rows
 
 

@@ -97,7 +97,8 @@ def bench(kind, batch, steps):
         torch_step()
         ttimes.append(time.perf_counter() - t0)
     return {"first": first, "capture": trainer.capture_seconds, "compile": trainer.compile_seconds,
-            "step": statistics.median(times), "torch": statistics.median(ttimes), "cycles": cycles}
+            "step": statistics.median(times), "torch": statistics.median(ttimes), "cycles": cycles,
+            "step_spread": _timing.Spread(times), "torch_spread": _timing.Spread(ttimes)}
 
 
 def main(argv=None):
@@ -108,7 +109,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     os.environ.pop("IPU_SIM_TARGET", None)
     table = Table(title=f"PopTorch training step on the simulated GC200 (batch {a.batch})")
-    for col in ("model", "first call s", "capture + IR s", "compile s", "step ms", "PyTorch CPU ms", "ratio",
+    for col in ("model", "first call s", "capture + IR s", "compile s", "step", "PyTorch CPU", "ratio",
                 "cycles / step"):
         table.add_column(col, justify="right" if col != "model" else "left")
     results = {}
@@ -118,9 +119,10 @@ def main(argv=None):
         r = bench(kind, a.batch, a.steps)
         results[kind] = r
         table.add_row(kind, f"{r['first']:.2f}", f"{r['capture']:.2f}", f"{r['compile']:.2f}",
-                      f"{r['step'] * 1e3:.1f}", f"{r['torch'] * 1e3:.2f}", f"{r['step'] / r['torch']:.0f}x",
+                      r["step_spread"].ms(1), r["torch_spread"].ms(2), r["step_spread"].ratio(r["torch_spread"]),
                       f"{r['cycles']:,.0f}")
-    Console(width=150).print(table)
+    Console(width=200).print(table)
+    print(f"load average {_timing.load_average()} (steps: best, median (p10-p90))")
     return results
 
 

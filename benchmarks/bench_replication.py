@@ -26,6 +26,8 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+import _timing  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
@@ -58,7 +60,7 @@ def bench(replicas: int, batch: int, hidden: int, steps: int, lr: float = 0.05):
     counts = session.engine.step_counts()  # every step ran once per run (steps + 1 runs)
     coll = sum(exe.steps[i].cycles * int(counts[i]) for i in range(len(counts))
                if "all_reduce" in exe.steps[i].name) // (steps + 1)
-    return {"compile": compile_s, "run": statistics.median(times), "cycles": cycles, "collective": coll,
+    return {"compile": compile_s, "run": statistics.median(times), "spread": _timing.Spread(times), "cycles": cycles, "collective": coll,
             "ipus": session.num_ipus, "mb": exe.total_bytes / 1e6}
 
 
@@ -70,9 +72,9 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10)
     args = ap.parse_args(argv)
     os.environ.pop("IPU_SIM_TARGET", None)
-    console = Console(width=max(Console().width, 110))
+    console = Console(width=max(Console().width, 150))
     table = Table(title=f"MNIST MLP (hidden {args.hidden}), {args.batch_size} images per replica, simulated GC200")
-    for col in ("replicas", "IPUs", "MB / replica", "compile s", "host s / step", "x 1 replica", "cycles / step",
+    for col in ("replicas", "IPUs", "MB / replica", "compile s", "host / step", "x 1 replica (median)", "cycles / step",
                 "all-reduce cycles"):
         table.add_column(col, justify="right")
     base = None
@@ -81,9 +83,10 @@ def main(argv=None):
         res = bench(r, args.batch_size, args.hidden, args.steps)
         base = base or res["run"]
         rows.append((r, res))
-        table.add_row(str(r), str(res["ipus"]), f"{res['mb']:.1f}", f"{res['compile']:.2f}", f"{res['run'] * 1e3:.1f} ms",
+        table.add_row(str(r), str(res["ipus"]), f"{res['mb']:.1f}", f"{res['compile']:.2f}", res["spread"].ms(1),
                       f"{res['run'] / base:.2f}", f"{res['cycles']:,}", f"{res['collective']:,}")
     console.print(table)
+    print(f"load average {_timing.load_average()} (host / step: best, median (p10-p90) of {args.steps})")
     return rows
 
 

@@ -11,9 +11,10 @@
     engine = ipu.Engine(exe)
     engine.run()
 """
-from . import kernel_cache
+from . import compile_progress, kernel_cache
 
 kernel_cache.configure()  # before any cached kernel is defined: stale inlined helpers never run
+compile_progress.install()  # a line on stderr while a first run compiles kernels (not silence)
 
 from .codelet import (IN, INOUT, OUT, Codelet, Columns, Field, Vertex, VertexTable, columns, get_codelet,  # noqa: E402
                       register, registered_codelets)
