@@ -142,26 +142,29 @@ def _byte_pointer(typingctx, address):
     return sig, codegen
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _unsigned_le(m, off, size):
+    """The unsigned little-endian integer of `size` bytes at m[off] (from the bytes, not a view of
+    another type: each `.view` compiles Numba's layout checks, a second of CPU on a new install)."""
+    v = np.int64(0)
+    for i in range(size):
+        v |= np.int64(m[off + i]) << (8 * i)
+    return v
+
+
 @njit(cache=True, nogil=True)
 def _condition(m, off, kind, size):
     """A branch condition as the Python walk reads it: the scalar's value (float16: its bits);
     a float becomes 1 when nonzero (If only: NaN counts as nonzero, as `if v` does)."""
-    if kind == FLOAT:
-        x = m[off:off + 4].view(np.float32)[0]
-        return 0 if x == 0.0 else 1
+    if kind == FLOAT:  # float32: zero when every bit but the sign is clear (+0 and -0)
+        return 0 if _unsigned_le(m, off, 4) & 0x7FFFFFFF == 0 else 1
     if kind == BOOL:
         return 1 if m[off] != 0 else 0
-    if kind == SIGNED:
-        if size == 1:
-            return np.int64(m[off:off + 1].view(np.int8)[0])
-        if size == 2:
-            return np.int64(m[off:off + 2].view(np.int16)[0])
-        return np.int64(m[off:off + 4].view(np.int32)[0])
-    if size == 1:
-        return np.int64(m[off])
-    if size == 2:
-        return np.int64(m[off:off + 2].view(np.uint16)[0])
-    return np.int64(m[off:off + 4].view(np.uint32)[0])
+    n = size if size < 4 else 4  # 1, 2 or 4 bytes (the device's integer types)
+    v = _unsigned_le(m, off, n)
+    if kind == SIGNED and v >= np.int64(1) << (8 * n - 1):
+        v -= np.int64(1) << (8 * n)
+    return v
 
 
 @njit(cache=True, nogil=True)

@@ -324,3 +324,19 @@ def test_branches_inside_a_loop_match_on_every_path(replicas, split_everything):
     _assert_same(results)
     codes = set(np.concatenate([seg.ops[:, 0] for seg in exe.native.segments]).tolist())
     assert {7, 8, 9} <= codes  # If, Switch and jumps in the table (walked in Python for 2 replicas)
+
+
+def test_the_compiled_loop_reads_branch_conditions_as_views_of_the_bytes_would():
+    """_condition assembles integers from their little-endian bytes (no `.view`): the same values
+    as viewing the bytes as int8/16/32, uint8/16/32 and float32 (zero: +0 and -0; NaN is nonzero)."""
+    from ipu.step_loop import BOOL, FLOAT, SIGNED, UNSIGNED, _condition
+
+    m = np.random.default_rng(1).integers(0, 256, 600).astype(np.uint8)
+    m[:24] = np.array([0.0, -0.0, np.nan, 1e-45, -3.5, np.inf], np.float32).view(np.uint8)
+    for off in range(0, 590, 3):
+        for size, s_dt, u_dt in ((1, np.int8, np.uint8), (2, np.int16, np.uint16), (4, np.int32, np.uint32)):
+            assert _condition(m, off, SIGNED, size) == int(m[off:off + size].view(s_dt)[0])
+            assert _condition(m, off, UNSIGNED, size) == int(m[off:off + size].view(u_dt)[0])
+        assert _condition(m, off, FLOAT, 4) == (0 if m[off:off + 4].view(np.float32)[0] == 0.0 else 1)
+        assert _condition(m, off, BOOL, 1) == (1 if m[off] else 0)
+    assert [_condition(m, off, FLOAT, 4) for off in range(0, 24, 4)] == [0, 0, 1, 1, 1, 1]
