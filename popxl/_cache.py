@@ -16,14 +16,23 @@ codelet used by the Ir).
 Writes go to a temporary file renamed into place, so concurrent sessions never read half an
 entry. An entry that cannot be read (corrupt, an older format, not the key it is named for, not
 binding to the Ir) is compiled again with a warning and replaced; it is never used.
+
+The file is a short header, the pickle, then the large arrays' bytes (pickle protocol 5's
+out-of-band buffers, 64-byte aligned). Loading maps the file copy-on-write and those arrays are
+views of the mapping: a session loads its executable without copying it (BERT-base, 4 inline
+layers: a 700 MB entry, mostly copy tables and tensor layouts), and the pages come in as the first
+run reads them. A process that maps an entry keeps it even when another writer replaces the file
+(the rename leaves the old file to the mapping).
 """
 from __future__ import annotations
 
 import enum
 import hashlib
 import inspect
+import mmap
 import os
 import pickle
+import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -33,10 +42,14 @@ import numpy as np
 
 import ipu
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: header + pickle + mapped out-of-band arrays (1: one plain pickle)
 SUFFIX = ".popef"
+MAGIC = b"IPUSIMX\x02"
+_HEAD = struct.Struct("<8sQQ")  # magic, pickle bytes, number of buffers; then (offset, bytes) each
+_ALIGN = 64
+_INBAND_BELOW = 1 << 16  # arrays smaller than this stay inside the pickle
 
-__all__ = ["cache_dir", "executable_key", "load", "store", "Uncacheable"]
+__all__ = ["cache_dir", "decode", "encode", "executable_key", "load", "store", "Uncacheable"]
 
 
 class Uncacheable(Exception):
@@ -247,6 +260,60 @@ def _rebind(binding: dict, ir):
     return lowered
 
 
+def encode(entry, f) -> None:
+    """Write `entry` to the binary file `f`: header, pickle, then the large arrays' bytes."""
+    bufs = []
+
+    def out_of_band(pb):
+        if pb.raw().nbytes < _INBAND_BELOW:
+            return True  # in the pickle
+        bufs.append(pb)
+        return False
+
+    data = pickle.dumps(entry, protocol=5, buffer_callback=out_of_band)
+    table_end = _HEAD.size + 16 * len(bufs)
+    at = table_end + len(data)
+    spans = []
+    for pb in bufs:
+        at = -(-at // _ALIGN) * _ALIGN
+        n = pb.raw().nbytes
+        spans.append((at, n))
+        at += n
+    f.write(_HEAD.pack(MAGIC, len(data), len(bufs)))
+    for o, n in spans:
+        f.write(struct.pack("<QQ", o, n))
+    f.write(data)
+    pos = table_end + len(data)
+    for (o, n), pb in zip(spans, bufs):
+        f.write(b"\0" * (o - pos))
+        f.write(pb.raw())
+        pos = o + n
+
+
+def decode(path):
+    """The entry in file `path`, its large arrays views of a copy-on-write mapping of the file
+    (writable, and private to this process). Raises ValueError for a file that is not one."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < _HEAD.size:
+            raise ValueError("the file is shorter than its header")
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    view = memoryview(mm)
+    magic, plen, nbuf = _HEAD.unpack_from(view, 0)
+    if magic != MAGIC:
+        raise ValueError(f"not an executable cache entry of this ipu-sim's format (format {FORMAT_VERSION})")
+    table_end = _HEAD.size + 16 * nbuf
+    if table_end + plen > size:
+        raise ValueError("the file is truncated")
+    buffers = []
+    for i in range(nbuf):
+        o, n = struct.unpack_from("<QQ", view, _HEAD.size + 16 * i)
+        if o + n > size:
+            raise ValueError("the file is truncated")
+        buffers.append(view[o:o + n])
+    return pickle.loads(view[table_end:table_end + plen], buffers=buffers)
+
+
 def load(directory: Path, key: str, ir):
     """(executable, LoweredIr) from the cache, or None: a missing entry quietly, an unusable one
     with a warning (it is compiled again and replaced)."""
@@ -255,8 +322,7 @@ def load(directory: Path, key: str, ir):
         return None
     from . import _logging
     try:
-        with open(path, "rb") as f:
-            entry = pickle.load(f)
+        entry = decode(path)
         if not isinstance(entry, dict) or entry.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {entry.get('format') if isinstance(entry, dict) else '?'}, this ipu-sim "
                              f"reads format {FORMAT_VERSION}")
@@ -281,7 +347,7 @@ def store(directory: Path, key: str, executable, lowered) -> Optional[Path]:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+            encode(entry, f)
         os.chmod(tmp, 0o644)  # readable as any file the user writes (mkstemp makes it private)
         os.replace(tmp, path)
         return path

@@ -91,7 +91,7 @@ def test_environment_variables_turn_caching_on(tmp_path, monkeypatch):
     assert _cache.cache_dir(_ir()[0]) == tmp_path / "b"
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "old_format", "other_key"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "old_format", "other_key", "plain_pickle"])
 def test_an_unusable_entry_is_compiled_again_with_a_warning_and_replaced(tmp_path, capfd, damage):
     _run(*_ir(tmp_path))
     path, = tmp_path.glob("*.popef")
@@ -100,10 +100,15 @@ def test_an_unusable_entry_is_compiled_again_with_a_warning_and_replaced(tmp_pat
         path.write_bytes(b"not a pickle")
     elif damage == "truncated":
         path.write_bytes(data[:len(data) // 2])
+    elif damage == "plain_pickle":  # format 1's entries: one pickle, no header
+        path.write_bytes(pickle.dumps({"format": 1, "key": path.stem}))
     else:
-        entry = pickle.loads(data)
+        entry = _cache.decode(path)
         entry["format" if damage == "old_format" else "key"] = 0 if damage == "old_format" else "0" * 64
-        path.write_bytes(pickle.dumps(entry))
+        tmp = path.with_suffix(".new")
+        with open(tmp, "wb") as f:
+            _cache.encode(entry, f)
+        os.replace(tmp, path)
     capfd.readouterr()
     s, out, _ = _run(*_ir(tmp_path))
     assert not s.loaded_from_cache
@@ -132,7 +137,7 @@ def test_concurrent_writers_never_leave_half_an_entry(tmp_path):
     while any(t.is_alive() for t in threads):
         p = tmp_path / f"{key}.popef"
         if p.exists():
-            entry = pickle.loads(p.read_bytes())  # never a partial file
+            entry = _cache.decode(p)  # never a partial file
             assert entry["executable"].size == big.size
     for t in threads:
         t.join()
@@ -170,3 +175,22 @@ def test_an_ir_the_key_cannot_describe_compiles_without_the_cache(tmp_path):
     s, out, _ = _run(ir, x, v, o)
     assert not s.loaded_from_cache and not list(tmp_path.glob("*.popef"))
     np.testing.assert_array_equal(out, np.arange(3) + 2.0)
+
+
+def test_large_arrays_load_as_writable_views_of_the_mapped_entry(tmp_path):
+    """Arrays of 64 KiB or more are stored out of the pickle and load without a copy, as writable
+    arrays of their type (the kernels take them like any array) whose writes stay in the process."""
+    big = np.arange(100_000, dtype=np.int64).reshape(1000, 100)
+    small = np.arange(10, dtype=np.float32)
+    entry = {"format": _cache.FORMAT_VERSION, "big": big, "small": small, "strided": big[:, ::2], "n": 3}
+    path = tmp_path / "e.popef"
+    with open(path, "wb") as f:
+        _cache.encode(entry, f)
+    got = _cache.decode(path)
+    for k in ("big", "small", "strided"):
+        np.testing.assert_array_equal(got[k], entry[k])
+        assert got[k].dtype == entry[k].dtype and got[k].flags.writeable
+    assert got["n"] == 3
+    assert got["big"].base is not None and not got["big"].flags.owndata  # a view of the mapping
+    got["big"][0, 0] = -1
+    assert _cache.decode(path)["big"][0, 0] == 0  # copy-on-write: the file is unchanged
