@@ -8,9 +8,10 @@ and its gradient, backward, SGD update. Per row: the Session compile time, the w
 `session.run` (a new batch each step, the loss read back) and of the same maths in NumPy (float32),
 each as the best of --steps, the median and the 10th-90th percentile range, and the floor: the best
 NumPy step plus a memcpy of the bytes the simulated program exchanges per step (what any simulator
-that moves the program's data must pay), both measured in this run; then simulator / NumPy (best over
-best, and median over median), simulator / floor, the same ratio in CPU time (all threads of the process, medians: the figure a busy shared
-host disturbs least), the simulated cycles per step and the bytes exchanged per step.
+that moves the program's data must pay), both measured in this run; then simulator / NumPy (best
+over best, and median over median), simulator / floor, the same ratio in CPU time (all threads of
+the process, medians: the figure a busy shared host disturbs least), the simulated cycles per step
+and the bytes exchanged per step.
 """
 from __future__ import annotations
 

@@ -126,7 +126,8 @@ def main(argv=None):
     console = Console(width=max(Console().width, 120))
     table = Table(title=f"MNIST MLP (hidden {args.hidden}) on {args.replicas} replicas x {args.batch_size} images, "
                         f"simulated GC200s, as PopDist instances (NumPy step: {np_s * 1e3:.2f} ms)")
-    for col in ("instances", "replicas / instance", "compile s", "host ms / step: median (p10-p90)", "best", "MPI ms / step", "MPI %",
+    for col in ("instances", "replicas / instance", "compile s", "host ms / step: median (p10-p90)", "best",
+                "MPI ms / step", "MPI %",
                 "x 1 instance", "x NumPy", "cycles / step", "collective cycles / step"):
         table.add_column(col, justify="right")
     base, rows = None, []
@@ -137,7 +138,8 @@ def main(argv=None):
         mpi = max(r["mpi"] for r in res)
         base = base or run
         rows.append((n, res))
-        table.add_row(str(n), str(res[0]["local"]), f"{max(r['compile'] for r in res):.2f}", f"{run * 1e3:.1f} ({slow['p10'] * 1e3:.1f}-{slow['p90'] * 1e3:.1f})",
+        table.add_row(str(n), str(res[0]["local"]), f"{max(r['compile'] for r in res):.2f}",
+                      f"{run * 1e3:.1f} ({slow['p10'] * 1e3:.1f}-{slow['p90'] * 1e3:.1f})",
                       f"{slow['best'] * 1e3:.1f}",
                       f"{mpi * 1e3:.2f}", f"{100 * mpi / run:.0f}", f"{run / base:.2f}", f"{run / np_s:.0f}",
                       f"{res[0]['cycles']:,}", f"{res[0]['collective']:,}")

@@ -60,7 +60,8 @@ def bench(replicas: int, batch: int, hidden: int, steps: int, lr: float = 0.05):
     counts = session.engine.step_counts()  # every step ran once per run (steps + 1 runs)
     coll = sum(exe.steps[i].cycles * int(counts[i]) for i in range(len(counts))
                if "all_reduce" in exe.steps[i].name) // (steps + 1)
-    return {"compile": compile_s, "run": statistics.median(times), "spread": _timing.Spread(times), "cycles": cycles, "collective": coll,
+    return {"compile": compile_s, "run": statistics.median(times), "spread": _timing.Spread(times), "cycles": cycles,
+            "collective": coll,
             "ipus": session.num_ipus, "mb": exe.total_bytes / 1e6}
 
 
