@@ -21,6 +21,7 @@ import threading
 import time
 
 from numba.core import event
+from rich.console import Console
 
 __all__ = ["install", "stats"]
 
@@ -130,8 +131,6 @@ class _Watcher(event.Listener):
     def _show(self, now):
         self.shown = True
         try:
-            from rich.console import Console
-
             console = Console(file=sys.stderr)
             if console.is_terminal and not console.is_dumb_terminal:
                 self.status = console.status(self._text(now), spinner="dots")
