@@ -1,5 +1,6 @@
-"""Element-wise ONNX ops. Ops popxl has no single op for are built from popxl ops (Sigmoid,
-Erf, Softplus, LeakyRelu, ...), so autodiff and the lowering treat them like any other ops."""
+"""Element-wise ONNX ops. An ONNX op popxl has an op for is that op (Sigmoid, Erf, Reciprocal:
+the same bits and cycles as the PopXL program); the others are built from popxl ops (Softplus,
+LeakyRelu, ...), so autodiff and the lowering treat them like any other ops."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,34 +31,14 @@ def _scalar(x, like) -> popxl.Tensor:
     return popxl.constant(np.asarray(x, like.dtype.as_numpy()))
 
 
-def sigmoid(x: popxl.Tensor) -> popxl.Tensor:
-    """1 / (1 + exp(-x))."""
-    return ops.div(_scalar(1.0, x), ops.add(_scalar(1.0, x), ops.exp(ops.negate(x))))
-
-
-def erf(x: popxl.Tensor) -> popxl.Tensor:
-    """erf(x) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, below float32's resolution of
-    erf near 1): sign(x) * (1 - t (a1 + t (a2 + ... )) exp(-x^2)), t = 1 / (1 + p |x|)."""
-    a = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
-    p = 0.3275911
-    ax = ops.abs(x)
-    t = ops.div(_scalar(1.0, x), ops.add(_scalar(1.0, x), ops.mul(ax, _scalar(p, x))))
-    poly = _scalar(a[4], x)
-    for c in reversed(a[:4]):
-        poly = ops.add(ops.mul(poly, t), _scalar(c, x))
-    poly = ops.mul(poly, t)
-    y = ops.sub(_scalar(1.0, x), ops.mul(poly, ops.exp(ops.negate(ops.mul(x, x)))))
-    return ops.mul(ops.sign(x), y)
-
-
 @onnx_op("Sigmoid")
 def sigmoid_rule(node):
-    return sigmoid(node.input(0))
+    return ops.sigmoid(node.input(0))  # popops' SIGMOID: one op, whose gradient is one NonLinearityGrad
 
 
 @onnx_op("Erf")
 def erf_rule(node):
-    return erf(node.input(0))
+    return ops.erf(node.input(0))  # popops' ERF: one op, as popxl records it
 
 
 @onnx_op("Gelu", attrs=("approximate",))
@@ -93,8 +74,7 @@ def is_inf(node):
 
 @onnx_op("Reciprocal")
 def reciprocal(node):
-    x = node.input(0)
-    return ops.div(_scalar(1.0, x), x)
+    return ops.reciprocal(node.input(0))  # popops' INVERSE: one op, as popxl records it
 
 
 @onnx_op("Softplus")

@@ -8,7 +8,7 @@ import popxl
 import popxl.ops as ops
 
 from .context import GRAPHCORE, onnx_op
-from .elementwise import _scalar, sigmoid
+from .elementwise import _scalar
 
 # ReductionType values (PopART's enum): Sum = 0, Mean = 1, NoReduction = 2
 _REDUCTION = {0: "sum", 1: "mean", 2: "none"}
@@ -415,8 +415,8 @@ def lstm(node):
             xt = ops.reshape(ops.dynamic_slice(xs, idx, [0], [1], True), (batch, xs.shape[2]))
             g = ops.add(ops.add(ops.matmul(xt, wx), ops.matmul(h, wh)), b)
             gi, go, gf, gc = ops.split(g, 4, axis=1)
-            c = ops.add(ops.mul(sigmoid(gf), c), ops.mul(sigmoid(gi), ops.tanh(gc)))
-            h = ops.mul(sigmoid(go), ops.tanh(c))
+            c = ops.add(ops.mul(ops.sigmoid(gf), c), ops.mul(ops.sigmoid(gi), ops.tanh(gc)))
+            h = ops.mul(ops.sigmoid(go), ops.tanh(c))
             y = ops.dynamic_update(y, idx, ops.reshape(h, (1, batch, hidden)), [0], [1], True)
             return ops.add(t, popxl.constant(np.array([1], np.int32))), h, c, y
 
