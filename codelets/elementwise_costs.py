@@ -127,6 +127,16 @@ _NONLINEARITY_OP_CYCLES = {("gelu", "float"): 10, ("gelu", "half"): 5,
                            ("swish", "float"): 6, ("swish", "half"): 3}
 
 
+COST_TABLES = {"_UNARY_PERF": _UNARY_PERF, "_BINARY_PERF": _BINARY_PERF, "_BROADCAST_PERF": _BROADCAST_PERF,
+               "_NONLINEARITY_OP_CYCLES": _NONLINEARITY_OP_CYCLES}
+
+
+def cost_rows(op: str) -> list:
+    """(table name, key, entry) of every cost table row of a UnaryOp / BinaryOp op (by its name
+    in UNARY_OPS / BINARY_OPS): what `python -m popxl.op_table <op>` lists."""
+    return [(name, key, value) for name, table in COST_TABLES.items() for key, value in table.items() if key[0] == op]
+
+
 def _external(op: str, tk: str) -> bool:
     """hasExternalCodelet: the assembly fast path of add / sub / mul on float and half."""
     return tk in ("float", "half") and op in ("add", "sub", "mul")

@@ -1,6 +1,12 @@
 """PopXL (SDK 3.x) frontend for the tile-level IPU simulator: build an Ir of graphs, tensors and ops
 with the PopXL API, then run it with ``popxl.Session``."""
-from . import dtypes
+import warnings as _warnings
+
+# `python -m popxl.op_table erf` runs the table module once more as __main__ (it prints where the
+# rules of an op live); runpy's warning that the package already imported it says nothing to fix
+_warnings.filterwarnings("ignore", "'popxl.op_table' found in sys.modules", RuntimeWarning)
+
+from . import dtypes  # noqa: E402
 from .context import (ExecutionContext, gcg, get_current_context, get_current_graph, get_ir, get_main_graph, gir,
                       gmg, in_sequence, io_tiles, ipu, name_scope, op_debug_context)
 from .dtypes import (bool, complex64, complex128, double, dtype, float, float8_143, float8_152, float16, float32,

@@ -7,17 +7,20 @@ no gradient flows through it), a reference rule (the NumPy definition in `popxl.
 `create_op` refuses an op type or attribute the table does not list, and
 tests/frontend/test_op_table.py checks the three rule registries against the table.
 
-Unary element-wise ops are table-driven: a `UnaryOpType` entry is the whole op. From it come the
-`popxl.ops` function (and its in-place `_` form), the lowering (a UnaryOp vertex per piece with
-the entry's codelet op), the reference rule (the codelet's NumPy reference) and, when the entry
-gives a derivative, the gradient rule. docs/architecture.md has the recipe.
+Unary element-wise ops are table-driven: from a `UnaryOpType` entry come the lowering (a UnaryOp
+vertex per piece with the entry's codelet op), the reference rule (the codelet's NumPy reference)
+and, when the entry gives a derivative, the gradient rule. The built-in ones have their `popxl.ops`
+functions written out in popxl/ops/elementwise.py; a unary entry registered later gets its
+function (and its in-place `_` form) made. docs/architecture.md has the recipe.
+
+`python -m popxl.op_table erf` prints where each rule of an op type lives (popxl/_op_sources.py).
 
 Ops from outside the package (a user's own op) register an entry the same way with
 `register_op_type`, then their rules with `lowering_rule`, `grad_rule` and `reference_rule`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional
 
 __all__ = ["OpType", "UnaryOpType", "BinaryOpType", "OP_TYPES", "COMMON_ATTRS", "register_op_type", "op_type",
@@ -37,6 +40,8 @@ class OpType:
     gradient: "rule" (a gradient rule is registered), "none" (not differentiable: no gradient flows
     through it) or "missing" (differentiable, but autodiff has no rule yet).
     lowering / reference: whether a lowering rule / a reference rule exists for it.
+    onnx: the ONNX op PopART translates to this one op ("Erf"; "ai.graphcore::Gelu" in another
+    domain), or "" (tests/popart/test_onnx_names.py translates each).
     """
     name: str
     family: str
@@ -45,6 +50,7 @@ class OpType:
     lowering: bool = True
     reference: bool = True
     doc: str = ""
+    onnx: str = ""
 
     def __post_init__(self):
         if not self.name or not self.name.isidentifier():
@@ -114,6 +120,8 @@ def register_op_type(entry: OpType) -> OpType:
         raise TypeError(f"register_op_type takes an OpType, not {type(entry).__name__}")
     if entry.name in OP_TYPES:
         raise ValueError(f"op type {entry.name!r} is already in the op table ({OP_TYPES[entry.name]})")
+    if not entry.onnx and entry.name in _ONNX_NAMES:
+        entry = replace(entry, onnx=_ONNX_NAMES[entry.name])
     OP_TYPES[entry.name] = entry
     for cls, fn in list(_HOOKS):
         if isinstance(entry, cls):
@@ -157,6 +165,18 @@ def check_op(name: str, attrs) -> OpType:
 
 # ------------------------------------------------------------------------------------------------
 # the built-in op types, by family (the popxl/ops module that records them)
+
+# The ONNX op each built-in entry is: PopART translates a node of that ONNX op (default
+# attributes) to one op of the entry (its `onnx` field).
+_ONNX_NAMES = {
+    "abs": "Abs", "ceil": "Ceil", "cos": "Cos", "exp": "Exp", "floor": "Floor", "log": "Log", "negate": "Neg",
+    "relu": "Relu", "sign": "Sign", "sin": "Sin", "sqrt": "Sqrt", "tanh": "Tanh", "isnan": "IsNaN", "isinf": "IsInf",
+    "logical_not": "Not", "sigmoid": "Sigmoid", "reciprocal": "Reciprocal", "erf": "Erf",
+    "gelu": "ai.graphcore::Gelu", "geluerf": "ai.graphcore::GeluErf", "swish": "ai.graphcore::Swish",
+    "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "equal": "Equal", "greater": "Greater",
+    "less": "Less", "logical_and": "And", "logical_or": "Or", "maximum": "Max", "minimum": "Min", "where": "Where",
+    "matmul": "MatMul", "identity": "Identity", "detach": "ai.graphcore::Detach",
+}
 
 
 def _ops(family: str, names: str, attrs: str = "", **kw) -> None:
@@ -294,3 +314,10 @@ _ops("var_updates", "adam_var_update", "learning_rate max_weight_norm", gradient
 _ops("var_updates", "copy_var_update", gradient="none")
 
 BUILTIN_OP_TYPES = frozenset(OP_TYPES)
+
+if __name__ == "__main__":  # python -m popxl.op_table erf: where each rule of the op lives
+    import sys
+
+    from popxl._op_sources import main
+
+    sys.exit(main())

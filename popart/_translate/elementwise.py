@@ -158,7 +158,7 @@ def binary(node):
 
 @onnx_op("Less")
 def less(node):
-    return ops.greater(node.input(1), node.input(0))
+    return ops.less(node.input(0), node.input(1))
 
 
 @onnx_op("LessOrEqual")
@@ -184,7 +184,11 @@ def maximum(node):
 
 @onnx_op("Min")
 def minimum(node):
-    return ops.negate(ops.maximum(*[ops.negate(t) for t in node.inputs()]))
+    ts = node.inputs()
+    out = ts[0]
+    for t in ts[1:]:
+        out = ops.minimum(out, t)
+    return out
 
 
 @onnx_op("Sum")

@@ -6,9 +6,11 @@ from .conv import (average_pool, conv, conv_pow2scaled, conv_transpose, conv_tra
                    max_pool, roi_align)
 from .control import (CallSiteInfo, ConditionalSiteInfo, call, call_with_info, conditional, conditional_with_info,
                       repeat, repeat_with_info)
-from .elementwise import (UNARY_FUNCTIONS, add, add_, clip, div, equal, fmod, greater, increment_mod, increment_mod_,
-                          less, log2, logical_and, logical_or, maximum, minimum, mul, not_equal, pow, scaled_add,
-                          scaled_add_, sub, where)
+from .elementwise import (UNARY_FUNCTIONS, abs, add, add_, ceil, clip, cos, div, equal, erf, exp, exp_, floor, fmod,
+                          gelu, gelu_, geluerf, geluerf_, greater, increment_mod, increment_mod_, isfinite, isinf,
+                          isnan, less, log, log2, logical_and, logical_not, logical_or, maximum, minimum, mul, negate,
+                          not_equal, pow, reciprocal, relu, relu_, scaled_add, scaled_add_, sigmoid, sigmoid_, sign,
+                          sin, sqrt, sub, swish, swish_, tanh, where)
 from .host_io import code_copy, host_load, host_store, remote_code_load, remote_load, remote_load_, remote_store
 from .indexing import (dynamic_slice, dynamic_update, dynamic_update_, gather, grouped_scatter_reduce, groupedgather,
                        onehot, scatter, scatter_reduce, tied_gather)
@@ -24,10 +26,14 @@ from .shape import (concat, concat_, flatten, flatten_, reshape, reshape_, slice
                     transpose, transpose_)
 
 __all__ = [
-    # elementwise (the unary ops, made from the op table, are added below)
+    # elementwise (a unary op registered later is added below)
     "add", "add_", "clip", "div", "equal", "fmod", "greater", "increment_mod", "increment_mod_", "less", "log2",
     "logical_and", "logical_or", "maximum", "minimum", "mul", "not_equal", "pow", "scaled_add", "scaled_add_", "sub",
     "where",
+    # the unary ops of the op table
+    "abs", "ceil", "cos", "erf", "exp", "exp_", "floor", "gelu", "gelu_", "geluerf", "geluerf_", "isfinite", "isinf",
+    "isnan", "log", "logical_not", "negate", "reciprocal", "relu", "relu_", "sigmoid", "sigmoid_", "sign", "sin",
+    "sqrt", "swish", "swish_", "tanh",
     # reductions
     "argmax", "argmin", "cumsum", "l1", "l2", "logsum", "logsumexp", "max", "mean", "median", "min", "prod", "sum",
     "sumsquare", "topk",
@@ -52,8 +58,8 @@ __all__ = [
     # sub-packages
     "collectives", "var_updates",
 ]
-# every unary op of popxl.op_table (abs, exp, exp_, gelu, relu_, sigmoid, ...); one registered later
-# is added by popxl.ops.elementwise
+# a unary op registered in popxl.op_table before this import finished (one registered later is
+# added by popxl.ops.elementwise)
 globals().update(UNARY_FUNCTIONS)
 __all__ += [name for name in UNARY_FUNCTIONS if name not in __all__]
 

@@ -22,7 +22,11 @@ __all__ = [
     "log2", "add", "add_", "sub", "mul", "div", "fmod", "pow", "equal", "greater", "less", "not_equal",
     "logical_and", "logical_or", "maximum", "minimum", "where", "clip", "increment_mod", "increment_mod_",
     "scaled_add", "scaled_add_",
-]  # + every unary op of the op table and its in-place form (UNARY_FUNCTIONS, below)
+    # the unary ops of the op table
+    "abs", "ceil", "cos", "exp", "exp_", "floor", "gelu", "gelu_", "geluerf", "geluerf_", "log", "negate", "relu",
+    "relu_", "sign", "sin", "sqrt", "swish", "swish_", "tanh", "isnan", "isinf", "isfinite", "logical_not",
+    "sigmoid", "sigmoid_", "reciprocal", "erf",
+]  # + the unary ops registered later (UNARY_FUNCTIONS, below)
 
 
 def _check_input(op_type: str, t: Tensor, rule: str) -> Tensor:
@@ -47,7 +51,180 @@ def _unary(op_type: str, t: Tensor, inplace: bool) -> Tensor:
     return single(op_type, [t], t.shape, out_dtype)
 
 
+# ------------------------------------------------------------------------------------------------
+# the built-in unary ops: one def per function, each recording its op table entry's op type
+# (tests/frontend/test_op_table.py checks this list against the table)
+
+@op_debug_context
+def abs(t: Tensor) -> Tensor:
+    """The absolute value |t|, element by element."""
+    return _unary("abs", t, False)
+
+
+@op_debug_context
+def ceil(t: Tensor) -> Tensor:
+    """The smallest integer not below t, element by element."""
+    return _unary("ceil", t, False)
+
+
+@op_debug_context
+def cos(t: Tensor) -> Tensor:
+    """The cosine, element by element."""
+    return _unary("cos", t, False)
+
+
+@op_debug_context
+def exp(t: Tensor) -> Tensor:
+    """The exponential e^t, element by element."""
+    return _unary("exp", t, False)
+
+
+@op_debug_context
+def exp_(t: Tensor) -> Tensor:
+    """The exponential e^t, in place (returns an alias of ``t``)."""
+    return _unary("exp", t, True)
+
+
+@op_debug_context
+def floor(t: Tensor) -> Tensor:
+    """The largest integer not above t, element by element."""
+    return _unary("floor", t, False)
+
+
+@op_debug_context
+def gelu(t: Tensor) -> Tensor:
+    """GELU, the tanh approximation (popnn GELU), element by element."""
+    return _unary("gelu", t, False)
+
+
+@op_debug_context
+def gelu_(t: Tensor) -> Tensor:
+    """GELU, the tanh approximation (popnn GELU), in place (returns an alias of ``t``)."""
+    return _unary("gelu", t, True)
+
+
+@op_debug_context
+def geluerf(t: Tensor) -> Tensor:
+    """GELU, the exact form 0.5 t (1 + erf(t / sqrt 2)), element by element."""
+    return _unary("geluerf", t, False)
+
+
+@op_debug_context
+def geluerf_(t: Tensor) -> Tensor:
+    """GELU, the exact form 0.5 t (1 + erf(t / sqrt 2)), in place (returns an alias of ``t``)."""
+    return _unary("geluerf", t, True)
+
+
+@op_debug_context
+def log(t: Tensor) -> Tensor:
+    """The natural logarithm, element by element."""
+    return _unary("log", t, False)
+
+
+@op_debug_context
+def negate(t: Tensor) -> Tensor:
+    """-t, element by element."""
+    return _unary("negate", t, False)
+
+
+@op_debug_context
+def relu(t: Tensor) -> Tensor:
+    """Max(t, 0), element by element."""
+    return _unary("relu", t, False)
+
+
+@op_debug_context
+def relu_(t: Tensor) -> Tensor:
+    """Max(t, 0), in place (returns an alias of ``t``)."""
+    return _unary("relu", t, True)
+
+
+@op_debug_context
+def sign(t: Tensor) -> Tensor:
+    """-1, 0 or 1 by the sign of t, element by element."""
+    return _unary("sign", t, False)
+
+
+@op_debug_context
+def sin(t: Tensor) -> Tensor:
+    """The sine, element by element."""
+    return _unary("sin", t, False)
+
+
+@op_debug_context
+def sqrt(t: Tensor) -> Tensor:
+    """The square root, element by element."""
+    return _unary("sqrt", t, False)
+
+
+@op_debug_context
+def swish(t: Tensor) -> Tensor:
+    """T * sigmoid(t), element by element."""
+    return _unary("swish", t, False)
+
+
+@op_debug_context
+def swish_(t: Tensor) -> Tensor:
+    """T * sigmoid(t), in place (returns an alias of ``t``)."""
+    return _unary("swish", t, True)
+
+
+@op_debug_context
+def tanh(t: Tensor) -> Tensor:
+    """The hyperbolic tangent, element by element."""
+    return _unary("tanh", t, False)
+
+
+@op_debug_context
+def isnan(t: Tensor) -> Tensor:
+    """Whether t is NaN (bool), element by element."""
+    return _unary("isnan", t, False)
+
+
+@op_debug_context
+def isinf(t: Tensor) -> Tensor:
+    """Whether t is infinite (bool), element by element."""
+    return _unary("isinf", t, False)
+
+
+@op_debug_context
+def isfinite(t: Tensor) -> Tensor:
+    """Whether t is finite (bool), element by element."""
+    return _unary("isfinite", t, False)
+
+
+@op_debug_context
+def logical_not(t: Tensor) -> Tensor:
+    """Not t, with t cast to bool (bool), element by element."""
+    return _unary("logical_not", t, False)
+
+
+@op_debug_context
+def sigmoid(t: Tensor) -> Tensor:
+    """1 / (1 + exp(-t)) (ONNX Sigmoid), element by element."""
+    return _unary("sigmoid", t, False)
+
+
+@op_debug_context
+def sigmoid_(t: Tensor) -> Tensor:
+    """1 / (1 + exp(-t)) (ONNX Sigmoid), in place (returns an alias of ``t``)."""
+    return _unary("sigmoid", t, True)
+
+
+@op_debug_context
+def reciprocal(t: Tensor) -> Tensor:
+    """1 / t (ONNX Reciprocal), element by element."""
+    return _unary("reciprocal", t, False)
+
+
+@op_debug_context
+def erf(t: Tensor) -> Tensor:
+    """The error function (ONNX Erf), element by element."""
+    return _unary("erf", t, False)
+
+
 def _unary_op(op_type: str, inplace: bool = False, doc: str = ""):
+    """The function of a unary op registered outside popxl (a user's own entry)."""
     fn_name = op_type + ("_" if inplace else "")
 
     def fn(t: Tensor) -> Tensor:
@@ -60,12 +237,20 @@ def _unary_op(op_type: str, inplace: bool = False, doc: str = ""):
     return op_debug_context(fn)
 
 
-# The functions of the unary ops, made from their op table entries: `name`, and `name_` when the
-# entry has an in-place form. An entry registered later gets its functions here and in popxl.ops.
+# The functions of the unary ops by name: the defs above for the built-in entries; an entry
+# registered later (a user's own op) gets a function made here, in this module and in popxl.ops.
 UNARY_FUNCTIONS = {}
 
 
 def _add_unary_functions(entry: op_table.UnaryOpType) -> None:
+    names = [entry.name] + ([entry.name + "_"] if entry.inplace else [])
+    defined = {n: globals()[n] for n in names if n in globals()}
+    if defined:
+        if len(defined) != len(names):
+            raise ValueError(f"unary op {entry.name!r}: popxl.ops.elementwise defines {sorted(defined)}, "
+                             f"the op table entry asks for {names}")
+        UNARY_FUNCTIONS.update(defined)
+        return
     made = {entry.name: _unary_op(entry.name, doc=entry.doc)}
     if entry.inplace:
         made[entry.name + "_"] = _unary_op(entry.name, inplace=True, doc=entry.doc)
@@ -84,7 +269,7 @@ op_table.on_register(op_table.UnaryOpType, _add_unary_functions)
 @op_debug_context
 def log2(t: Tensor) -> Tensor:
     """Element-wise base-2 logarithm (recorded as ``log(t) / ln 2``)."""
-    out = UNARY_FUNCTIONS["log"](t)
+    out = log(t)
     return div(out, constant(math.log(2.0), out.dtype, "ln2"))
 
 

@@ -115,3 +115,90 @@ def test_a_unary_op_is_one_table_entry(monkeypatch):
                     delattr(module, name)
                 if name in module.__all__:
                     module.__all__.remove(name)
+
+
+def test_every_built_in_unary_op_is_a_def_that_grep_finds():
+    """`def erf` in popxl/ops/elementwise.py, imported by name in popxl/ops/__init__.py: no function of
+    a built-in entry is made at import time (only a unary op registered later is)."""
+    import ast
+
+    from popxl.ops import elementwise
+
+    def parsed(*parts):
+        with open(os.path.join(ROOT, "popxl", "ops", *parts), encoding="utf-8") as f:
+            return ast.parse(f.read())
+
+    defs = {n.name for n in parsed("elementwise.py").body if isinstance(n, ast.FunctionDef)}
+    imported = {a.name for n in parsed("__init__.py").body
+                if isinstance(n, ast.ImportFrom) and n.module == "elementwise" for a in n.names}
+    for e in op_table.op_types(UnaryOpType):
+        if e.name not in op_table.BUILTIN_OP_TYPES:
+            continue
+        for name in [e.name] + [e.name + "_"] * e.inplace:
+            assert name in defs and name in imported, f"popxl.ops.{name}: no def in popxl/ops/elementwise.py"
+            assert getattr(ops, name) is getattr(elementwise, name) is elementwise.UNARY_FUNCTIONS[name]
+            assert name in ops.__all__ and name in elementwise.__all__
+
+
+# Rules that live outside the module their family names (popxl/{lowering/rules, transforms/grad_rules,
+# reference/rules}/<family>.py), each group with its reason. A rule in neither place fails.
+RULES_ELSEWHERE = {
+    # float8: the number format's ops of three families share one module (scales, casts, checks)
+    "float8": {"pow2scale_then_cast", "cast_then_pow2scale", "matmul_pow2scaled", "conv_pow2scaled",
+               "conv_transpose_pow2scaled"},
+    # remote buffers: the host_io family's remote ops lower with the remote buffer layout
+    "remote": {"remote_load", "remote_store", "remote_code_load"},
+    # the row-wise lowering (one row per worker: sorts, scans, selections) shared by these reductions
+    "rowwise": {"argmax", "argmin", "topk", "median", "cumsum"},
+    # large lowerings of the conv family in modules of their own
+    "resize": {"interpolate"},
+    "roi_align": {"roi_align", "roi_align_grad"},
+    # a cast lowers as an element-wise vertex; identity and detach as copies and views
+    "elementwise": {"cast"},
+    "shape": {"identity", "detach"},
+    # LAMB's norm is part of the optimiser updates
+    "var_updates": {"lamb_square"},
+    # a copy between IPUs is an exchange between IPUs, beside the collectives
+    "collectives": {"ipu_copy"},
+}
+
+
+@pytest.mark.parametrize("registry,package", [(LOWERING_RULES, "popxl.lowering.rules"),
+                                              (GRAD_RULES, "popxl.transforms.grad_rules"),
+                                              (REFERENCE_RULES, "popxl.reference.rules")])
+def test_every_rule_lives_in_its_familys_module(registry, package):
+    elsewhere = {op: module for module, ops_ in RULES_ELSEWHERE.items() for op in ops_}
+    for name, rule in registry.items():
+        entry = OP_TYPES[name]
+        if name not in op_table.BUILTIN_OP_TYPES:
+            continue
+        module = rule.__module__
+        want = {f"{package}.{entry.family}"} | ({f"{package}.{elsewhere[name]}"} if name in elsewhere else set())
+        assert module in want, (f"the {package} rule of {name!r} is in {module}, not {package}.{entry.family} "
+                                "(its op table family): move it, or list it in RULES_ELSEWHERE with the reason")
+
+
+def test_op_table_prints_where_the_rules_of_an_op_live():
+    from popxl._op_sources import describe
+
+    rows = dict(describe("erf"))
+    assert rows["frontend"].startswith("popxl.ops.elementwise.erf  popxl/ops/elementwise.py:")
+    assert "popxl/lowering/rules/elementwise.py:" in rows["lowering"]
+    assert "popxl/transforms/grad_rules/elementwise.py:" in rows["gradient"]
+    assert "popxl/reference/rules/elementwise.py:" in rows["reference"]
+    assert "UnaryOp op 'erf'" in rows["codelet"] and "poplibs ERF" in rows["codelet"]
+    assert "('erf', 'float')" in " ".join(t for w, t in describe("erf") if w == "cost")
+    assert rows["onnx"].startswith("Erf ")
+
+
+def test_python_m_popxl_op_table():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "popxl.op_table", "reciprocal", "no_such_op"], capture_output=True,
+                         text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    assert out.returncode == 1 and "op type 'no_such_op' is not in the op table" in out.stderr
+    assert "RuntimeWarning" not in out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "reciprocal" and any("poplibs INVERSE" in x for x in lines)
+    assert any(x.split()[:2] == ["onnx", "Reciprocal"] for x in lines)
