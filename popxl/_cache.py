@@ -206,15 +206,15 @@ def _options(ir) -> tuple:
     return _canon({k: v for k, v in opts.items() if k not in skip})
 
 
-def executable_key(ir, target: ipu.Target, device_kind: str, replicas: int) -> str:
-    """The hash an executable of this Ir for this target is cached under."""
-    from .lowering import index_checks
+def executable_key(ir, target: ipu.Target, device_kind: str, replicas: int, check_indices: bool = False) -> str:
+    """The hash an executable of this Ir for this target is cached under (check_indices: the
+    session's debug.checkIndices, which adds checks to the program)."""
     h = hashlib.sha256()
     popdist = getattr(ir, "_popdist", None)
     parts = (FORMAT_VERSION, code_fingerprint(), _user_code(ir), repr(target), device_kind, replicas,
              ir.replication_factor, ir.instance_replication_factor, ir.num_host_transfers, _options(ir),
              _canon(vars(popdist)) if popdist is not None else None,  # this instance's replicas and offset
-             index_checks.enabled(ir),  # IPU_SIM_CHECK_INDICES / debug options add checks to the program
+             bool(check_indices),
              _describe_ir(ir))
     h.update(repr(parts).encode())
     return h.hexdigest()

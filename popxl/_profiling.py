@@ -1,7 +1,7 @@
 """The session side of profiling: what a popxl Session calls after each run and on exit.
 
 `session_event(session, event)` and `trace_limit(session)` are the entry points; they return at once when profiling is off
-(two environment look-ups). When on, it records where each run starts in the engine's step log,
+(the session's options, resolved when it was made: popxl/_run_options.py). When on, it records where each run starts in the engine's step log,
 and writes DIR/profile.json (DIR/profile-1.json, ... for later sessions of the process writing to
 DIR) when the session exits, at interpreter exit for sessions never exited, and every `REWRITE_SECONDS` during
 long runs. The first MAX_RUN_RECORDS runs are described one by one (execution.runs); the
@@ -13,7 +13,6 @@ over as plain data.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import re
 import sys
@@ -21,7 +20,8 @@ import time
 import weakref
 
 from profiler import build_profile, write_document
-from profiler.options import options
+
+from ._run_options import RunOptions
 
 REWRITE_SECONDS = 30.0
 MAX_RUN_RECORDS = 1000  # runs described one by one in the document
@@ -55,12 +55,9 @@ class _State:
 
 
 def _options_for(session):
-    opts = options()
-    if opts is None:
-        engine_options = _session_engine_options(session)
-        if engine_options:
-            opts = options({"POPLAR_ENGINE_OPTIONS": json.dumps(engine_options)})
-    return opts
+    """The session's profiling options, resolved when it was made (popxl._run_options)."""
+    resolved = getattr(session, "options", None)
+    return resolved.profile if isinstance(resolved, RunOptions) else None
 
 
 def trace_limit(session) -> int:
@@ -90,17 +87,6 @@ def session_event(session, event: str) -> None:
         _event(session, event, opts)
     except Exception as e:  # a profile must never break the user's program
         print(f"ipu-profile: could not write the profile: {type(e).__name__}: {e}", file=sys.stderr)
-
-
-def _session_engine_options(session) -> dict:
-    """autoReport.* engine options a script set on the Ir's session options
-    (`ir._pb_ir.getSessionOptions().engineOptions`), as Poplar also takes them; the
-    POPLAR_ENGINE_OPTIONS environment variable wins over them, as it does in Poplar."""
-    try:
-        eo = session.ir._pb_ir.getSessionOptions().engineOptions
-    except AttributeError:
-        return {}
-    return {k: v for k, v in dict(eo).items() if str(k).startswith("autoReport.")}
 
 
 def _state(session, opts) -> _State:
@@ -252,9 +238,10 @@ def build(session, st: _State | None = None) -> dict:
 
 def write(session, st: _State | None = None) -> str:
     if st is None:
-        opts = options()
+        opts = _options_for(session)
         if opts is None:
-            raise RuntimeError("profiling is off: set IPU_SIM_PROFILE=DIR or POPLAR_ENGINE_OPTIONS")
+            raise RuntimeError("profiling is off for this session: set IPU_SIM_PROFILE=DIR or POPLAR_ENGINE_OPTIONS "
+                               "before making it")
         st = _state(session, opts)
     if st.path is None:
         st.path = _path_for(st)

@@ -20,7 +20,7 @@ import ipu
 from ._profiling import session_event as _profile_event
 from ._profiling import trace_limit as _profile_trace_limit
 
-from . import _devices, _io_shapes, _logging, _memory_report, _replication, dtypes
+from . import _devices, _io_shapes, _logging, _memory_report, _replication, _run_options, dtypes
 from ._casts import checked_downcast
 from .lowering import lower
 from .streams import DeviceToHostStream, HostToDeviceStream
@@ -111,6 +111,8 @@ class Session:
         if self.device_desc == "ipu_hw" and not _hw_warned:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
+        # engine options and IPU_SIM_* variables, read once here for the lowering, engine and profiler
+        self.options = _run_options.resolve(ir)
         t0 = time.perf_counter()
         t1 = self._compile_or_load(ir)
         ir._mark_prepared()  # the session owns the Ir from here on (Ir._check_not_prepared)
@@ -118,7 +120,8 @@ class Session:
         t2 = time.perf_counter()
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
-        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm)
+        self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm,
+                                 compiled=self.options.compiled, threads=self.options.threads)
         self.num_ipus = self.replication_factor * self.ipus_per_replica
         _acquired(self)
         # the device the program runs on (PopXL's: the one given, or one for device_desc; "ipu_hw"
@@ -159,7 +162,8 @@ class Session:
         if directory is not None:
             kind = self.device_desc if isinstance(self.device_desc, str) else "ipu_model"
             try:
-                key = _cache.executable_key(ir, self.target, kind, self.replication_factor)
+                key = _cache.executable_key(ir, self.target, kind, self.replication_factor,
+                                            self.options.check_indices)
             except _cache.Uncacheable as e:
                 _logging.log("session", "DEBUG", f"The executable is not cached: {e}")
         cached = _cache.load(directory, key, ir) if key is not None else None
@@ -172,7 +176,7 @@ class Session:
             self._lowered.fragments = {}
             return time.perf_counter()
         _logging.log("session", "DEBUG", "Starting compilation")
-        self._lowered = lower(ir, self.target)
+        self._lowered = lower(ir, self.target, self.options)
         t1 = time.perf_counter()
         try:
             # program 0 is the main program; the weights fragments (lowering/context.py) follow it

@@ -8,9 +8,13 @@ from .context import LoweredIr, Lowering
 from .registry import LOWERING_RULES, lowering_rule
 
 
-def lower(ir, target) -> LoweredIr:
-    """Lower a popxl Ir for an ipu.Target."""
-    return Lowering(ir, target).lower()
+def lower(ir, target, options=None) -> LoweredIr:
+    """Lower a popxl Ir for an ipu.Target, with a session's options (popxl._run_options.RunOptions;
+    default: resolved now)."""
+    lowering = Lowering(ir, target)
+    if options is not None:  # the debug.checkIndices option as the session resolved it
+        lowering.check_indices = options.check_indices
+    return lowering.lower()
 
 
 __all__ = ["lower", "Lowering", "LoweredIr", "lowering_rule", "LOWERING_RULES"]

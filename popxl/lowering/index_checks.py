@@ -14,33 +14,18 @@ Turn it on as an engine option (`{"debug.checkIndices": "true"}`) in POPLAR_ENGI
 """
 from __future__ import annotations
 
-import json
-import os
-
 import numpy as np
 
 import ipu
+from popxl._run_options import CHECK_INDICES as OPTION
+from popxl._run_options import resolve
 
-OPTION = "debug.checkIndices"
-_TRUE = ("1", "true", "yes", "on")
 
 
 def enabled(ir) -> bool:
-    """Whether the option is on for this Ir (environment first, then the Ir's engine options)."""
-    env = os.environ.get("IPU_SIM_CHECK_INDICES")
-    if env is not None:
-        return env.strip().lower() in _TRUE
-    try:
-        pe = json.loads(os.environ.get("POPLAR_ENGINE_OPTIONS") or "{}")
-    except ValueError:
-        pe = {}
-    if isinstance(pe, dict) and OPTION in pe:
-        return str(pe[OPTION]).strip().lower() in _TRUE
-    try:
-        eo = ir._pb_ir.getSessionOptions().engineOptions
-    except AttributeError:
-        return False
-    return str(dict(eo).get(OPTION, "false")).strip().lower() in _TRUE
+    """Whether the option is on for a session of this Ir made now (IPU_SIM_CHECK_INDICES first,
+    then POPLAR_ENGINE_OPTIONS, then the Ir's engine options: popxl._run_options)."""
+    return resolve(ir).check_indices
 
 
 class IndexChecker:
