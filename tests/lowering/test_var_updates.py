@@ -42,6 +42,32 @@ def test_accumulators(kind, ref, tensor_factor):
     np.testing.assert_allclose(out, ref(t, x, f), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind,ref", [
+    ("accumulate_", lambda t, x, f: t + f * x),
+    ("accumulate_square_", lambda t, x, f: t + f * x * x),
+    ("accumulate_mean_", lambda t, x, f: (f * t + x) / (f + 1)),
+    ("accumulate_moving_average_", lambda t, x, f: f * t + (1 - f) * x),
+    ("accumulator_scale_", lambda t, x, f: t * f),
+])
+@pytest.mark.parametrize("x_dtype", [np.float16, np.float32])
+def test_float16_accumulator_with_float32_factor_tensor(kind, ref, x_dtype):
+    # popxl-addons' autodiff_with_accumulation keeps a float32 `mean_accum_counter` for accumulators of any
+    # type; PopART's accumulate ops take a factor tensor of another float type (GPT-3's float16 training)
+    t = RNG.normal(size=(3, 11)).astype(np.float16)
+    x = RNG.normal(size=(3, 11)).astype(x_dtype)
+    f = np.float32(3.0) if kind == "accumulate_mean_" else np.float32(0.25)
+
+    def build(tt, xx, ff):
+        if kind == "accumulator_scale_":
+            return vu.accumulator_scale_(tt, ff)
+        return getattr(vu, kind)(tt, xx, ff)
+
+    out, _ = run_popxl(build, [t, x, np.array(f)])
+    assert out.dtype == np.float16
+    expect = ref(t.astype(np.float32), x.astype(np.float32), f)
+    np.testing.assert_allclose(out.astype(np.float32), expect, rtol=2e-3, atol=2e-3)
+
+
 def test_accumulator_zero_and_copy():
     t, x = _vals((4,), (4,))
     outs, _ = run_popxl(lambda a, b: (vu.accumulator_zero_(a), vu.copy_var_update_(b, a * 0.0 + 2.0)), [t, x])

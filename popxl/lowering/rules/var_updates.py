@@ -17,7 +17,10 @@ def _hyper(ctx, op, name, et, default=None):
     """A hyper-parameter as an ipu tensor: the op's tensor input, else a constant of attrs[name]."""
     ins = _inputs(op)
     if name in ins:
-        return ctx.value(ins[name]).reshape(())
+        value = ctx.value(ins[name]).reshape(())
+        if value.dtype != et:  # e.g. popxl-addons' float32 mean counter of a float16 accumulator: PopART takes it
+            value = B.elementwise(ctx, "Cast", [value], ["in"], value.shape, et, suffix=f"{name}_cast")
+        return value
     value = op.attrs.get(name)
     if value is None:
         value = default
