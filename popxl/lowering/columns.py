@@ -34,11 +34,7 @@ class ColumnPlan:
         T = ctx.target.num_tiles
         W = ctx.target.worker_contexts if split_for_workers else 1
         total = self.groups * self.cols
-        # every tile used holds at least MIN_BYTES_PER_TILE of the table (fewer, larger blocks for
-        # short tables), and the columns are spread as evenly as that allows
-        min_cols = max(1, -(-MIN_BYTES_PER_TILE // max(1, int(rows) * itemsize)))
-        per_tile = max(-(-total // T), min_cols) if total else 1
-        ntiles = -(-total // per_tile) if total else 0
+        per_tile, ntiles = self.columns_per_tile(T, self.groups, self.cols, rows, itemsize)
         start = _next_tile(ctx, ntiles)
         g_l, c0_l, w_l, t_l = [], [], [], []
         for k in range(ntiles):
@@ -72,6 +68,16 @@ class ColumnPlan:
         uniq, self.pair = np.unique(keys, return_inverse=True)
         self.pair_tile = uniq // max(self.groups, 1)
         self.pair_group = uniq % max(self.groups, 1)
+
+    @staticmethod
+    def columns_per_tile(num_tiles: int, groups: int, cols: int, rows: int, itemsize: int) -> tuple:
+        """(columns per tile, tiles used) of a plan: every tile used holds at least
+        MIN_BYTES_PER_TILE of the table (fewer, larger blocks for short tables), and the columns
+        are spread as evenly as that allows."""
+        total = int(groups) * int(cols)
+        min_cols = max(1, -(-MIN_BYTES_PER_TILE // max(1, int(rows) * itemsize)))
+        per_tile = max(-(-total // num_tiles), min_cols) if total else 1
+        return per_tile, (-(-total // per_tile) if total else 0)
 
     # -- layouts -------------------------------------------------------------------------------
     def starts(self, rows: int) -> np.ndarray:

@@ -51,6 +51,31 @@ def test_gather_spreads_a_wide_table_by_columns_over_tiles():
 
 
 @pytest.mark.parametrize("dt", TYPES)
+@pytest.mark.parametrize("groups, ishape", [(None, (96, 64)), (None, (97, 5)), (3, (3, 60))])
+def test_gather_of_many_lookups_from_a_narrow_table_splits_the_lookups(dt, groups, ishape):
+    """T5's relative-position bias looks up (seq x seq) indices in a (32 x heads) table: the
+    table's few columns sit on one tile, so its output would too (2 MiB at seq 512). The lookups
+    are split into chunks, each with its own copy of the table on other tiles (popops' lookup
+    split); a count of lookups with no divisor to split by (97 x 5 = 5 x 97) still gathers right."""
+    rng = np.random.default_rng(ishape[0])
+    if groups is None:
+        x = _data(rng, (32, 2), dt)
+        idx = rng.integers(-1, 33, ishape).astype(np.int32)
+        out, session = run_popxl(lambda a, b: ops.gather(a, b, zero_OOR=True), [x, idx])
+        ok = (idx >= 0) & (idx < 32)
+        expect = np.zeros(ishape + (2,), dt)
+        expect[ok] = x[idx[ok]]
+    else:
+        x = _data(rng, (groups, 16, 2), dt)
+        idx = rng.integers(0, 16, ishape).astype(np.int32)
+        out, session = run_popxl(lambda a, b: ops.groupedgather(a, b, axis=0, group_size=groups), [x, idx])
+        expect = np.stack([x[g][idx[g]] for g in range(groups)])
+    np.testing.assert_array_equal(out, expect)
+    if ishape[0] % 2 == 0:
+        assert len(_compute_tiles(session, "gather")) == 6  # the whole small target, not one tile
+
+
+@pytest.mark.parametrize("dt", TYPES)
 @pytest.mark.parametrize("shape", [(1000,), (500, 2), (301, 3)])
 def test_gather_from_a_tall_table_splits_rows_and_sums_partials(monkeypatch, dt, shape):
     """A table taller than a tile's budget is split into row groups on their own tiles; each gives

@@ -22,6 +22,7 @@ import ipu
 
 from .. import blocks
 from ..columns import ColumnPlan, split
+from ..mapping import MIN_BYTES_PER_TILE
 from ..registry import lowering_rule
 
 
@@ -97,6 +98,24 @@ def _slice_vertices(ctx, plan, base, rows, row_base, offs, M, out, out_base, til
             ip["row_base"].append(row_base)
 
 
+def _index_split(ctx, G, N, D, M, isz) -> int:
+    """Into how many chunks of lookups a gather is split (popops' lookup split): a table with few
+    columns lands on few tiles, and its output (M rows of those columns) with it. Each chunk gets
+    its own copy of the table on other tiles, so the output spreads as a linear mapping would
+    spread it (at least MIN_BYTES_PER_TILE per tile); the copies of the table move fewer bytes
+    than the split spreads. The chunk count divides M (equal chunks, no padding)."""
+    T = ctx.target.num_tiles
+    _, plan_tiles = ColumnPlan.columns_per_tile(T, G, D, N, isz)
+    out_bytes, table_bytes = G * M * D * isz, G * N * D * isz
+    if not plan_tiles or M < 2 or not out_bytes:
+        return 1
+    target = min(T // plan_tiles, out_bytes // (plan_tiles * MIN_BYTES_PER_TILE), 1 + out_bytes // table_bytes, M)
+    for s in range(int(target), 1, -1):
+        if M % s == 0:
+            return s
+    return 1
+
+
 def multi_slice(ctx, table: ipu.Tensor, offsets: ipu.Tensor, suffix="gather") -> ipu.Tensor:
     """out[g, m, :] = table[g, offsets[g, m], :] (zeros where the offset is out of range), as a
     (G, M, D) view."""
@@ -106,6 +125,11 @@ def multi_slice(ctx, table: ipu.Tensor, offsets: ipu.Tensor, suffix="gather") ->
     R = _row_groups(ctx, G, N, D, isz) if G == 1 else 1
     if R > 1 and table.dtype not in (ipu.FLOAT32, ipu.FLOAT16, ipu.INT32):
         R = 1  # the partial sums need a Reduce type; a tall table of another type stays whole
+    S = _index_split(ctx, G, N, D, M, isz) if R == 1 else 1
+    if S > 1:  # chunk s of group g's lookups becomes group g * S + s, with its own copy of the table
+        reps = table.reshape(G, 1, N, D).broadcast((G, S, N, D)).reshape(G * S, N, D)
+        out = multi_slice(ctx, reps, offsets.reshape(G * S, M // S), suffix)
+        return out.reshape(G, M, D)
     bounds = np.linspace(0, N, R + 1).astype(np.int64)
     plans = [ColumnPlan(ctx, G, D, int(b - a), isz) for a, b in zip(bounds[:-1], bounds[1:])]
     # the output: one (G, M, D) block layout per row group, in one variable
