@@ -14,7 +14,8 @@ from .optimizers import (SGD, Adam, AdamMode, Adaptive, AdaptiveMode, ClipNormSe
                          OptimizerValue, OptimizerValueMap, SGDAccumulatorAndMomentum, WeightDecayMode)
 from .options import (CommGroup, CommGroupType, InitType, Instrumentation, MeanReductionStrategy, MergeVarUpdateType,
                       Patterns, PatternsLevel, RecomputationType, RecomputeType, ReductionType, SessionOptions,
-                      SubgraphCopyingStrategy, SyntheticDataMode, TensorLocationSettings, VariableRetrievalMode,
-                      VariableSettings, VirtualGraphMode)
+                      ReplicatedTensorSharding, SubgraphCopyingStrategy, SyntheticDataMode, TensorLocation,
+                      TensorLocationSettings, TensorStorage, TileSet, VariableRetrievalMode, VariableSettings,
+                      VirtualGraphMode)
 from .session import InferenceSession, TrainingSession, reservedAccumPrefix, reservedGradientPrefix
 from .tensorinfo import DataType, TensorInfo

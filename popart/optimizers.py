@@ -105,7 +105,7 @@ class Optimizer:
     GLOBAL = ("lossScaling",)
 
     def __init__(self, values: Optional[dict] = None, clipNormSettings: Iterable[ClipNormSettings] = ()):  # noqa: N803
-        values = dict(values or {})
+        values = _values_dict(self, values)
         self._defaults: Dict[str, OptimizerValue] = {}
         for name, d in self.PARAMS.items():
             key = name if name in self.GLOBAL else "default" + name[0].upper() + name[1:]
@@ -161,6 +161,18 @@ class Optimizer:
         return ()
 
 
+def _values_dict(opt, values) -> dict:
+    """The optimizer-value dictionary PopART's SGD / Adam / Adaptive bindings take (their only
+    constructor); anything else is pybind's TypeError."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise TypeError(f"{type(opt).__name__}.__init__(): incompatible constructor arguments: the first argument "
+                        f"is a dict of optimizer values such as {{'defaultLearningRate': (0.01, False)}}, not "
+                        f"{values!r} (popart.ConstSGD(0.01) takes a bare learning rate)")
+    return dict(values)
+
+
 class SGD(Optimizer):
     """v' = mm v + (1 - dm)(g + wd w); w' = w - lr v' (nesterov: w' = w - lr (g + wd w + mm v')),
     velocity stored scaled by vs, g the gradient with the loss scaling removed."""
@@ -172,7 +184,7 @@ class SGD(Optimizer):
     def __init__(self, values: Optional[dict] = None, clipNormSettings=(),  # noqa: N803
                  accumulatorAndMomentum=SGDAccumulatorAndMomentum.Combined, accumType=None,  # noqa: N803
                  accl1Type=None, debug_context=""):  # noqa: N803
-        values = dict(values or {})
+        values = _values_dict(self, values)
         if "nesterov" in values:  # PopART's key for the default
             values["defaultNesterov"] = values.pop("nesterov")
         if isinstance(values.get("defaultNesterov"), bool):

@@ -303,9 +303,69 @@ class VariableSettings:
         return cls(int(a), int(b), mode)
 
 
+class TensorStorage(enum.Enum):
+    """Where a tensor lives: tile memory or Streaming Memory (PopART's values)."""
+    OnChip = 0
+    OffChip = 1
+
+
+class TileSet(enum.Enum):
+    """The tiles a tensor is loaded onto or stored on: compute tiles or the IO tiles (numIOTiles)."""
+    Compute = 0
+    IO = 1
+
+
+class ReplicatedTensorSharding(enum.Enum):
+    Off = 0
+    On = 1
+
+
+class TensorLocation:
+    """PopART's TensorLocation: storage, load and storage tile sets, replicated tensor sharding.
+    Constructed as PopART's binding allows: (), (storage), (storage, replicatedTensorSharding) or
+    (storage, loadTileSet, storageTileSet, replicatedTensorSharding). The simulator records it:
+    where a tensor lives changes memory and cycles on hardware, not results."""
+
+    def __init__(self, *args, **kwargs):
+        names = ("storage", "loadTileSet", "storageTileSet", "replicatedTensorSharding")
+        if len(args) == 2:  # (storage, replicatedTensorSharding)
+            args = (args[0], TileSet.Compute, TileSet.Compute, args[1])
+        if len(args) not in (0, 1, 4) or len(args) + len(kwargs) > 4 or set(kwargs) - set(names):
+            raise TypeError("TensorLocation(): incompatible constructor arguments; it takes (), (storage), "
+                            "(storage, replicatedTensorSharding) or (storage, loadTileSet, storageTileSet, "
+                            "replicatedTensorSharding)")
+        values = dict(zip(names, args), **kwargs)
+        self.storage = values.get("storage", TensorStorage.OnChip)
+        self.loadTileSet = values.get("loadTileSet", TileSet.Compute)
+        self.storageTileSet = values.get("storageTileSet", TileSet.Compute)
+        self.replicatedTensorSharding = values.get("replicatedTensorSharding", ReplicatedTensorSharding.Off)
+        for name, kind in zip(names, (TensorStorage, TileSet, TileSet, ReplicatedTensorSharding)):
+            if not isinstance(getattr(self, name), kind):
+                raise TypeError(f"TensorLocation(): {name} must be a popart.{kind.__name__}, "
+                                f"not {getattr(self, name)!r}")
+
+    def isRemote(self) -> bool:  # noqa: N802
+        return self.storage == TensorStorage.OffChip
+
+    def __eq__(self, other):
+        return isinstance(other, TensorLocation) and vars(self) == vars(other)
+
+    def __repr__(self):
+        return (f"TensorLocation({self.storage.name}, {self.loadTileSet.name}, {self.storageTileSet.name}, "
+                f"RTS {self.replicatedTensorSharding.name})")
+
+
 class TensorLocationSettings:
-    def __init__(self, location=None, minElementsForOffChip: int = 2, minElementsForReplicatedTensorSharding: int = 8192):  # noqa: N803
-        self.location = location
+    """PopART's TensorLocationSettings((location | storage), minElementsForOffChip,
+    minElementsForReplicatedTensorSharding): a bare TensorStorage means TensorLocation(storage)."""
+
+    def __init__(self, location=None, minElementsForOffChip: int = 2, minElementsForReplicatedTensorSharding: int = 8192,  # noqa: N803
+                 storage=None):
+        if storage is not None:
+            location = storage
+        if isinstance(location, TensorStorage):
+            location = TensorLocation(location)
+        self.location = location if location is not None else TensorLocation()
         self.minElementsForOffChip = minElementsForOffChip
         self.minElementsForReplicatedTensorSharding = minElementsForReplicatedTensorSharding
 
@@ -375,7 +435,7 @@ ACTED_ON = {"enableReplicatedGraphs", "replicatedGraphCount", "virtualGraphMode"
             "enableGradientAccumulation", "accumulationFactor", "engineOptions",
             "instrumentWithHardwareCycleCounter", "accumulationAndReplicationReductionType", "syntheticDataMode",
             "enableDistributedReplicatedGraphs", "globalReplicationFactor", "globalReplicaOffset",
-            "enableEngineCaching", "cachePath"}
+            "enableEngineCaching", "cachePath", "executionPhaseSettings"}
 # fields whose effect on hardware is more than speed or placement: the warning says what happens here
 _NOT_SIMULATED = {
     "enableStochasticRounding": "float16 results are rounded to nearest, as without stochastic rounding",

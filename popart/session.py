@@ -9,6 +9,7 @@ OutOfMemoryException when the program does not fit), `weightsFromHost()` writes 
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Dict, Optional
 
 import numpy as np
@@ -19,7 +20,7 @@ import ipu
 import popxl
 
 from . import _program
-from ._auto_shard import auto_virtual_graphs
+from ._auto_shard import auto_virtual_graphs, execution_phase_virtual_graphs
 from ._model import ModelIO, load_model, prepare_model
 from .dataflow import (AnchorReturnTypeId, DataFlow, InputShapeInfo, PyStepIO, PyStepIOCallback, PyWeightsIO,
                        anchor_leading_dims, input_leading_dims)
@@ -75,9 +76,14 @@ class _Session:
         self._placement = o.virtualGraphMode == VirtualGraphMode.Manual
         if o.virtualGraphMode == VirtualGraphMode.Auto:
             self._placement = auto_virtual_graphs(self._model, self._io, deviceInfo.numIpus // self._rf)
-        elif o.virtualGraphMode not in (VirtualGraphMode.Off, VirtualGraphMode.Manual):
-            raise popart_exception(f"virtualGraphMode {o.virtualGraphMode} is not supported; use Off, Manual "
-                                   f"(builder.virtualGraph on every op) or Auto")
+        elif o.virtualGraphMode == VirtualGraphMode.ExecutionPhases and int(o.executionPhaseSettings.phases) > 1:
+            self._placement = execution_phase_virtual_graphs(self._model, o.executionPhaseSettings.stages)
+        elif int(o.executionPhaseSettings.phases) > 1:
+            raise popart_exception("> 1 execution phases requires VirtualGraphMode::ExecutionPhases")
+        elif o.virtualGraphMode == VirtualGraphMode.ExecutionPhases:
+            warnings.warn(f"Phased execution was enabled but only {o.executionPhaseSettings.phases} phases were "
+                          f"defined. Phased execution only works with >=2 phases. Disabling.", stacklevel=3)
+            self._placement = False
         self._check_pipelining()
         bps = dataFlow.batchesPerStep()
         spec = _program.ProgramSpec(self._model, self._io, {a: dataFlow.art(a) for a in dataFlow.anchors()}, bps,

@@ -255,8 +255,8 @@ class Translation:
         if self.placement:
             ipu = node.attr("__ipu_number", None)
             if ipu is None:
-                raise node.error("has no virtual graph (builder.virtualGraph) while virtualGraphMode is Manual; "
-                                 "every op needs one")
+                raise node.error("has no virtual graph (builder.virtualGraph) while virtualGraphMode is Manual: "
+                                 "Either all Ops must have their virtual graph ids set, or none must")
         if node.attr("__recompute_output_in_backward_pass", 0) == 2:
             self.recompute.update(o for o in proto.output if o)
         folded = self._try_fold(node, rule)

@@ -348,8 +348,15 @@ def nll(node):
     if mode is None:
         raise node.error(f"unknown reduction {node.attr('reduction')}")
     ignore = node.attr("ignoreIndex", None)
-    return ops.nll_loss(probs, labels, ignore_index=None if ignore is None else int(ignore), reduction=mode,
-                        log_prob=bool(int(node.attr("inputIsLogProbability", 0))))
+    ignore = None if ignore is None else int(ignore)
+    log_prob = bool(int(node.attr("inputIsLogProbability", 0)))
+    producer = probs.producer
+    if node.tr.training and not log_prob and producer is not None and producer.type == "softmax" \
+            and producer.attrs.get("axis") == probs.rank - 1:
+        # PopART's default NlllWithSoftmaxGradDirect pattern: in training, a softmax feeding an nll loss
+        # gets the fused gradient probs - onehot, finite even where a probability underflowed to 0
+        return ops.nll_loss_with_softmax_grad(probs, labels, 1, ignore_index=ignore, reduction=mode)[0]
+    return ops.nll_loss(probs, labels, ignore_index=ignore, reduction=mode, log_prob=log_prob)
 
 
 @onnx_op("L1", domain=GRAPHCORE, attrs=("lambda", "reduction"))

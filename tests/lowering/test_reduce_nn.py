@@ -152,3 +152,22 @@ def test_nll_with_softmax_grad_float32_loss_grad_of_float16_probs():
     want = np.full((4, 3), 1 / 3, np.float32)
     want[np.arange(4), labels] -= 1
     np.testing.assert_allclose(dx.astype(np.float32), want * 2 / 4, rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype, eps", [(np.float32, 1e-7), (np.float16, 6.104e-05)])
+@pytest.mark.parametrize("reduction", ["sum", "none"])
+def test_nll_loss_floors_probabilities_before_the_log(dtype, eps, reduction):
+    """PopART's NllOpx takes log(max(p, eps)): a probability that underflowed to 0 (or one below
+    eps) gives a large finite loss, never inf; eps is larger for float16 (above its underflow)."""
+    probs = np.array([[0.0, 1.0, 0.0], [0.25, 0.5, 0.25], [1e-9, 1 - 1e-9, 0.0], [0.5, 0.5, 0.0]], dtype)
+    labels = np.array([0, 1, 0, 2], np.int32)
+    outs, _ = run_popxl(lambda p, l: (ops.nll_loss(p, l, reduction=reduction),
+                                      ops.nll_loss_with_softmax_grad(p, l, reduction=reduction)[0]),
+                        [probs, labels])
+    picked = probs.astype(np.float64)[np.arange(4), labels]
+    per = -np.log(np.maximum(picked, eps))
+    want = per.sum() if reduction == "sum" else per
+    for o in outs:
+        assert np.all(np.isfinite(o))
+        np.testing.assert_allclose(o.astype(np.float64), want, rtol=2e-3 if dtype == np.float16 else 1e-5)
+

@@ -393,3 +393,17 @@ def test_grad_on_ipu_model(case):
     for i, (a, b) in zip(case.wrt, zip(got, want)):
         np.testing.assert_allclose(a, b, rtol=case.session_rtol, atol=case.session_atol,
                                    err_msg=f"{case.name}: input {i}")
+
+
+@pytest.mark.parametrize("dtype, eps", [(np.float32, 1e-10), (np.float16, 6.104e-05)])
+def test_nll_loss_gradient_floors_the_probability_it_divides_by(dtype, eps):
+    """PopART's NllGradOpx: d loss / d p = -1 / max(p, eps) at the label (1e-10, or 6.104e-5 for
+    float16), 0 elsewhere; finite where p is 0."""
+    probs = np.array([[0.0, 1.0], [0.5, 0.5], [0.25, 0.75]], dtype)
+    labels = np.array([0, 1, 1], np.int32)
+    case = GradCase("nll_floor", lambda p, l: ops.nll_loss(p, l, reduction="none"), [probs, labels], wrt=[0])
+    (grad,), _, cots = session_grads(case, with_forward=True)
+    want = np.zeros((3, 2))
+    want[np.arange(3), labels] = -np.asarray(cots[0], np.float64) / np.maximum(probs[np.arange(3), labels], eps)
+    assert np.all(np.isfinite(grad))
+    np.testing.assert_allclose(grad.astype(np.float64), want, rtol=2e-3)

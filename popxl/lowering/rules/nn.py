@@ -98,6 +98,12 @@ def _reduce_loss(ctx, per_sample, valid, reduction, et):
                     suffix="loss_mean")
 
 
+# PopART's NllOpx / NllGradOpx (willow/src/popx/op/nllx.cpp): the floor under a probability before its
+# log (forward) and before dividing by it (gradient), [float32, float16]
+NLL_LOG_EPS = (1.0e-7, 6.104e-05)
+NLL_GRAD_EPS = (1.0e-10, 6.104e-05)
+
+
 def _nll(ctx, op, probs, labels):
     et = probs.dtype
     classes = probs.shape[-1]
@@ -107,10 +113,11 @@ def _nll(ctx, op, probs, labels):
                       suffix="picked")
     valid = _valid_mask(ctx, labels, op.attrs.get("ignore_index"), et)
     if not op.attrs.get("log_prob", False):
-        if valid is not None:  # ignored samples pick nothing: log(0 + 1) keeps them finite
-            one = B.scalar_constant(ctx, 1.0, et, "one")
-            picked = B.binary(ctx, "add", picked, B.binary(ctx, "sub", one, valid, shape=valid.shape,
-                                                            suffix="ignored"), suffix="safe")
+        # PopART's NllOpx: log(max(p, eps)), eps 1e-7 (6.104e-5 for float16, above its underflow), so a
+        # probability that underflowed to 0 gives a large finite loss, not inf; ignored samples (which
+        # pick 0) stay finite until the mask zeroes them
+        eps = B.scalar_constant(ctx, NLL_LOG_EPS[et == ipu.FLOAT16], et, "eps")
+        picked = B.binary(ctx, "max", picked, eps, shape=picked.shape, suffix="safe")
         picked = B.unary(ctx, "log", picked, suffix="log")
     per_sample = B.unary(ctx, "negate", picked, suffix="nll")
     if valid is not None:

@@ -43,8 +43,9 @@ def _nll(op, probs, labels):
     ign = op.attrs.get("ignore_index")
     valid = np.ones(labels.shape, bool) if ign is None else labels != ign
     picked = np.sum(np.where(hot, probs, 0), -1)
-    with np.errstate(divide="ignore"):
-        per = -(picked if op.attrs.get("log_prob") else np.log(np.where(valid, picked, 1)))
+    # PopART's NllOpx takes log(max(p, eps)): 1e-7, or 6.104e-5 for float16 probabilities
+    eps = 6.104e-05 if np.dtype(op.inputs[0].dtype.as_numpy()) == np.float16 else 1.0e-7
+    per = -(picked if op.attrs.get("log_prob") else np.log(np.maximum(picked, picked.dtype.type(eps))))
     return np.where(valid, per, 0), hot, valid
 
 

@@ -3,6 +3,8 @@ batch_norm_inference, nll_loss and nll_loss_with_softmax_grad."""
 import numpy as np
 
 import popxl.ops as ops
+from popxl import dtypes
+from popxl.lowering.rules.nn import NLL_GRAD_EPS
 from popxl.tensor import Constant
 
 from ._registry import grad_rule
@@ -129,8 +131,8 @@ def _nll_probs_grad(ctx, op, g, log_prob: bool):
         scale = ops.add(ops.init(rows, dt, "nll_scale", "zero"), scale)
     scale = ops.reshape(scale, rows + (1,))
     d = ops.mul(ops.negate(hot), scale)
-    if not log_prob:
-        d = ops.div(d, ctx.input(0))
+    if not log_prob:  # PopART's NllGradOpx divides by max(p, eps), so an underflowed p gives no inf
+        d = ops.div(d, ops.maximum(ctx.input(0), const(NLL_GRAD_EPS[dt == dtypes.float16], dt)))
     return d
 
 
