@@ -185,7 +185,7 @@ class _Session:
         s = self._session
         for w, var in self._program.weights.items():
             arr = self._host_weights[w]
-            s.write_variable_data(var, np.ascontiguousarray(arr.astype(var.dtype.as_numpy(), copy=False)))
+            s._write_variable_data_any(var, np.ascontiguousarray(arr.astype(var.dtype.as_numpy(), copy=False)))
         self._device_weights_newer = False
 
     def weightsFromHost(self) -> None:  # noqa: N802
@@ -486,7 +486,7 @@ class TrainingSession(_Session):
                 "constant values and which values are non-constant); only non-constant values can change")
         s = self._require_prepared("updateOptimizerFromHost")
         for var, value in self._program.opt_state.host_values(optimizer).items():
-            s.write_variable_data(var, value)
+            s._write_variable_data_any(var, value)
         self._optimizer = copy.deepcopy(optimizer)
         self._program.opt_state.optimizer = self._optimizer
 

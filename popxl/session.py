@@ -413,6 +413,15 @@ class Session:
 
     @_locked
     def write_variable_data(self, tensor: Variable, data: np.ndarray) -> None:
+        self._write_variable_data(tensor, data, sdk_refusals=True)
+
+    @_locked
+    def _write_variable_data_any(self, tensor: Variable, data: np.ndarray) -> None:
+        """write_variable_data without PopXL's refusal of "all_replicas" variables, for the frontends
+        whose own API writes them (PopART's writeWeights of VariableRetrievalMode.AllReplicas)."""
+        self._write_variable_data(tensor, data, sdk_refusals=False)
+
+    def _write_variable_data(self, tensor: Variable, data: np.ndarray, sdk_refusals: bool) -> None:
         if not isinstance(tensor, Variable):
             raise TypeError(f"Tensor {getattr(tensor, 'id', tensor)} is not of type Variable. write_variable_data "
                             f"is not supported for this type. (Got a {type(tensor).__name__}.)")
@@ -433,6 +442,12 @@ class Session:
                 f"{tensor.shape}. (Variable {tensor.id!r} takes host data of shape "
                 f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}.)"
             )
+        if sdk_refusals and tensor.retrieval_mode == "all_replicas" and tensor.replica_grouping.group_size > 1:
+            # PopXL's Session.write_variables_data refuses these (after its dtype and shape checks)
+            raise NotImplementedError(
+                f'Copying to tensor {tensor.id} with "all_replicas" retreval mode is not yet supported. (PopXL '
+                f"writes only variables whose replica groups have one member, or whose retrieval_mode is "
+                f'"one_per_group"; the simulator follows it.)')
         arr = np.array(arr, copy=True)
         if self.is_attached and self._device_is_newer:
             self.weights_to_host()

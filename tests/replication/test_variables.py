@@ -78,9 +78,19 @@ def test_write_variable_data_shapes():
         v = popxl.variable(np.zeros((2, 3), np.float32), name="v", replica_grouping=rg, retrieval_mode="all_replicas")
         w = popxl.variable(np.zeros(3, np.float32), name="w")
     with popxl.Session(ir, "ipu_model") as s:
-        s.write_variable_data(v, np.ones((2, 3), np.float32))  # one value per group
+        # PopXL's Session refuses to write "all_replicas" variables of groups of several replicas,
+        # whatever the data (after its type and shape checks)
         per = np.arange(12, dtype=np.float32).reshape(4, 3)
-        s.write_variable_data(v, per)  # all_replicas: one value per replica
+        for data in (np.ones((2, 3), np.float32), per):
+            with pytest.raises(NotImplementedError, match='"all_replicas" retreval mode is not yet supported'):
+                s.write_variable_data(v, data)
+        with pytest.raises(NotImplementedError, match="all_replicas"):
+            s.write_variables_data({w: np.ones(3, np.float32), v: per})
+        with pytest.raises(TypeError, match="must match the equivalent type"):
+            s.write_variable_data(v, per.astype(np.int32))
+        np.testing.assert_array_equal(s.get_tensor_data(w), np.ones(3, np.float32))  # written before v refused
+        # the frontends' own path (PopART's writeWeights of AllReplicas weights) still writes them
+        s._write_variable_data_any(v, per)
         np.testing.assert_array_equal(s.get_tensor_data(v), per)
         with pytest.raises(ValueError, match="host data of shape"):
             s.write_variable_data(w, np.ones((4, 3), np.float32))
