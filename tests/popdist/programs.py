@@ -122,7 +122,9 @@ def variables(replication, R: int):
 
     def after(session):
         got = {k: session.get_tensor_data(v) for k, v in vars_.items()}
-        new = {k: np.full(v.shape_on_host, 0.25 if k == "rts" else 0.5, np.float32) for k, v in vars_.items()}
+        # PopXL's Session refuses to write "all_replicas" variables of groups of several replicas
+        new = {k: np.full(v.shape_on_host, 0.25 if k == "rts" else 0.5, np.float32) for k, v in vars_.items()
+               if not (v.retrieval_mode == "all_replicas" and v.replica_grouping.group_size > 1)}
         session.write_variables_data({vars_[k]: a for k, a in new.items()})
         got.update({f"{k}_written": session.get_tensor_data(vars_[k]) for k in new})
         return got
