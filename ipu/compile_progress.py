@@ -6,7 +6,7 @@ loaded from the kernel cache (ipu/kernel_cache.py) by every later process. A new
 changed ipu/ or codelets/ source compiles them once, which takes tens of seconds: rather than
 leave a silent terminal, a compile that lasts more than a second shows what it is doing,
 
-    compiling simulator kernels (once per install)... 7 done, 12.3 s, now codelets.reduce._reduce_kernel
+    compiling simulator kernels (once per install)... 7 done, 12.3 s, now reduce._reduce_kernel
 
 (a rich status line on a terminal, one plain line otherwise), and one summary line when the burst
 ends. Numba's compile events drive it ("numba:compile" fires only for a real compile, never for a
@@ -55,6 +55,7 @@ class _Watcher(event.Listener):
         self.thread = None
         self.shown = False
         self.status = None
+        self.width = 80  # the terminal's columns
         self.total_done = 0  # over the process (stats())
         self.total_seconds = 0.0
 
@@ -71,7 +72,7 @@ class _Watcher(event.Listener):
                 self.top_start = now
             self.depth += 1
             if _ours(name):
-                self.current = name
+                self.current = ".".join(name.split(".")[-2:])  # module.function
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="ipu-sim compile progress", daemon=True)
                 self.thread.start()
@@ -95,6 +96,10 @@ class _Watcher(event.Listener):
         cur = f", now {self.current}" if self.current and self.depth else ""
         return (f"compiling simulator kernels (once per install)... {self.done} done, "
                 f"{self._seconds(now):.1f} s{cur}")
+
+    def _line(self, now: float) -> str:
+        text = self._text(now)  # one line on a narrow terminal (the spinner takes 2 columns)
+        return text if len(text) <= self.width - 3 else text[:max(self.width - 6, 10)] + "..."
 
     def _run(self):
         while True:
@@ -133,7 +138,8 @@ class _Watcher(event.Listener):
         try:
             console = Console(file=sys.stderr)
             if console.is_terminal and not console.is_dumb_terminal:
-                self.status = console.status(self._text(now), spinner="dots")
+                self.width = console.width
+                self.status = console.status(self._line(now), spinner="dots")
                 self.status.start()
                 return
         except Exception:  # noqa: BLE001 - a display problem must never stop a compile
@@ -142,7 +148,7 @@ class _Watcher(event.Listener):
 
     def _update(self, now):
         try:
-            self.status.update(self._text(now))
+            self.status.update(self._line(now))
         except Exception:  # noqa: BLE001
             pass
 
