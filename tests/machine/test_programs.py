@@ -152,3 +152,13 @@ def test_replicas_run_the_same_program_on_their_own_memory():
         e.write_tensor(x, np.full(4, r, np.float32), replica=r)
     e.run()
     assert [e.read_tensor(x, r)[0] for r in range(3)] == [1, 2, 3]
+
+
+def test_map_linearly_refuses_a_tile_the_target_does_not_have():
+    g = ipu.Graph(ipu.small_target(4))
+    x = g.add_variable("x", (8,), "float32")
+    for tiles, bad in (([0, 4], 4), ([-1, 2], -1), ([3, 9, 7], 9)):
+        with pytest.raises(ipu.MappingError, match=f"tile {bad} does not exist on .*tiles are 0..3"):
+            g.map_linearly(x, tiles=tiles)
+    g.map_linearly(x, tiles=[3, 2])
+    assert sorted(set(x.variable.pieces()[2].tolist())) == [2, 3]
