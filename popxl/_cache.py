@@ -18,11 +18,12 @@ entry. An entry that cannot be read (corrupt, an older format, not the key it is
 binding to the Ir) is compiled again with a warning and replaced; it is never used.
 
 The file is a short header, the pickle, then the large arrays' bytes (pickle protocol 5's
-out-of-band buffers, 64-byte aligned). Loading maps the file copy-on-write and those arrays are
-views of the mapping: a session loads its executable without copying it (BERT-base, 4 inline
-layers: a 700 MB entry, mostly copy tables and tensor layouts), and the pages come in as the first
-run reads them. A process that maps an entry keeps it even when another writer replaces the file
-(the rename leaves the old file to the mapping).
+out-of-band buffers, 64-byte aligned) and their table; the pickle streams into the file. Loading
+maps the file copy-on-write and those arrays are views of the mapping: a session loads its
+executable without copying it (BERT-base, 4 inline layers: a 700 MB entry, mostly copy tables and
+tensor layouts), and the pages come in as the first run reads them. A process that maps an entry
+keeps it even when another writer replaces the file (the rename leaves the old file to the
+mapping).
 """
 from __future__ import annotations
 
@@ -42,10 +43,10 @@ import numpy as np
 
 import ipu
 
-FORMAT_VERSION = 2  # 2: header + pickle + mapped out-of-band arrays (1: one plain pickle)
+FORMAT_VERSION = 3  # header, pickle, mapped out-of-band arrays, their table (1: one plain pickle; 2: table first)
 SUFFIX = ".popef"
-MAGIC = b"IPUSIMX\x02"
-_HEAD = struct.Struct("<8sQQ")  # magic, pickle bytes, number of buffers; then (offset, bytes) each
+MAGIC = b"IPUSIMX\x03"
+_HEAD = struct.Struct("<8sQQQ")  # magic, pickle bytes, number of buffers, where their (offset, bytes) table is
 _ALIGN = 64
 _INBAND_BELOW = 1 << 16  # arrays smaller than this stay inside the pickle
 
@@ -261,7 +262,8 @@ def _rebind(binding: dict, ir):
 
 
 def encode(entry, f) -> None:
-    """Write `entry` to the binary file `f`: header, pickle, then the large arrays' bytes."""
+    """Write `entry` to the binary file `f` (seekable): header, pickle, the large arrays' bytes,
+    their table. The pickle streams into the file (BERT-base's is 230 MB: never held in memory)."""
     bufs = []
 
     def out_of_band(pb):
@@ -270,24 +272,25 @@ def encode(entry, f) -> None:
         bufs.append(pb)
         return False
 
-    data = pickle.dumps(entry, protocol=5, buffer_callback=out_of_band)
-    table_end = _HEAD.size + 16 * len(bufs)
-    at = table_end + len(data)
+    start = f.tell()
+    f.write(b"\0" * _HEAD.size)
+    pickle.dump(entry, f, protocol=5, buffer_callback=out_of_band)
+    plen = f.tell() - start - _HEAD.size
     spans = []
     for pb in bufs:
-        at = -(-at // _ALIGN) * _ALIGN
-        n = pb.raw().nbytes
-        spans.append((at, n))
-        at += n
-    f.write(_HEAD.pack(MAGIC, len(data), len(bufs)))
+        at = f.tell() - start
+        pad = -at % _ALIGN
+        f.write(b"\0" * pad)
+        raw = pb.raw()
+        spans.append((at + pad, raw.nbytes))
+        f.write(raw)
+    table = f.tell() - start
     for o, n in spans:
         f.write(struct.pack("<QQ", o, n))
-    f.write(data)
-    pos = table_end + len(data)
-    for (o, n), pb in zip(spans, bufs):
-        f.write(b"\0" * (o - pos))
-        f.write(pb.raw())
-        pos = o + n
+    end = f.tell()
+    f.seek(start)
+    f.write(_HEAD.pack(MAGIC, plen, len(bufs), table))
+    f.seek(end)
 
 
 def decode(path):
@@ -299,19 +302,18 @@ def decode(path):
             raise ValueError("the file is shorter than its header")
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     view = memoryview(mm)
-    magic, plen, nbuf = _HEAD.unpack_from(view, 0)
+    magic, plen, nbuf, table = _HEAD.unpack_from(view, 0)
     if magic != MAGIC:
         raise ValueError(f"not an executable cache entry of this ipu-sim's format (format {FORMAT_VERSION})")
-    table_end = _HEAD.size + 16 * nbuf
-    if table_end + plen > size:
+    if _HEAD.size + plen > size or table + 16 * nbuf > size:
         raise ValueError("the file is truncated")
     buffers = []
     for i in range(nbuf):
-        o, n = struct.unpack_from("<QQ", view, _HEAD.size + 16 * i)
-        if o + n > size:
-            raise ValueError("the file is truncated")
+        o, n = struct.unpack_from("<QQ", view, table + 16 * i)
+        if o + n > table:
+            raise ValueError("a buffer of the entry runs past its table")
         buffers.append(view[o:o + n])
-    return pickle.loads(view[table_end:table_end + plen], buffers=buffers)
+    return pickle.loads(view[_HEAD.size:_HEAD.size + plen], buffers=buffers)
 
 
 def load(directory: Path, key: str, ir):

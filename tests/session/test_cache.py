@@ -194,3 +194,21 @@ def test_large_arrays_load_as_writable_views_of_the_mapped_entry(tmp_path):
     assert got["big"].base is not None and not got["big"].flags.owndata  # a view of the mapping
     got["big"][0, 0] = -1
     assert _cache.decode(path)["big"][0, 0] == 0  # copy-on-write: the file is unchanged
+
+
+def test_the_pickle_streams_into_the_file(tmp_path):
+    """An entry's in-band part (its many small arrays: 230 MB for BERT-base) is written as it is
+    pickled, never held whole in memory beside the executable."""
+    import tracemalloc
+
+    entry = {"format": _cache.FORMAT_VERSION, "small": [np.arange(1000, dtype=np.int64) for _ in range(5000)]}
+    tracemalloc.start()
+    try:
+        with open(tmp_path / "e.popef", "wb") as f:
+            _cache.encode(entry, f)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10e6, peak  # the in-band part is 40 MB
+    got = _cache.decode(tmp_path / "e.popef")
+    assert all(np.array_equal(a, b) for a, b in zip(got["small"], entry["small"]))
