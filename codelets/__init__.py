@@ -21,6 +21,8 @@ kernel, NumPy reference, cost model with its source; op codes are one IntEnum pe
 - histogram: Histogram, HistogramCombine
 - roi_align: RoiAlign, RoiAlignGrad
 - transpose: Transpose2d
+- conv: ConvPartialHorizontalMac, ConvPartialVerticalMac (grouped / depthwise convolutions); plans/:
+  their planner (conv_plan.py) and programs (conv_build.py)
 """
 from . import scaled_add  # noqa: F401
 from . import matmul  # noqa: F401
@@ -37,3 +39,4 @@ from . import rng  # noqa: F401
 from . import histogram  # noqa: F401
 from . import roi_align  # noqa: F401
 from . import transpose  # noqa: F401
+from . import conv  # noqa: F401

@@ -178,6 +178,12 @@ class Codelet:
         (Poplar vertex state layout: ScaledPtr32 + count)."""
         return 6 * len(self.fields) + 4 * (len(self.float_params) + len(self.int_params))
 
+    def vertex_state_bytes(self, types, cnt: np.ndarray, ip: np.ndarray) -> np.ndarray:
+        """Bytes of state of each vertex (int64[V]): `state_bytes()` each, unless the codelet's state
+        grows with its parameters (a vertex whose fields are vectors of regions, or that carries
+        work lists, as poplin's convolution vertices do)."""
+        return np.full(len(cnt), self.state_bytes(), np.int64)
+
     def check(self, types, cnt: np.ndarray, fp: np.ndarray, ip: np.ndarray) -> None:
         """Raise ValueError if the vertices' fields or parameters do not fit this codelet."""
 

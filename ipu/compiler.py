@@ -233,12 +233,16 @@ class Compiler:
             self._cache[key] = build()
         return self._cache[key]
 
-    def add_vertex_memory(self, tiles: np.ndarray, code_key, code_bytes: int, state_bytes: int,
+    def add_vertex_memory(self, tiles: np.ndarray, code_key, code_bytes: int, state_bytes,
                           owner: str = "") -> None:
-        """Vertex state for every vertex on `tiles`; the code of `code_key` once per tile using it.
-        `owner` (the compute set's name) is what an out-of-memory report names."""
+        """Vertex state for every vertex on `tiles` (`state_bytes`: one figure for all, or one per
+        vertex); the code of `code_key` once per tile using it. `owner` (the compute set's name) is
+        what an out-of-memory report names."""
         n = self.target.num_tiles
-        state = np.bincount(tiles, minlength=n) * state_bytes
+        if np.ndim(state_bytes):
+            state = np.bincount(tiles, weights=state_bytes, minlength=n).astype(np.int64)
+        else:
+            state = np.bincount(tiles, minlength=n) * int(state_bytes)
         self.state_bytes += state
         self._owned("vertex_state", owner, state)
         on = self._code_on_tile.get(code_key)

@@ -81,7 +81,7 @@ def _compile_compute_set(comp, cs: ComputeSet):
         all_cycles.append(vc)
         all_sup.append(np.full(len(tiles), c.supervisor))
         # memory: vertex state per vertex, code once per (codelet, types) per tile
-        comp.add_vertex_memory(tiles, (name, types), c.code_bytes(types), c.state_bytes(), cs.name)
+        comp.add_vertex_memory(tiles, (name, types), c.code_bytes(types), c.vertex_state_bytes(types, cnt, ip), cs.name)
     if all_tiles:
         tile_cycles = costs.compute_set_tile_cycles(np.concatenate(all_tiles), np.concatenate(all_cycles),
                                                     np.concatenate(all_sup), target)

@@ -268,6 +268,7 @@ _ops("conv", "average_pool", "kernel_size strides pads dilations auto_pad ceil_m
 _ops("conv", "interpolate", "scale_factor mode nearest_mode coordinate_transformation_mode")
 _ops("conv", "roi_align", "output_size spatial_scale sampling_ratio")
 _ops("conv", "roi_align_grad", "output_size spatial_scale sampling_ratio", gradient="missing")
+_ops("conv", "conv_weights_grad", "strides pads dilations groups kernel_shape", gradient="missing")
 
 _ops("nn", "softmax", "axis")
 _ops("nn", "group_norm", "num_groups epsilon")

@@ -251,3 +251,15 @@ def _roi_align_grad(dy: Tensor, rois: Tensor, batch_index: Tensor, x_shape: Tupl
     RoiAlignGradOp): each region's bin gradients spread back over the pixels its samples read."""
     return single("roi_align_grad", [dy, rois, batch_index], tuple(x_shape), dy.dtype, dict(attrs),
                   input_names=["dy", "rois", "batch_index"])
+
+
+def _conv_weights_grad(t: Tensor, dy: Tensor, kernel_shape: Tuple[int, ...], strides, pads, dilations,
+                       groups: int) -> Tensor:
+    """The gradient of a convolution's weight (M, C / groups, *kernel) from its input ``t`` and the
+    gradient ``dy`` of its output (what autodiff records for grouped convolutions; PopART's
+    ConvWeightsGradOp): dW[g Mg + m, c, k] = sum over n, o of dy[n, g Mg + m, o] x t_pad[n, g Cg + c, o s + k d]."""
+    m, c = dy.shape[1], t.shape[1]
+    shape = (m, c // groups) + tuple(int(k) for k in kernel_shape)
+    return single("conv_weights_grad", [t, dy], shape, dy.dtype,
+                  {"strides": tuple(strides), "pads": tuple(pads), "dilations": tuple(dilations), "groups": int(groups),
+                   "kernel_shape": tuple(int(k) for k in kernel_shape)}, input_names=["t", "dy"])

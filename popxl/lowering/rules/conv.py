@@ -1,11 +1,17 @@
-"""Convolution and pooling as poplibs lowers them in spirit: windows gathered by the exchange
-(im2col with static index arrays: an ipu view of the padded input), then a planned matmul (conv)
-or a reduction (pools)."""
+"""Convolution and pooling as poplibs lowers them in spirit.
+
+Dense convolutions (and grouped ones with at least an AMP input group of channels per group):
+windows gathered by the exchange (im2col with static index arrays: an ipu view of the padded
+input), then one planned matmul with the groups as its batch. Grouped and depthwise convolutions
+with few channels per group: poplin's HMAC / VMAC methods, one plan over the groups
+(codelets/plans/conv_plan.py, conv_build.py). Pools: the windows, then a reduction."""
 from __future__ import annotations
 
 import numpy as np
 
 import ipu
+from codelets.matmul import amp_geometry
+from codelets.plans.conv_build import build_forward, build_weight_update, problem_of
 from codelets.plans.matmul_build import build_matmul
 
 from .. import blocks as B
@@ -50,8 +56,29 @@ def _windows(p: ipu.Tensor, out_spatial, kernel, strides, dilations) -> ipu.Tens
     return ipu.Tensor(p.variable, win, win.shape)
 
 
+def _direct(ctx, x_dtype, groups: int, cg: int, float8: bool) -> bool:
+    """Grouped convolutions with fewer input channels per group than an AMP input group (8 floats,
+    16 halves: the AMP would mostly multiply padding) run as poplin's HMAC method: one plan over the
+    groups (codelets/plans/conv_plan.py) with ConvPartialHorizontalMac vertices."""
+    if groups <= 1 or float8:
+        return False
+    return cg < amp_geometry(x_dtype == ipu.FLOAT16, ctx.target)["in_chans"]
+
+
+def _grouped_direct(ctx, x, w, t_out, strides, dilations, pads, groups):
+    """The output (an ipu variable the plan maps) of a grouped convolution of x (unpadded; `pads`
+    are the lower paddings) with w, by conv_build.build_forward."""
+    y = ctx.g.add_variable(t_out.id if hasattr(t_out, "id") else ctx.name("out"), tuple(t_out.shape), ctx.etype(t_out),
+                           ipu.TEMPORARY, debug=ctx.name())
+    p = problem_of(x.shape, w.shape, t_out.shape, groups, strides, dilations, pads)
+    ctx.emit(build_forward(ctx.g, x, w, y, p, name=ctx.name("conv")))
+    return y
+
+
 def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log2_scale=None):
-    """out (N, M, *out_spatial) = conv of an already padded input view with w (M, C/groups, *k)."""
+    """out (N, M, *out_spatial) = conv of an already padded input view with w (M, C/groups, *k): the
+    im2col windows of the input (a view: the exchange gathers them) times the weights, one planned
+    matmul with the groups as its batch dimension."""
     kernel = tuple(w.shape[2:])
     nsp = len(kernel)
     N, C = padded.shape[:2]
@@ -62,16 +89,17 @@ def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log
     win = _windows(padded, out_spatial, kernel, strides, dilations)
     # (N, C, O.., K..) -> (N, O.., C, K..): each row of the im2col matrix is one output position
     perm = [0] + list(range(2, 2 + nsp)) + [1] + list(range(2 + nsp, 2 + 2 * nsp))
-    cols_all = win.transpose(perm)
-    for g in range(groups):
-        cols = cols_all[(slice(None),) * (1 + nsp) + (slice(g * Cg, (g + 1) * Cg),)].reshape(N * P, Cg * Kk)
-        wg = w[g * Mg:(g + 1) * Mg].reshape(Mg, Cg * Kk).transpose()
-        prod = ctx.g.add_variable(ctx.name(f"group{g}"), (N * P, Mg), out.dtype, ipu.TEMPORARY, debug=ctx.name())
-        ctx.emit(build_matmul(ctx.g, cols, wg, prod, name=ctx.name(f"matmul{g}"), log2_scale=log2_scale,
-                              check_range=log2_scale is not None and check_log2_scale_range(ctx)))
-        # (N*P, Mg) -> out[:, g*Mg:(g+1)*Mg] viewed as (N, Mg, P)
-        dst = out[:, g * Mg:(g + 1) * Mg].reshape(N, Mg, P)
-        ctx.copy(prod.reshape(N, P, Mg).transpose(0, 2, 1), dst, f"scatter{g}")
+    cols = win.transpose(perm).reshape(N * P, groups, Cg * Kk).transpose(1, 0, 2)  # (G, N*P, Cg*Kk)
+    wg = w.reshape(groups, Mg, Cg * Kk).transpose(0, 2, 1)  # (G, Cg*Kk, Mg)
+    check = log2_scale is not None and check_log2_scale_range(ctx)
+    if groups == 1:
+        cols, wg = cols.reshape(N * P, Cg * Kk), wg.reshape(Cg * Kk, Mg)
+    prod = ctx.g.add_variable(ctx.name("product"), (groups, N * P, Mg) if groups > 1 else (N * P, Mg), out.dtype,
+                              ipu.TEMPORARY, debug=ctx.name())
+    ctx.emit(build_matmul(ctx.g, cols, wg, prod, name=ctx.name("matmul"), log2_scale=log2_scale, check_range=check))
+    # (G, N*P, Mg) -> out viewed as (N, G, Mg, P)
+    src = prod.reshape(groups, N, P, Mg).transpose(1, 0, 3, 2)
+    ctx.copy(src, out.reshape(N, groups, Mg, P), "scatter")
 
 
 def _check_float(op, x):
@@ -95,10 +123,28 @@ def conv(ctx, op):
     kernel = tuple(w.shape[2:])
     out_spatial = tuple(t_out.shape[2:])
     strides, dilations, pads = op.attrs["strides"], op.attrs["dilations"], op.attrs["pads"]
+    groups = op.attrs["groups"]
+    if _direct(ctx, x.dtype, groups, w.shape[1], x.dtype.is_float8):
+        ctx.bind(t_out, _grouped_direct(ctx, x, w, t_out, strides, dilations, pads, groups))
+        return
     padded = _padded(ctx, x, out_spatial, kernel, strides, dilations, pads, 0.0)
     out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
-    _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, op.attrs["groups"], _log2_scale(ctx, op))
+    _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, _log2_scale(ctx, op))
     ctx.bind(t_out, out)
+
+
+@lowering_rule("conv_weights_grad")
+def conv_weights_grad(ctx, op):
+    """The weight gradient of a grouped convolution (autodiff's; groups == 1 differentiates through
+    a convolution instead): poplin's weight update with ConvPartialVerticalMac vertices."""
+    x, dy = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
+    _check_float(op, x)
+    t_out = op.outputs[0]
+    a = op.attrs
+    dw = ctx.g.add_variable(t_out.id, tuple(t_out.shape), ctx.etype(t_out), ipu.TEMPORARY, debug=ctx.name())
+    p = problem_of(x.shape, t_out.shape, dy.shape, a["groups"], a["strides"], a["dilations"], a["pads"])
+    ctx.emit(build_weight_update(ctx.g, x, dy, dw, p, name=ctx.name("weight_update")))
+    ctx.bind(t_out, dw)
 
 
 @lowering_rule("conv_transpose", "conv_transpose_pow2scaled")
@@ -143,6 +189,9 @@ def conv_transpose(ctx, op):
     parts = [np.swapaxes(widx[g * Cg:(g + 1) * Cg][flip], 0, 1) for g in range(groups)]
     wt = np.concatenate(parts, 0)
     w2 = ipu.Tensor(w.variable, wt, wt.shape)
+    if _direct(ctx, x.dtype, groups, w2.shape[1], x.dtype.is_float8):
+        ctx.bind(t_out, _grouped_direct(ctx, big, w2, t_out, (1,) * n, dilations, (0,) * (2 * n), groups))
+        return
     out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
     _conv_core(ctx, big, w2, out, out_spatial, (1,) * n, dilations, groups, _log2_scale(ctx, op))
     ctx.bind(t_out, out)

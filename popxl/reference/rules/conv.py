@@ -62,6 +62,34 @@ def conv_transpose_rule(ctx, op, ins):
                            a["output_shape"])]
 
 
+def conv_weights_grad(x, dy, kernel, strides, pads, dilations, groups):
+    """dW (M, C / groups, *kernel) of conv(x, W) given dy = d loss / d out."""
+    n, c = x.shape[:2]
+    m = dy.shape[1]
+    nd = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[nd + i]) for i in range(nd)])
+    out_sp = dy.shape[2:]
+    cg, mg = c // groups, m // groups
+    dw = np.zeros((m, cg) + tuple(kernel), dtype=np.result_type(x, dy))
+    for g in range(groups):
+        for kidx in np.ndindex(*kernel):
+            sl = [slice(None), slice(g * cg, (g + 1) * cg)]
+            for i in range(nd):
+                start = kidx[i] * dilations[i]
+                sl.append(slice(start, start + strides[i] * (out_sp[i] - 1) + 1, strides[i]))
+            patch = xp[tuple(sl)]  # (n, cg, *out)
+            dw[(slice(g * mg, (g + 1) * mg), slice(None)) + kidx] = np.einsum(
+                "ncp,nmp->mc", patch.reshape(n, cg, -1), dy[:, g * mg:(g + 1) * mg].reshape(n, mg, -1))
+    return dw
+
+
+@reference_rule("conv_weights_grad")
+def conv_weights_grad_rule(ctx, op, ins):
+    a = op.attrs
+    return [conv_weights_grad(wide(ins[0]), wide(ins[1]), a["kernel_shape"], a["strides"], a["pads"], a["dilations"],
+                              a["groups"])]
+
+
 @reference_rule("max_pool", "average_pool")
 def pool(ctx, op, ins):
     a, x = op.attrs, wide(ins[0])

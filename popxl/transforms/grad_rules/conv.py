@@ -48,14 +48,13 @@ def _conv_input_grad(g, w, x_shape, strides, pads, dilations, groups):
 
 
 def _weight_grad(x, g, w_shape, strides, pads, dilations, groups):
+    """groups == 1: a convolution of the transposed input by the transposed output gradient; grouped:
+    one conv_weights_grad op, whose lowering plans the groups as one dimension (poplin's weight
+    update), instead of a convolution per group."""
     if groups == 1:
         return _conv_weight_grad(x, g, w_shape, strides, pads, dilations)
-    cg, mg = x.shape[1] // groups, g.shape[1] // groups
-    xs = ops.split(x, groups, 1)
-    gs = ops.split(g, groups, 1)
-    parts = [_conv_weight_grad(xs[i], gs[i], (mg, cg) + tuple(w_shape[2:]), strides, pads, dilations)
-             for i in range(groups)]
-    return ops.concat(parts, 0)
+    from popxl.ops.conv import _conv_weights_grad
+    return _conv_weights_grad(x, g, tuple(w_shape[2:]), strides, pads, dilations, groups)
 
 
 def _conv_weight_grad(x, g, w_shape, strides, pads, dilations):
