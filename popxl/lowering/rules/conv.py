@@ -65,20 +65,26 @@ def _direct(ctx, x_dtype, groups: int, cg: int, float8: bool) -> bool:
     return cg < amp_geometry(x_dtype == ipu.FLOAT16, ctx.target)["in_chans"]
 
 
+def _unmapped(ctx, t_out) -> ipu.Variable:
+    """The output variable of a convolution, left unmapped: the plan that computes it maps it."""
+    return ctx.g.add_variable(t_out.id, tuple(t_out.shape), ctx.etype(t_out), ipu.TEMPORARY, debug=ctx.name())
+
+
 def _grouped_direct(ctx, x, w, t_out, strides, dilations, pads, groups):
     """The output (an ipu variable the plan maps) of a grouped convolution of x (unpadded; `pads`
     are the lower paddings) with w, by conv_build.build_forward."""
-    y = ctx.g.add_variable(t_out.id if hasattr(t_out, "id") else ctx.name("out"), tuple(t_out.shape), ctx.etype(t_out),
-                           ipu.TEMPORARY, debug=ctx.name())
+    y = _unmapped(ctx, t_out)
     p = problem_of(x.shape, w.shape, t_out.shape, groups, strides, dilations, pads)
     ctx.emit(build_forward(ctx.g, x, w, y, p, name=ctx.name("conv")))
     return y
 
 
 def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log2_scale=None):
-    """out (N, M, *out_spatial) = conv of an already padded input view with w (M, C/groups, *k): the
-    im2col windows of the input (a view: the exchange gathers them) times the weights, one planned
-    matmul with the groups as its batch dimension."""
+    """out (N, M, *out_spatial) = conv of an already padded input view with w (M, C/groups, *k), as
+    one planned matmul with the groups as its batch: out^T [G, Mg, N*P] = w [G, Mg, Cg*Kk] @ the
+    transposed im2col windows [G, Cg*Kk, N*P]. The windows' rows, one per (channel, kernel
+    position), run along the output rows (runs of the padded input's rows, so the exchange moves
+    whole rows), and the product lands in the NCHW output itself (a view of it, for a batch)."""
     kernel = tuple(w.shape[2:])
     nsp = len(kernel)
     N, C = padded.shape[:2]
@@ -86,20 +92,16 @@ def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log
     Cg, Mg = C // groups, M // groups
     P = int(np.prod(out_spatial, dtype=np.int64))
     Kk = int(np.prod(kernel, dtype=np.int64))
-    win = _windows(padded, out_spatial, kernel, strides, dilations)
-    # (N, C, O.., K..) -> (N, O.., C, K..): each row of the im2col matrix is one output position
-    perm = [0] + list(range(2, 2 + nsp)) + [1] + list(range(2 + nsp, 2 + 2 * nsp))
-    cols = win.transpose(perm).reshape(N * P, groups, Cg * Kk).transpose(1, 0, 2)  # (G, N*P, Cg*Kk)
-    wg = w.reshape(groups, Mg, Cg * Kk).transpose(0, 2, 1)  # (G, Cg*Kk, Mg)
-    check = log2_scale is not None and check_log2_scale_range(ctx)
+    win = _windows(padded, out_spatial, kernel, strides, dilations)  # (N, C, O.., K..)
+    # (N, C, O.., K..) -> (C, K.., N, O..): row (c, k) of the transposed im2col matrix
+    perm = [1] + list(range(2 + nsp, 2 + 2 * nsp)) + [0] + list(range(2, 2 + nsp))
+    cols_t = win.transpose(perm).reshape(groups, Cg * Kk, N * P)
+    wg = w.reshape(groups, Mg, Cg * Kk)
+    dst = out.reshape(N, groups, Mg, P).transpose(1, 2, 0, 3).reshape(groups, Mg, N * P)
     if groups == 1:
-        cols, wg = cols.reshape(N * P, Cg * Kk), wg.reshape(Cg * Kk, Mg)
-    prod = ctx.g.add_variable(ctx.name("product"), (groups, N * P, Mg) if groups > 1 else (N * P, Mg), out.dtype,
-                              ipu.TEMPORARY, debug=ctx.name())
-    ctx.emit(build_matmul(ctx.g, cols, wg, prod, name=ctx.name("matmul"), log2_scale=log2_scale, check_range=check))
-    # (G, N*P, Mg) -> out viewed as (N, G, Mg, P)
-    src = prod.reshape(groups, N, P, Mg).transpose(1, 0, 3, 2)
-    ctx.copy(src, out.reshape(N, groups, Mg, P), "scatter")
+        cols_t, wg, dst = cols_t.reshape(Cg * Kk, N * P), wg.reshape(Mg, Cg * Kk), dst.reshape(Mg, N * P)
+    check = log2_scale is not None and check_log2_scale_range(ctx)
+    ctx.emit(build_matmul(ctx.g, wg, cols_t, dst, name=ctx.name("matmul"), log2_scale=log2_scale, check_range=check))
 
 
 def _check_float(op, x):
@@ -128,7 +130,7 @@ def conv(ctx, op):
         ctx.bind(t_out, _grouped_direct(ctx, x, w, t_out, strides, dilations, pads, groups))
         return
     padded = _padded(ctx, x, out_spatial, kernel, strides, dilations, pads, 0.0)
-    out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
+    out = _unmapped(ctx, t_out)
     _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, _log2_scale(ctx, op))
     ctx.bind(t_out, out)
 
@@ -141,7 +143,7 @@ def conv_weights_grad(ctx, op):
     _check_float(op, x)
     t_out = op.outputs[0]
     a = op.attrs
-    dw = ctx.g.add_variable(t_out.id, tuple(t_out.shape), ctx.etype(t_out), ipu.TEMPORARY, debug=ctx.name())
+    dw = _unmapped(ctx, t_out)
     p = problem_of(x.shape, t_out.shape, dy.shape, a["groups"], a["strides"], a["dilations"], a["pads"])
     ctx.emit(build_weight_update(ctx.g, x, dy, dw, p, name=ctx.name("weight_update")))
     ctx.bind(t_out, dw)
@@ -192,7 +194,7 @@ def conv_transpose(ctx, op):
     if _direct(ctx, x.dtype, groups, w2.shape[1], x.dtype.is_float8):
         ctx.bind(t_out, _grouped_direct(ctx, big, w2, t_out, (1,) * n, dilations, (0,) * (2 * n), groups))
         return
-    out = ctx.new_var(tuple(t_out.shape), ctx.etype(t_out), t_out.id)
+    out = _unmapped(ctx, t_out)
     _conv_core(ctx, big, w2, out, out_spatial, (1,) * n, dilations, groups, _log2_scale(ctx, op))
     ctx.bind(t_out, out)
 
