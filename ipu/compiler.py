@@ -30,11 +30,22 @@ from .target import Target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor
 from .timeline import Timeline
 
-__all__ = ["CONTROL_BYTES_PER_STEP", "Compiler", "compile"]
+__all__ = ["CONTROL_CODE", "Compiler", "compile"]
 
-# Non-data memory per tile (an assumption in the spirit of Poplar's code generation; a documented
-# constant, not a measurement; exchange code: exchange.py):
-CONTROL_BYTES_PER_STEP = 8  # one supervisor instruction pair per program step, on every tile
+# Control code: every tile runs its own supervisor program, the program tree as that tile sees it.
+# Poplar counts it per program and tile (libpva's Program.controlCodeByTile; the memory category
+# controlCode), so a step costs code only on the tiles it concerns, except the syncs every tile
+# takes part in. Per step, in 32-bit supervisor instructions (Graphcore's IPU ISA: 4 bytes each;
+# a derivation, the instruction counts are assumptions):
+CONTROL_CODE = {
+    "sync": 4,  # the sync instruction, on every tile
+    "compute": 24,  # a tile with vertices in the compute set: the vertex list's address and count,
+    #                 the call of the launcher that runs them on the workers, the return (6)
+    "exchange": 4,  # a tile taking part in an exchange: the call into its exchange code (the code
+    #                 itself is exchange_code, costs.exchange_code_bytes)
+    "step": 8,  # any other step or control node (stream and remote transfers, branches, a loop's
+    #            counter and branch, a call and its return): a pair, on every tile
+}
 
 _FOREVER = np.iinfo(np.int64).max // 4
 
@@ -149,7 +160,9 @@ class Compiler:
         self.state_bytes = np.zeros(n, np.int64)
         self.exchange_bytes = np.zeros(n, np.int64)
         self.owners: dict = {}  # category -> [(owner name, tiles, bytes)] for out-of-memory reports
-        self.control_steps = 0
+        self.control_bytes = np.zeros(n, np.int64)
+        self._control_all = 0  # control code every tile holds (kept apart: no per-tile array per step)
+        self._control_owners: list = []  # (owner name, tiles or None for every tile, bytes per tile)
 
     # -- the API of program kinds
     @property
@@ -158,14 +171,41 @@ class Compiler:
         return self._steps
 
     def add_step(self, kind: str, name: str, cycles: int, tile_cycles=None, *, payload=None, vertices: int = 0,
-                 bytes_moved: int = 0, debug: str = "") -> Step:
-        """Append a step of step kind `kind` (one control-code step on every tile) and return it."""
+                 bytes_moved: int = 0, debug: str = "", tiles=None) -> Step:
+        """Append a step of step kind `kind` and return it. Its control code (CONTROL_CODE) goes on
+        `tiles` (the tiles a compute set has vertices on; by default those with cycles in an
+        exchange, every tile otherwise)."""
         sk = step_kind(kind)
         s = Step(len(self._steps), kind, name, cycles, tile_cycles, payload, vertices, bytes_moved, debug,
                  sk.profile_class)
         self._steps.append(s)
-        self.control_steps += 1
+        if kind == "sync":
+            self._control(name, None, CONTROL_CODE["sync"])
+        elif kind == "compute":
+            self._control(name, tiles, CONTROL_CODE["compute"])
+        elif kind == "exchange":
+            if tiles is None and tile_cycles is not None:
+                tiles = np.flatnonzero(np.asarray(tile_cycles))
+            if tiles is not None:
+                self._control(name, tiles, CONTROL_CODE["exchange"])
+        else:
+            self._control(name, None, CONTROL_CODE["step"])
         return s
+
+    def _control(self, owner: str, tiles, nbytes: int) -> None:
+        """Control code of one step: `nbytes` on each of `tiles` (None: every tile)."""
+        if tiles is None:
+            self._control_all += nbytes
+        else:
+            tiles = np.unique(np.asarray(tiles, np.int64))
+            if tiles.size == 0:
+                return
+            self.control_bytes[tiles] += nbytes
+        self._control_owners.append((owner, None if tiles is None else tiles.astype(np.int32), nbytes))
+
+    def control_code(self) -> np.ndarray:
+        """Control code bytes on every tile."""
+        return self.control_bytes + self._control_all
 
     def sync(self, why: str = "") -> StepRef:
         """A sync step across the replica's tiles (before an exchange or transfer); its node."""
@@ -180,7 +220,7 @@ class Compiler:
             case Repeat(count=count, body=body):
                 if int(count) < 0:
                     raise CompileError(f"Repeat count must be >= 0, got {count}")
-                self.control_steps += 1
+                self._control(p.name or "repeat", None, CONTROL_CODE["step"])
                 return Loop(int(count), self.node(body))
             case If(condition=condition, then_=then, else_=otherwise):
                 ref = self.scalar_ref(condition, "If condition")
@@ -192,6 +232,7 @@ class Compiler:
                 arms = {int(k): self.node(v) for k, v in cases.items()}
                 return MultiBranch(b.id, ref, tuple(arms.items()), self.node(default) if default is not None else Seq())
             case Call(function=function):
+                self._control(f"call {function.name}", None, CONTROL_CODE["step"])
                 return CallRef(self._function(function))
         return self._leaf(p)
 
@@ -263,9 +304,10 @@ class Compiler:
         if nz.size:  # sparse: (owner, tiles, bytes) per step
             self.owners.setdefault(category, []).append((owner, nz.astype(np.int32), tile_bytes[nz].astype(np.int64)))
 
-    def owners_on_tile(self, t: int, layouts: dict, top: int = 4) -> dict:
-        """{category: [(owner name, bytes), ...]} of what fills tile t, largest first: tensors (named
-        by the op that made them) for data, steps for exchange code and vertex state."""
+    def owners_on_tile(self, t: int, layouts: dict, top: int | None = 4) -> dict:
+        """{category: [(owner name, bytes), ...]} of what fills tile t, largest first (the `top` of
+        each, or all): tensors (named by the op that made them) for data, steps for exchange code,
+        vertex state and control code."""
         by: dict = {}
         for L in layouts.values():
             m = L.tiles == t
@@ -280,7 +322,11 @@ class Compiler:
                 k = np.searchsorted(tiles, t)
                 if k < tiles.size and tiles[k] == t:
                     by.setdefault(cat, {})[owner] = by.setdefault(cat, {}).get(owner, 0) + int(nbytes[k])
-        return {c: sorted(d.items(), key=lambda x: -x[1])[:top] for c, d in by.items()}
+        ctl = by.setdefault("control_code", {})
+        for owner, tiles, nbytes in self._control_owners:
+            if tiles is None or (tiles.size and tiles[min(np.searchsorted(tiles, t), tiles.size - 1)] == t):
+                ctl[owner] = ctl.get(owner, 0) + nbytes
+        return {c: sorted(d.items(), key=lambda x: -x[1])[:top] for c, d in by.items() if d}
 
     # -- functions
     def _function(self, f: Function) -> int:
@@ -310,7 +356,7 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
     plan.categories["vertex_code"] = comp.code_bytes
     plan.categories["vertex_state"] = comp.state_bytes
     plan.categories["exchange_code"] = comp.exchange_bytes
-    plan.categories["control_code"] = np.full(target.num_tiles, comp.control_steps * CONTROL_BYTES_PER_STEP, np.int64)
+    plan.categories["control_code"] = comp.control_code()
     # code loaded from streaming memory (ipu/codeload.py): vertex code of functions that CodeLoad
     # targets is live only from a load to the last call before the next load
     code = codeload.analyse(programs, comp, tl.pos)
@@ -321,7 +367,7 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
         liveness = np.pad(liveness, (0, n - len(liveness))) + np.pad(code.live, (0, n - len(code.live)))
         live_peak = live_peak + code.loaded_peak
 
-    check_fits(plan, lambda t: comp.owners_on_tile(t, layouts))
+    check_fits(plan, lambda t: comp.owners_on_tile(t, layouts, top=None))
     for v in graph.variables:  # mappings are fixed now: keep them as pieces, not per element
         v.compact()
     return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,

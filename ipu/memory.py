@@ -111,8 +111,9 @@ def _kib(b: int) -> str:
 def check_fits(plan: MemoryPlan, owners_on_tile=None) -> None:
     """Raise OutOfMemoryError naming the worst tiles, the categories that fill them (with advice
     for those) and, per category, what owns the bytes on the worst tile (`owners_on_tile(t)` ->
-    {category: [(name, bytes)]}: tensors by the op that made them, exchanges and compute sets by
-    their step names, which carry the name scope of their op)."""
+    {category: [(name, bytes)]}, largest first: tensors by the op that made them, exchanges,
+    compute sets and control steps by their step names, which carry the name scope of their op;
+    the message names the four largest, the report keeps them all)."""
     target = plan.target
     total = plan.tile_total()
     over = np.flatnonzero(total > target.bytes_per_tile)
@@ -139,7 +140,8 @@ def check_fits(plan: MemoryPlan, owners_on_tile=None) -> None:
             for c, _ in cats_over:
                 if owners.get(c):
                     note = " (sizes; not all live at once)" if c == "temporaries" else ""
-                    lines.append(f"    {c}{note}: " + ", ".join(f"{n} ({_kib(b)})" for n, b in owners[c]))
+                    more = f" and {len(owners[c]) - 4} more" if len(owners[c]) > 4 else ""
+                    lines.append(f"    {c}{note}: " + ", ".join(f"{n} ({_kib(b)})" for n, b in owners[c][:4]) + more)
         report.append(entry)
     lines.append("Fix what overflows:")
     for c, _ in cats_over:

@@ -103,13 +103,14 @@ class ConvPlan:
                 f"{self.dtype.name}: {split}; {self.num_tiles_used} tiles, ~{self.estimate.get('total', 0):,} cycles>")
 
 
-def _fit_or_raise(what, p: ConvProblem, target, mem, ok_cycles):
+def _fit_or_raise(what, p: ConvProblem, target, mem, ok_cycles, reserved_bytes=0):
     fits = mem <= target.bytes_per_tile
     if not fits.any():
         raise OutOfMemoryError(
             f"{what} (groups {p.G}, {p.Cg} -> {p.Mg} channels per group, batch {p.N}, output {p.out_sp}) does not fit "
             f"on {target.name}: the leanest split needs ~{int(mem.min()):,} bytes on a tile of "
-            f"{target.bytes_per_tile:,}. Use a target with more tiles or IPUs, or a smaller batch.", [])
+            f"{target.bytes_per_tile:,} ({int(reserved_bytes):,} of them already taken by other always-live tensors "
+            f"and constants). Use a target with more tiles or IPUs, or a smaller batch.", [])
     key = np.where(fits, ok_cycles, np.iinfo(np.int64).max)
     return key
 
@@ -127,7 +128,7 @@ def _hmac_vertex_estimate(p: ConvProblem, ncg, nog, rows, float_acts):
     s = np.repeat(pos[:, None], WORKERS, 1)
     n = rows.size
     return hmac_cycles(np.broadcast_to(ncg, n), np.broadcast_to(nog, n), np.full(n, p.Cg), np.full(n, K),
-                       np.asarray(nog * outer * width, np.int64) // np.maximum(nog, 1), e, s, float_acts)
+                       outer * width, e, s, float_acts)
 
 
 def plan_forward(p: ConvProblem, dtype, target: ipu.Target, reserved_bytes: int = 0,
@@ -167,8 +168,9 @@ def plan_forward(p: ConvProblem, dtype, target: ipu.Target, reserved_bytes: int 
     out_blk = cn * cg * cm * ch * p.out_row_len
     x_total = p.N * p.G * p.Cg * int(np.prod(p.in_sp, dtype=np.int64))
     w_total = p.G * p.Mg * p.Cg * K
-    ex_in = _phase(target, _ceil(x_total, T) * isz * np.maximum(1, _ceil(in_rows * ph, max(p.in_sp[0], 1)) if p.nsp else 1),
-                   in_blk * isz)
+    # sources spread over the tiles; a split of the rows sends the halo rows twice
+    halo = np.maximum(1.0, in_rows * ph / max(p.in_sp[0], 1)) if p.nsp else 1.0
+    ex_in = _phase(target, np.ceil(x_total / T * halo).astype(np.int64) * isz, in_blk * isz)
     ex_w = _phase(target, _ceil(w_total, T) * isz, w_blk * isz)
     compute = cn * _hmac_vertex_estimate(p, cg, cm, ch, float_acts)
     total = ex_in + ex_w + compute
@@ -185,7 +187,7 @@ def plan_forward(p: ConvProblem, dtype, target: ipu.Target, reserved_bytes: int 
     mem = temps + _align(out_bytes) + _align(lists) + state + code + 768 + target.stack_bytes_per_tile + reserved_bytes
     if available_memory_proportion is not None:
         mem = np.where(temps > available_memory_proportion * target.bytes_per_tile, np.iinfo(np.int64).max // 4, mem)
-    key = _fit_or_raise("the forward pass of a grouped convolution", p, target, mem, total)
+    key = _fit_or_raise("the forward pass of a grouped convolution", p, target, mem, total, reserved_bytes)
     cells = pn * pg * pm * ph
     best = int(np.lexsort((mem, cells, key))[0])
     est = {"exchange_in": int(ex_in[best]), "exchange_weights": int(ex_w[best]), "compute": int(compute[best]),
@@ -243,7 +245,7 @@ def plan_weight_update(p: ConvProblem, dtype, out_dtype, target: ipu.Target, res
     temps = np.maximum(_align(in_blk * isz) + _align(g_blk * isz) + _align(part_blk * 4),
                        _align(part_blk * 4) + _align(P * share * 4))
     mem = temps + _align(lists) + code + 896 + 512 + 200 + target.stack_bytes_per_tile + reserved_bytes
-    key = _fit_or_raise("the weight update of a grouped convolution", p, target, mem, total)
+    key = _fit_or_raise("the weight update of a grouped convolution", p, target, mem, total, reserved_bytes)
     best = int(np.lexsort((mem, pg * pn * ph, key))[0])
     est = {"exchange_in": int(ex_in[best]), "exchange_grads": int(ex_g[best]), "compute": int(compute[best]),
            "exchange_partials": int(ex_p[best]), "reduce": int(red[best]), "total": int(total[best])}

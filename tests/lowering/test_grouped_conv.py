@@ -160,3 +160,24 @@ def test_depthwise_plans_split_groups_and_rows():
     wu = plan_weight_update(problem_of((8, 32, 112, 112), (32, 1, 3, 3), (8, 32, 112, 112), 32, (1, 1), (1, 1),
                                        (1, 1)), ipu.FLOAT32, ipu.FLOAT32, ipu.GC200)
     assert wu.num_tiles_used > 1000
+
+
+def test_out_of_memory_names_the_ops_that_generate_the_code():
+    """A model whose depthwise convolutions' code and work lists overflow: the error says which kind
+    of op generates them and which block holds most of them."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.zeros((1, 8, 12, 12), np.float32), name="x")
+        for b, layers in enumerate((2, 2, 12)):
+            with popxl.name_scope(f"block{b}"):
+                for i in range(layers):
+                    w = popxl.variable(np.zeros((8, 1, 3, 3), np.float32), name=f"w{i}")
+                    x = ops.relu(ops.conv(x, w, padding=(1, 1, 1, 1), groups=8))
+        s = popxl.d2h_stream(x.shape, x.dtype)
+        ops.host_store(s, x)
+    with pytest.raises(ipu.OutOfMemoryError) as e:
+        popxl.Session(ir, ipu.small_target(4, bytes_per_tile=30 * 1024))
+    msg = str(e.value)
+    assert "depthwise convolution ops" in msg and "most in block2 (12 ops" in msg, msg
+    kinds = e.value.report[0]["code_by_op_kind"]
+    assert kinds[0]["kind"] == "depthwise convolution" and kinds[0]["ops"] == 16
