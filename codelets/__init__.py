@@ -21,6 +21,7 @@ kernel, NumPy reference, cost model with its source; op codes are one IntEnum pe
 - histogram: Histogram, HistogramCombine
 - roi_align: RoiAlign, RoiAlignGrad
 - transpose: Transpose2d
+- nonlinearity: NonLinearityGrad (popnn: an activation's gradient in one vertex)
 - conv: ConvPartialHorizontalMac, ConvPartialVerticalMac (grouped / depthwise convolutions); plans/:
   their planner (conv_plan.py) and programs (conv_build.py)
 """
@@ -40,3 +41,4 @@ from . import histogram  # noqa: F401
 from . import roi_align  # noqa: F401
 from . import transpose  # noqa: F401
 from . import conv  # noqa: F401
+from . import nonlinearity  # noqa: F401

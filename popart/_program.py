@@ -31,7 +31,7 @@ from popxl.ops import var_updates
 from ._model import ModelIO, onnx_opset
 from ._optimizer_updates import OptimizerState, grouped_zeros
 from ._translate import Translation
-from ._translate.context import device_numpy_type, to_device_array
+from ._translate.context import device_numpy_type, fuse_swish, to_device_array
 from .dataflow import AnchorReturnType, AnchorReturnTypeId
 from .errors import popart_exception
 from .options import ReductionType, SyntheticDataMode, VariableRetrievalMode
@@ -147,7 +147,7 @@ class _Builder:
             if has_random:
                 self.seed_input = popxl.graph_input((2,), popxl.uint32, name="random_seed")
                 tr.seed_tensor = self.seed_input
-            for node in spec.model.graph.node:
+            for node in self._nodes():
                 tr.run_node(node)
             for name in weight_ids:  # unused weights stay weights; those only read when ops were built do not
                 if name in tr.pending and (name not in tr.read_at_compile_time or name in spec.anchors
@@ -438,6 +438,14 @@ class _Builder:
             self._anchor(get, tid, art, value)
         return {w: grads[w] for w in self.trainable} if spec.training else {}
 
+    def _nodes(self):
+        """The model's nodes to translate, x * Sigmoid(x) fused into Swish (unless the sigmoid is
+        anchored or a graph output)."""
+        keep = set(self.spec.anchors) | {o.name for o in self.spec.model.graph.output}
+        if self.spec.loss:
+            keep.add(self.spec.loss)
+        return fuse_swish(self.spec.model.graph.node, keep)
+
     def _translate_inline(self, data, get, seed=None) -> Dict[str, popxl.Tensor]:
         """Inference: the ONNX graph's ops go straight into the graph being built (no subgraph
         call, so no copies of the inputs and weights into one). `seed`: this micro-batch's
@@ -448,7 +456,7 @@ class _Builder:
             tr.values[w] = get(self.weights[w])
         tr.initial_values.update({w: a for w, a in self.tr.initial_values.items() if w not in self.weight_inputs})
         tr.consts.update(self.initializer_consts)
-        for node in self.spec.model.graph.node:
+        for node in self._nodes():
             tr.run_node(node)
         outs = {}
         for tid in self.fwd_outputs:

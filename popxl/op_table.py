@@ -184,10 +184,6 @@ def _ops(family: str, names: str, attrs: str = "", **kw) -> None:
         register_op_type(OpType(n, family, attrs, **kw))
 
 
-def _d_sigmoid(x, y):
-    return y * (1.0 - y)
-
-
 def _d_reciprocal(x, y):
     return -(y * y)
 
@@ -212,8 +208,8 @@ for _name in ("isnan", "isinf", "isfinite"):
     register_op_type(UnaryOpType(_name, inputs="numeric", output="bool", gradient="none"))
 register_op_type(UnaryOpType("logical_not", inputs="bool", output="bool", gradient="none"))
 # ONNX / PopART element-wise ops beyond PopXL's API (popops has them as UnaryOp ops)
-register_op_type(UnaryOpType("sigmoid", inplace=True, derivative=_d_sigmoid,
-                             doc="1 / (1 + exp(-t)) (ONNX Sigmoid)"))
+register_op_type(UnaryOpType("sigmoid", inplace=True, doc="1 / (1 + exp(-t)) (ONNX Sigmoid)"))  # gradient:
+# grad_rules/elementwise.py, one NonLinearityGrad
 register_op_type(UnaryOpType("reciprocal", derivative=_d_reciprocal, doc="1 / t (ONNX Reciprocal)"))
 register_op_type(UnaryOpType("erf", derivative=_d_erf, doc="the error function (ONNX Erf)"))
 
@@ -276,6 +272,11 @@ _ops("nn", "batch_norm_inference", "epsilon momentum")
 _ops("nn", "nll_loss", "reduction ignore_index log_prob")
 _ops("nn", "nll_loss_with_softmax_grad", "reduction ignore_index")
 _ops("nn", "lamb_square")
+# internal ops autodiff and the PopART translation record (PopART's BatchNormOp / BatchNormGradOp
+# in training, the popnn NonLinearityGrad of an activation)
+_ops("nn", "batch_norm_training", "epsilon")
+_ops("nn", "batch_norm_training_grad", "epsilon", gradient="missing")
+_ops("nn", "nonlinearity_grad", "kind p0 p1", gradient="missing")
 
 _ops("random", "random_uniform", "low high", gradient="none")
 _ops("random", "random_normal", "mean std", gradient="none")

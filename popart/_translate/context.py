@@ -301,6 +301,34 @@ class Translation:
         return fold_with_reference(node)
 
 
+def fuse_swish(nodes: Sequence[onnx.NodeProto], keep=()) -> List[onnx.NodeProto]:
+    """The nodes with every x * Sigmoid(x) (PyTorch's SiLU, as its exporter writes it at opsets
+    below 14) made one ai.graphcore Swish node, when nothing else reads the sigmoid (and it is not
+    an output the caller keeps: `keep`): popnn's SWISH non-linearity, one element-wise op whose
+    gradient needs only x, instead of a sigmoid and a product whose gradient keeps both."""
+    nodes = list(nodes)
+    readers: Dict[str, int] = {}
+    for n in nodes:
+        for i in n.input:
+            readers[i] = readers.get(i, 0) + 1
+    made = {o: n for n in nodes for o in n.output}
+    keep = set(keep)
+    fused, dropped = {}, set()
+    for n in nodes:
+        if n.op_type != "Mul" or n.domain not in ("", "ai.onnx") or len(n.input) != 2:
+            continue
+        for x, s in (tuple(n.input), tuple(reversed(n.input))):
+            p = made.get(s)
+            if (p is not None and p.op_type == "Sigmoid" and p.domain in ("", "ai.onnx") and p.input[0] == x
+                    and readers.get(s, 0) == 1 and s not in keep and id(p) not in dropped):
+                swish = onnx.helper.make_node("Swish", [x], list(n.output), name=n.name, domain=GRAPHCORE)
+                swish.attribute.extend(a for a in n.attribute if a.name.startswith("__"))  # placement
+                fused[id(n)] = swish
+                dropped.add(id(p))
+                break
+    return [fused.get(id(n), n) for n in nodes if id(n) not in dropped]
+
+
 def fold_with_reference(node: Node) -> List[np.ndarray]:
     """Evaluate one ONNX node on the host with onnx.reference."""
     from onnx.reference import ReferenceEvaluator

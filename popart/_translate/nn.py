@@ -196,17 +196,16 @@ def batch_norm(node):
             return [ops.batch_norm_inference(x, scale, bias, mean, var, eps, momentum), mean, var, mean, var][
                 :node.num_outputs]
         return ops.batch_norm_inference(x, scale, bias, mean, var, eps, momentum)
-    axes = [0] + list(range(2, x.rank))
-    shape = (1, x.shape[1]) + (1,) * (x.rank - 2)
-    bmean = ops.mean(x, axis=axes, keepdims=True)
-    centred = ops.sub(x, bmean)
-    bvar = ops.mean(ops.mul(centred, centred), axis=axes, keepdims=True)
-    inv_std = ops.div(_scalar(1.0, x), ops.sqrt(ops.add(bvar, _scalar(eps, x))))
-    y = ops.add(ops.mul(ops.mul(centred, inv_std), ops.reshape(scale, shape)), ops.reshape(bias, shape))
-    bmean1, bvar1 = ops.reshape(bmean, (x.shape[1],)), ops.reshape(bvar, (x.shape[1],))
-    run_mean = ops.add(ops.mul(mean, _scalar(momentum, mean)), ops.mul(bmean1, _scalar(1 - momentum, mean)))
-    run_var = ops.add(ops.mul(var, _scalar(momentum, var)), ops.mul(bvar1, _scalar(1 - momentum, var)))
-    outs = [y, run_mean, run_var, bmean1, ops.reshape(inv_std, (x.shape[1],))]
+    # PopART's BatchNormOp in training: one op with the batch's mean and inverse standard deviation
+    # (its gradient is one BatchNormGradOp: popxl's batch_norm_training / _grad)
+    from popxl.ops.nn import _batch_norm_training
+    y, bmean1, inv_std = _batch_norm_training(x, scale, bias, eps)
+    outs = [y]
+    if node.num_outputs > 1:
+        bvar1 = ops.sub(ops.div(_scalar(1.0, x), ops.mul(inv_std, inv_std)), _scalar(eps, x))
+        run_mean = ops.add(ops.mul(mean, _scalar(momentum, mean)), ops.mul(bmean1, _scalar(1 - momentum, mean)))
+        run_var = ops.add(ops.mul(var, _scalar(momentum, var)), ops.mul(bvar1, _scalar(1 - momentum, var)))
+        outs += [run_mean, run_var, bmean1, inv_std]
     return outs[:node.num_outputs]
 
 

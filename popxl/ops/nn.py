@@ -138,3 +138,35 @@ def lamb_square(t: Tensor) -> Tensor:
     _t("lamb_square", t, "t")
     check_float("lamb_square", t)
     return single("lamb_square", [t], (), dtypes.float32)
+
+
+def _batch_norm_training(t: Tensor, scale: Tensor, bias: Tensor, epsilon: float = 1e-05):
+    """Batch normalisation with the batch's statistics (PopART's BatchNormOp in training): returns
+    (y, mean, inv_std) with mean and inverse standard deviation (of the biased variance) per channel."""
+    _t("batch_norm_training", t, "t")
+    check_float("batch_norm_training", t)
+    c = _check_channels("batch_norm_training", t, scale=scale, bias=bias)
+    op = create_op("batch_norm_training", [t, scale, bias], [(t.shape, t.dtype), ((c,), t.dtype), ((c,), t.dtype)],
+                   {"epsilon": float(epsilon)}, input_names=["t", "scale", "bias"],
+                   out_names=["batch_norm_out", "batch_norm_mean", "batch_norm_inv_std_dev"])
+    return tuple(op.outputs)
+
+
+def _batch_norm_training_grad(g: Tensor, t: Tensor, scale: Tensor, mean: Tensor, inv_std: Tensor,
+                              epsilon: float = 1e-05):
+    """(dx, dscale, dbias) of batch_norm_training (PopART's BatchNormGradOp, popnn's
+    batchNormGradients)."""
+    c = t.shape[1]
+    op = create_op("batch_norm_training_grad", [g, t, scale, mean, inv_std],
+                   [(t.shape, t.dtype), ((c,), t.dtype), ((c,), t.dtype)], {"epsilon": float(epsilon)},
+                   input_names=["g", "t", "scale", "mean", "inv_std"],
+                   out_names=["batch_norm_dx", "batch_norm_dscale", "batch_norm_dbias"])
+    return tuple(op.outputs)
+
+
+def _nonlinearity_grad(g: Tensor, t: Tensor, kind: str, p0: float = 0.0, p1: float = 0.0) -> Tensor:
+    """g x f'(t) for the activation `kind` (codelets/nonlinearity.py): t is the forward output for
+    relu, sigmoid, tanh and clip (p0, p1 its bounds), the forward input for hard_sigmoid (p0, p1
+    alpha and beta) and swish."""
+    return single("nonlinearity_grad", [g, t], g.shape, g.dtype, {"kind": kind, "p0": float(p0), "p1": float(p1)},
+                  input_names=["g", "t"])

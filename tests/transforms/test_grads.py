@@ -12,6 +12,8 @@ import pytest
 import popxl
 import popxl.ops as ops
 
+from popxl.ops.nn import _batch_norm_training as _bn_training
+
 from .grad_check import GradCase, fd_grads, numpy_grads, session_grads
 
 _rng = np.random.default_rng(0)
@@ -270,6 +272,9 @@ CASES = [
     GradCase("softmax_axis0", lambda x: ops.softmax(x, 0), [r(3, 5)]),
     GradCase("group_norm", _group_norm, [r(2, 4, 3), r(4), r(4)]),
     GradCase("layer_norm", _layer_norm, [r(3, 5), r(5), r(5)]),
+    GradCase("batch_norm_training", lambda x, s, b: _bn_training(x, s, b)[0] * _bn_training(x, s, b)[0],
+             [r(3, 4, 2, 3), r(4, lo=0.5, hi=1.5), r(4)]),
+    GradCase("relu6", lambda x: ops.clip(x, 0.0, 6.0), [np.array([-0.9, 0.3, 5.5, 6.7, 2.0, -0.2], np.float32)]),
     GradCase("batch_norm_inference", lambda x, s, b, m, v: ops.batch_norm_inference(x, s, b, m, v),
              [r(2, 3, 4), r(3), r(3), r(3), pos(3)]),
     GradCase("nll_loss_mean", lambda p, l: ops.nll_loss(ops.softmax(p, 1), l), [r(4, 5), ints(5, 4)]),

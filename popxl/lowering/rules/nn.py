@@ -65,6 +65,76 @@ def batch_norm_inference(ctx, op):
     ctx.bind(op.outputs[0], B.binary(ctx, "add", scaled, _per_channel(bias, r), shape=x.shape, suffix="shift"))
 
 
+def _channel_count(x) -> int:
+    """Elements per channel of an (N, C, ...) tensor: what the batch statistics average over."""
+    return x.numel // max(x.shape[1], 1)
+
+
+@lowering_rule("batch_norm_training")
+def batch_norm_training(ctx, op):
+    """popnn's batchNormalise: the batch statistics from one pass of sums (x and x^2 reduced per
+    channel; popnn's batchNormEstimates), then y = x a + b with a = scale / std and b = bias - mean a
+    per channel (poplin's channelMul and addToChannel: two element-wise passes over x)."""
+    x, scale, bias = (ctx.value(t) for t in op.inputs)
+    et, r = x.dtype, x.rank
+    axes = tuple(i for i in range(r) if i != 1)
+    inv_count = B.scalar_constant(ctx, 1.0 / max(_channel_count(x), 1), et, "inv_count")
+    s1 = B.reduce(ctx, x, axes, "sum", suffix="sum")
+    s2 = B.reduce(ctx, x, axes, "sum_squares", suffix="sum_squares")
+    mean = B.binary(ctx, "mul", s1, inv_count, suffix="mean")
+    msq = B.binary(ctx, "mul", s2, inv_count, suffix="mean_square")
+    var = B.binary(ctx, "sub", msq, B.binary(ctx, "mul", mean, mean, suffix="mean2"), suffix="var")
+    std = B.unary(ctx, "sqrt", B.binary(ctx, "add", var, B.scalar_constant(ctx, op.attrs["epsilon"], et, "eps"),
+                                        suffix="var_eps"), suffix="std")
+    inv_std = B.binary(ctx, "div", B.scalar_constant(ctx, 1.0, et, "one"), std, shape=std.shape, suffix="inv_std")
+    a = B.binary(ctx, "mul", scale, inv_std, suffix="factor")
+    b = B.binary(ctx, "sub", bias, B.binary(ctx, "mul", mean, a, suffix="mean_factor"), suffix="shift_by")
+    scaled = B.binary(ctx, "mul", x, _per_channel(a, r), shape=x.shape, suffix="scale")
+    ctx.bind(op.outputs[0], B.binary(ctx, "add", scaled, _per_channel(b, r), shape=x.shape, suffix="shift"))
+    ctx.bind(op.outputs[1], mean)
+    ctx.bind(op.outputs[2], inv_std)
+
+
+@lowering_rule("batch_norm_training_grad")
+def batch_norm_training_grad(ctx, op):
+    """popnn's batchNormGradients: per channel sum(g) (the bias gradient) and sum(g x), then the
+    input gradient as one per-channel linear map of g and x: dx = k1 g + k2 x + k3 with
+    k1 = scale s, k2 = -scale s^2 dscale / M, k3 = -k1 dbias / M - k2 mean (s the inverse standard
+    deviation, M the elements per channel, dscale = s (sum(g x) - mean sum(g)))."""
+    g, x, scale, mean, inv_std = (ctx.value(t) for t in op.inputs)
+    et, r = x.dtype, x.rank
+    axes = tuple(i for i in range(r) if i != 1)
+    inv_count = B.scalar_constant(ctx, 1.0 / max(_channel_count(x), 1), et, "inv_count")
+    dbias = B.reduce(ctx, g, axes, "sum", suffix="sum_g")
+    gx = B.binary(ctx, "mul", g, x, shape=x.shape, suffix="g_x")
+    sgx = B.reduce(ctx, gx, axes, "sum", suffix="sum_g_x")
+    dscale = B.binary(ctx, "mul", B.binary(ctx, "sub", sgx, B.binary(ctx, "mul", mean, dbias, suffix="mean_sum_g"),
+                                           suffix="centred_sum"), inv_std, suffix="dscale")
+    k1 = B.binary(ctx, "mul", scale, inv_std, suffix="k1")
+    k2 = B.binary(ctx, "mul", B.binary(ctx, "mul", k1, inv_std, suffix="k1_s"),
+                  B.binary(ctx, "mul", dscale, inv_count, suffix="dscale_m"), suffix="k2_neg")
+    k3 = B.binary(ctx, "sub", B.binary(ctx, "mul", k2, mean, suffix="k2_mean"),
+                  B.binary(ctx, "mul", k1, B.binary(ctx, "mul", dbias, inv_count, suffix="dbias_m"), suffix="k1_dbias"),
+                  suffix="k3")  # k3 = -k2 mean - k1 dbias / M with k2 = -k2_neg
+    t = B.binary(ctx, "mul", g, _per_channel(k1, r), shape=x.shape, suffix="k1_g")
+    u = B.binary(ctx, "mul", x, _per_channel(k2, r), shape=x.shape, suffix="k2_x")
+    v = B.binary(ctx, "sub", t, u, shape=x.shape, suffix="k1_g_k2_x")
+    ctx.bind(op.outputs[0], B.binary(ctx, "add", v, _per_channel(k3, r), shape=x.shape, suffix="dx"))
+    ctx.bind(op.outputs[1], dscale)
+    ctx.bind(op.outputs[2], dbias)
+
+
+@lowering_rule("nonlinearity_grad")
+def nonlinearity_grad(ctx, op):
+    from codelets.nonlinearity import GRAD_OPS
+    g, t = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
+    a = op.attrs
+    out = B.elementwise(ctx, "NonLinearityGrad", [g, t], ["outGrad", "out"], g.shape, g.dtype,
+                        ip={"op": GRAD_OPS[a["kind"]]}, fp={"p0": a["p0"], "p1": a["p1"]}, out_field="inGrad",
+                        suffix=a["kind"] + "_grad")
+    ctx.bind(op.outputs[0], out)
+
+
 def _onehot_mask(ctx, labels, classes, et):
     """mask[..., c] = (labels[...] == c) as `et`, shape labels.shape + (classes,)."""
     iota = ctx.g.add_constant(ctx.name("classes"), np.arange(classes, dtype=labels.dtype.numpy), labels.dtype)

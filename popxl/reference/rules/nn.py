@@ -35,6 +35,58 @@ def batch_norm_inference(ctx, op, ins):
     return [s.reshape(cs) * (x - m.reshape(cs)) / np.sqrt(v.reshape(cs) + eps) + b.reshape(cs)]
 
 
+@reference_rule("batch_norm_training")
+def batch_norm_training(ctx, op, ins):
+    x, s, b = (wide(t) for t in ins)
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    cs = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    mean = x.mean(axes)
+    var = ((x - mean.reshape(cs)) ** 2).mean(axes)
+    inv = 1 / np.sqrt(var + x.dtype.type(op.attrs["epsilon"]))
+    return [(x - mean.reshape(cs)) * (inv * s).reshape(cs) + b.reshape(cs), mean, inv]
+
+
+@reference_rule("batch_norm_training_grad")
+def batch_norm_training_grad(ctx, op, ins):
+    g, x, s, m, inv = (wide(t) for t in ins)
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    cs = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    count = x.size // max(x.shape[1], 1)
+    xhat = (x - m.reshape(cs)) * inv.reshape(cs)
+    dbias = g.sum(axes)
+    dscale = (g * xhat).sum(axes)
+    dx = (s * inv).reshape(cs) * (g - (dbias.reshape(cs) + xhat * dscale.reshape(cs)) / count)
+    return [dx, dscale, dbias]
+
+
+@reference_rule("nonlinearity_grad")
+def nonlinearity_grad(ctx, op, ins):
+    from codelets.nonlinearity import nonlinearity_grad_reference
+    a = op.attrs
+    g, t = np.asarray(ins[0]), np.asarray(ins[1])
+    if g.dtype == np.float64:  # the finite-difference interpreter's float64: the same formulas
+        return [_nl_grad64(g, t, a["kind"], a["p0"], a["p1"])]
+    return [nonlinearity_grad_reference(g, t, a["kind"], a["p0"], a["p1"])]
+
+
+def _nl_grad64(g, t, kind, p0, p1):
+    if kind == "relu":
+        d = (t > 0).astype(g.dtype)
+    elif kind == "sigmoid":
+        d = t * (1 - t)
+    elif kind == "tanh":
+        d = 1 - t * t
+    elif kind == "clip":
+        d = ((t > p0) & (t < p1)).astype(g.dtype)
+    elif kind == "hard_sigmoid":
+        u = p0 * t + p1
+        d = np.where((u > 0) & (u < 1), p0, 0.0)
+    else:
+        s = 1 / (1 + np.exp(-t))
+        d = s * (1 + t * (1 - s))
+    return g * d
+
+
 def _nll(op, probs, labels):
     """Per-sample losses, the one-hot of the labels and the valid mask (labels != ignore_index)."""
     classes = probs.shape[-1]

@@ -48,11 +48,25 @@ def _sqrt(ctx, op, grads):
     return [ops.div(ops.mul(g, const(0.5, g.dtype)), ctx.output(0))]
 
 
+def _nl_grad(g, t, kind, p0=0.0, p1=0.0):
+    """g x f'(t) as one op (popnn's NonLinearityGrad: codelets/nonlinearity.py) for float data."""
+    from popxl.ops.nn import _nonlinearity_grad
+    return _nonlinearity_grad(g, t, kind, p0, p1)
+
+
 @grad_rule("relu")
 def _relu(ctx, op, grads):
     g = grads[0]
     y = ctx.output(0)  # relu_ overwrites its input, so read the output
+    if y.dtype.name in ("float32", "float16"):
+        return [_nl_grad(g, y, "relu")]
     return [ops.mul(g, mask(ops.greater(y, const(0, y.dtype)), g.dtype))]
+
+
+@grad_rule("sigmoid")
+def _sigmoid(ctx, op, grads):
+    """g y (1 - y), from the output."""
+    return [_nl_grad(grads[0], ctx.output(0), "sigmoid")]
 
 
 @grad_rule("gelu")
@@ -216,10 +230,14 @@ def _where(ctx, op, grads):
 
 @grad_rule("clip")
 def _clip(ctx, op, grads):
-    """The gradient passes where min <= x <= max."""
+    """The gradient passes where min < x < max (PyTorch's hardtanh_backward), read from the output:
+    min < y < max exactly where min < x < max, so the input need not be kept (one NonLinearityGrad
+    op for float data)."""
     g, x = grads[0], ctx.input(0)
     dt = x.dtype
     lo, hi = op.attrs["min"], op.attrs["max"]
+    if dt.name in ("float32", "float16"):
+        return [_nl_grad(g, ctx.output(0), "clip", lo, hi)]
     m = None
     if lo != float("-inf"):
         m = ops.logical_not(ops.greater(const(lo, dt), x))

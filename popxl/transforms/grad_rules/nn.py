@@ -96,6 +96,20 @@ def _batch_norm_inference(ctx, op, grads):
     return out
 
 
+@grad_rule("batch_norm_training")
+def _batch_norm_training(ctx, op, grads):
+    """One batch_norm_training_grad op (PopART's BatchNormGradOp) from the input, the scale and the
+    statistics the forward op output. The statistics' own gradients (they only feed the running
+    averages) are not propagated, as in PopART."""
+    g = grads[0]
+    if g is None:
+        return [None, None, None]
+    from popxl.ops.nn import _batch_norm_training_grad
+    dx, dscale, dbias = _batch_norm_training_grad(g, ctx.input(0), ctx.input(1), ctx.output(1), ctx.output(2),
+                                                  op.attrs["epsilon"])
+    return [dx if ctx.wants(0) else None, dscale if ctx.wants(1) else None, dbias if ctx.wants(2) else None]
+
+
 def _nll_probs_grad(ctx, op, g, log_prob: bool):
     """d loss / d probs for nll_loss (and the loss output of nll_loss_with_softmax_grad)."""
     probs, labels = op.inputs[0], op.inputs[1]
