@@ -149,18 +149,21 @@ def pack_worklists(lists, entries) -> np.ndarray:
     return np.concatenate((starts, entries[order].reshape(-1) if order.size else np.zeros(0, np.int64)))
 
 
-def worker_summary(lists, entries, size_column: int):
-    """Per worker: (entries, summed sizes) of its lists (lists of kernel x worker, or of workers)."""
+def worker_summary(lists, entries, size_column: int, singles: bool = False):
+    """Per worker: (entries, summed sizes[, entries of size one]) of its lists (lists of kernel x
+    worker, or of workers): what the cost models need of the work lists."""
     n_lists = len(lists)
     e = np.zeros(WORKERS, np.int64)
     s = np.zeros(WORKERS, np.int64)
+    one = np.zeros(WORKERS, np.int64)
     for i, lst in enumerate(lists):
         w = i % WORKERS if n_lists > WORKERS else i
         if lst:
             idx = np.asarray(lst, np.int64)
             e[w] += idx.size
             s[w] += int(entries[idx, size_column].sum())
-    return e, s
+            one[w] += int((entries[idx, size_column] == 1).sum())
+    return (e, s, one) if singles else (e, s)
 
 
 def list_dtype(table: np.ndarray) -> ipu.ElementType:
@@ -381,10 +384,11 @@ def vmac_groups_per_group(float_acts: bool) -> int:
     return 2 if float_acts else 4
 
 
-def vmac_cycles(groups, K, entries, positions, float_acts: bool):
+def vmac_cycles(groups, K, entries, positions, float_acts: bool, singles=None):
     """Tile cycles of ConvPartialVerticalMac vertices (arrays over vertices; groups = conv groups x
-    output channels x input channels of the vertex; entries / positions (V, 6): per worker, its
-    entries and their summed numElems). Source: poplinCycleEstimators.cpp
+    output channels x input channels of the vertex; entries / positions / singles (V, 6): per
+    worker, its entries, their summed numElems and how many have one element). Source:
+    poplinCycleEstimators.cpp
     MAKE_PERF_ESTIMATOR_NAME(ConvPartialVerticalMac) and PerformanceEstimation.hpp
     (getConvPartialVerticalMacSupervisorCycleEstimate), float partials, numInGroups = 1, the
     groups processed convGroupsPerGroup at a time:
@@ -403,8 +407,9 @@ def vmac_cycles(groups, K, entries, positions, float_acts: bool):
     groups, K = np.asarray(groups, np.int64), np.asarray(K, np.int64)
     entries = np.asarray(entries, np.int64).reshape(-1, WORKERS)
     positions = np.asarray(positions, np.int64).reshape(-1, WORKERS)
-    # sum over entries of 2 x max(numElems - 2, 0): entries of one element cost no MAC cycles
-    mac = 2 * np.maximum(positions - 2 * entries, 0)
+    # sum over entries of 2 x max(numElems - 2, 0): an entry of one element costs no MAC cycles
+    singles = np.zeros_like(entries) if singles is None else np.asarray(singles, np.int64).reshape(-1, WORKERS)
+    mac = 2 * (positions - 2 * entries + singles)
     worker = 19 + entries * (7 + 5 + 3) + mac
     worker = np.where(entries > 0, worker, 0)
     inner = WORKERS * worker.max(axis=1)
@@ -483,7 +488,8 @@ class ConvPartialVerticalMac(Codelet):
     name = "ConvPartialVerticalMac"
     fields = (Field("in", IN), Field("weights", IN), Field("worklists", IN), Field("out", OUT))
     int_params = ("conv_groups", "out_chans", "in_chans", "kernel_size", "in_block", "grad_block", "in_stride") + \
-        tuple(f"entries{w}" for w in range(WORKERS)) + tuple(f"positions{w}" for w in range(WORKERS))
+        tuple(f"entries{w}" for w in range(WORKERS)) + tuple(f"positions{w}" for w in range(WORKERS)) + \
+        tuple(f"singles{w}" for w in range(WORKERS))
     supervisor = True
     allowed_types = (_FLOATS, _FLOATS, _LISTS, (ipu.FLOAT32,))
 
@@ -498,7 +504,7 @@ class ConvPartialVerticalMac(Codelet):
 
     def cycles(self, types, cnt, fp, ip, target):
         return vmac_cycles(ip[:, 0] * ip[:, 1] * ip[:, 2], ip[:, 3], ip[:, 7:13], ip[:, 13:19],
-                           types[0] == ipu.FLOAT32)
+                           types[0] == ipu.FLOAT32, ip[:, 19:25])
 
     def code_bytes(self, types):
         # ConvPartialVerticalMac's supervisor and worker assembly: of the order of the HMAC's

@@ -273,12 +273,13 @@ def build_weight_update(graph: ipu.Graph, x: ipu.Tensor, dy: ipu.Tensor, dw: ipu
             win = (int(in_n[i]),) + tuple(p.in_sp[1:])
             lists, ent = vmac_worklists(key[0], out_lo, out_hi, win_lo, win, p.kernel, p.strides, p.dilations,
                                         p.pads, p.in_sp)
-            cache[key] = (pack_worklists(lists, ent), worker_summary(lists, ent, 3))
+            cache[key] = (pack_worklists(lists, ent), worker_summary(lists, ent, 3, singles=True))
         tables.append(cache[key][0])
         summaries.append(cache[key][1])
     wl, wl_off, wl_size = _worklist_constant(graph, f"{name}/worklists", tiles, tables)
     ent = np.asarray([s[0] for s in summaries], np.int64).reshape(cells, 6)
     pos = np.asarray([s[1] for s in summaries], np.int64).reshape(cells, 6)
+    one = np.asarray([s[2] for s in summaries], np.int64).reshape(cells, 6)
 
     if direct:
         out_fields = (dw, dw_start, blk)
@@ -292,6 +293,7 @@ def build_weight_update(graph: ipu.Graph, x: ipu.Tensor, dy: ipu.Tensor, dw: ipu
     for j in range(6):
         ip[f"entries{j}"] = ent[:, j]
         ip[f"positions{j}"] = pos[:, j]
+        ip[f"singles{j}"] = one[:, j]
     graph.add_vertices(cs, "ConvPartialVerticalMac", tiles,
                        {"in": (in_buf, in_off, in_sz),
                         "weights": (g_buf, g_off, g_sz), "worklists": (wl, wl_off, wl_size), "out": out_fields},

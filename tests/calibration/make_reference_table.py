@@ -73,6 +73,22 @@ NOT_TRANSCRIBED = [
 ]
 
 
+def _hmac_lists(cv, image, r0, rows, k, stride, pad, out_w):
+    """The work lists of a forward vertex over output rows [r0, r0 + rows) (codelets/conv.py)."""
+    lo = max(0, r0 * stride - pad)
+    hi = min(image, (r0 + rows - 1) * stride - pad + k)
+    lists, ent = cv.hmac_worklists(1, (r0, 0), (r0 + rows, out_w), (lo, 0), (hi - lo, image), (k, k),
+                                   (stride, stride), (1, 1), (pad, pad), (image, image))
+    return lists, ent, hi - lo
+
+
+def _vmac_lists(cv, image, r0, rows, k, stride, pad, out_w):
+    lo = max(0, r0 * stride - pad)
+    hi = min(image, (r0 + rows - 1) * stride - pad + k)
+    return cv.vmac_worklists(1, (r0, 0), (r0 + rows, out_w), (lo, 0), (hi - lo, image), (k, k),
+                             (stride, stride), (1, 1), (pad, pad), (image, image))
+
+
 def rows():
     out = []
 
@@ -198,6 +214,30 @@ def rows():
                 pe.transpose_2d(rows, cols, mats, t), f"{pe.CE} Transpose2d")
     for n in (1, 2, 3, 8, 63, 1000):
         add("popops::Iota", "int", n, "", pe.iota(n, "int"), f"{pe.CE} Iota (one region)")
+
+    # the grouped / depthwise convolution vertices over sub-fields of a (image x image) input:
+    # rows [r0, r0 + rows) of the output, whole width; the work lists are the vertex's input
+    from codelets import conv as cv
+    for t, fa in (("float", True), ("half", False)):
+        for cg, og, ig, image, r0, rows, k, stride in ((1, 1, 1, 14, 0, 14, 3, 1), (3, 1, 1, 112, 40, 3, 3, 1),
+                                                       (2, 2, 3, 9, 0, 5, 5, 2), (8, 1, 1, 7, 0, 7, 5, 1),
+                                                       (1, 1, 1, 56, 27, 1, 3, 2)):
+            pad = k // 2
+            out_w = (image + 2 * pad - k) // stride + 1
+            params = (f"convGroups={cg};outGroups={og};inGroups={ig};image={image};rowStart={r0};rows={rows};"
+                      f"kernel={k};stride={stride}")
+            lists, ent, _ = _hmac_lists(cv, image, r0, rows, k, stride, pad, out_w)
+            sizes = [[[int(ent[e, 1]) for e in lists[kf * 6 + w]] for kf in range(k * k)] for w in range(6)]
+            add("poplin::ConvPartialHorizontalMac", t, rows * out_w, params,
+                pe.conv_partial_hmac(sizes, cg, ig, og, rows * out_w, fa), pe.PL_HMAC)
+            vl, ve = _vmac_lists(cv, image, r0, rows, k, stride, pad, out_w)
+            vsizes = [[int(ve[e, 3]) - 1 for e in lst] for lst in vl]
+            add("poplin::ConvPartialVerticalMac", t, rows * out_w, params,
+                pe.conv_partial_vmac(vsizes, cg * og * ig, k * k, fa), pe.PL_VMAC)
+    for op in ("RELU", "SIGMOID", "TANH"):
+        for t in ("float", "half"):
+            for n in SHORT_SIZES:
+                add("popnn::NonLinearityGrad1D", t, n, f"op={op}", pe.nonlinearity_grad_1d(n, op, t), pe.PN_NL_GRAD)
 
     for vertex, dtype, n, params, why in NO_ESTIMATOR:
         add(vertex, dtype, n, params, None, why)

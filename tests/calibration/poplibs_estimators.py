@@ -603,3 +603,109 @@ def transpose_2d(rows: int, cols: int, matrices: int, t: str) -> int:
             return 32 + 15 * matrices
         return 28 + matrices * (17 + (20 + 4 * (rows // 4 - 2)))
     return 15 + matrices * (8 + cols * (5 + (rows * 5) // 2))
+
+
+# --------------------------------------------------------------------------------------------
+# ConvPartialHorizontalMac (PL getConvPartialHorizontalMacSupervisorCycleEstimate and the
+# poplinCycleEstimators.cpp vertex estimate: zero cycles + supervisor estimate; float partials)
+
+PL_HMAC = (f"{PL} getConvPartialHorizontalMacSupervisorCycleEstimate + poplinCycleEstimators.cpp "
+           "ConvPartialHorizontalMac (zeroing)")
+PL_VMAC = (f"{PL} getConvPartialVerticalMacSupervisorCycleEstimate + poplinCycleEstimators.cpp "
+           "ConvPartialVerticalMac (half; float: the same loop on float pairs, a derivation)")
+
+
+def _dense_dot(vector_width_acts: int, float_acts: bool, size: int) -> int:
+    """PL getDenseDotProductCycles, float partials (so never half/half)."""
+    acts_per_64 = 2 if float_acts else 4
+    num_out = 1
+    inner = (1 + 2) * num_out + 0 + 3 + 1
+    i = vector_width_acts.bit_length() - 1
+    while i >= 0:
+        width = 1 << i
+        if size % width == 0:
+            per = 1 if width >= acts_per_64 else 2
+            extra = num_out if width < acts_per_64 else 0
+            return inner + extra + (size // width) * per
+        i -= 1
+    raise AssertionError
+
+
+def _zero_supervisor(per_worker_elems: list, groups: int, is_float: bool) -> int:
+    """PL getZeroSupervisorVertexCycleEstimate (dataPathWidth 64)."""
+    width = 64 // (32 if is_float else 16)
+    worst = 0
+    for elems in per_worker_elems:
+        vectors = (elems + width - 1) // width
+        worst = max(worst, vectors + (14 if is_float else 15) - (9 if is_float else 10))
+    return worst * NUM_WORKERS * groups
+
+
+def conv_partial_hmac(worker_k_sizes, conv_groups: int, in_groups: int, out_groups: int, zeros_info: int,
+                      float_acts: bool) -> int:
+    """The ConvPartialHorizontalMac vertex estimate: worker_k_sizes[context][k] is the list of
+    numConv of that context's entries for kernel position k; one input and one output channel per
+    group (our vertices'), float partials."""
+    zero = _zero_supervisor([(zeros_info + NUM_WORKERS - 1) // NUM_WORKERS] * NUM_WORKERS,
+                            out_groups * conv_groups, True)
+    overhead = 58 if float_acts else 63
+    if in_groups == 0:
+        return zero + overhead
+    dot = _dense_dot(2 if float_acts else 4, float_acts, 1)
+    used = len(worker_k_sizes)
+    max_c, min_c = 0, (0 if used < NUM_WORKERS else 2 ** 63)
+    for per_k in worker_k_sizes:
+        c = 0
+        for sizes in per_k:  # getConvPartialHorizontalMacCycleEstimate, one per kernel position
+            c += 16
+            for size in sizes:
+                c += 7 if size == 0 else 19 + size * (7 + 1 * dot)
+        c += 16  # workerNonLoopOverhead
+        max_c = max(max_c, NUM_WORKERS * c)
+        min_c = min(min_c, NUM_WORKERS * c)
+    inner = max(max_c, min_c)
+    return zero + overhead + NUM_WORKERS * 9 + conv_groups * (23 + in_groups * (15 + out_groups * (10 + inner)))
+
+
+def conv_partial_vmac(worker_sizes, groups: int, kernel_size: int, float_acts: bool) -> int:
+    """The ConvPartialVerticalMac vertex estimate: worker_sizes[context] lists each entry's
+    numElems - 1 (what the worklists hold); `groups` independent conv groups processed
+    convGroupsPerGroup at a time (4 half, 2 float), numInGroups 1, float partials."""
+    lanes = 2 if float_acts else 4
+    used = len(worker_sizes)
+    max_c, min_c = 0, (0 if used < NUM_WORKERS else 2 ** 63)
+    for sizes in worker_sizes:
+        c = 19 if sizes else 0  # floatPartials ? 19 : 18, for a worker with work
+        for size in sizes:
+            c += 7 + 5 + 3 + 2 * max(size - 1, 0) * (lanes // lanes)
+        max_c = max(max_c, NUM_WORKERS * c)
+        min_c = min(min_c, NUM_WORKERS * c)
+    inner = max(max_c, min_c)
+    out_elems = kernel_size * lanes
+    zero = 4 + (out_elems + 1) // 2
+    per_worker = (out_elems + NUM_WORKERS - 1) // NUM_WORKERS
+    reduction = 10 - 1 + ((7 + 2 + 2 * (NUM_WORKERS - 1)) * per_worker) // lanes
+    cgg = (groups + lanes - 1) // lanes
+    return 61 + 14 + 1 + cgg * (zero + 32 + 1 * (24 + inner) + reduction)
+
+
+# --------------------------------------------------------------------------------------------
+# popnn NonLinearityGrad1D (popnnCycleEstimators.cpp; op cycles getNonLinearityOpCycles)
+
+PN_NL_GRAD = ("graphcore/poplibs lib/popnn/popnnCycleEstimators.cpp NonLinearityGrad1D, op cycles "
+              "lib/popnn/PerformanceEstimation.hpp getNonLinearityOpCycles")
+_NL_OP = {("RELU", "float"): 1, ("RELU", "half"): 1, ("SIGMOID", "float"): 5, ("SIGMOID", "half"): 2,
+          ("TANH", "float"): 5, ("TANH", "half"): 1}
+
+
+def nonlinearity_grad_1d(n: int, op: str, t: str) -> int:
+    vw = vector_width(t)
+    op_c = _NL_OP[(op, t)]
+    vectors, rem = n // vw, n % vw
+    vpw = (vectors + NUM_WORKERS - 1) // NUM_WORKERS
+    worker = 3 + 5 + 2 + 3 + 3 + 3 + 1 + ((4 + (vpw - 1) * op_c + 1) if vpw else 0)
+    if t == "float":
+        worker += 2 + 2 + ((op_c + 1) if rem else 0)
+    else:
+        worker += 2 + 2 + ((op_c + 2) if rem & 2 else 0) + 2 + ((op_c + 4) if rem & 1 else 0)
+    return 9 + worker * NUM_WORKERS

@@ -45,6 +45,8 @@ def test_every_codelet_is_in_the_table():
         "Transpose2d": "popops::Transpose2d,float,", "RoiAlign": "ipu::RoiAlign", "RoiAlignGrad": "ipu::RoiAlignGrad",
         "CastThenPow2Scale": "ipu::CastThenPow2Scale", "Pow2ScaleThenCast": "ipu::Pow2ScaleThenCast",
         "MatMulBlockPow2Scaled": "quart,64,m=8;k=32;n=8",
+        "ConvPartialHorizontalMac": "poplin::ConvPartialHorizontalMac,float,",
+        "ConvPartialVerticalMac": "poplin::ConvPartialVerticalMac,half,", "NonLinearityGrad": "popnn::NonLinearityGrad1D,float,",
     }
     from ipu.codelet import registered_codelets
 

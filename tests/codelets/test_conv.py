@@ -84,10 +84,10 @@ def test_vmac_matches_reference_and_weight_gradient(case, dtype, rng, cl):
     dy = rng.normal(size=(ncg, nog, batch, r1 - r0, out_w)).astype(dtype)
     K = int(np.prod(kernel))
     inblk, gblk = batch * rows * image[1], batch * (r1 - r0) * out_w
-    e, s = C.worker_summary(lists, ent, 3)
+    e, s, one = C.worker_summary(lists, ent, 3, singles=True)
     params = {"conv_groups": ncg, "out_chans": nog, "in_chans": nig, "kernel_size": K, "in_block": inblk,
-              "grad_block": gblk, "in_stride": strides[1],
-              **{f"entries{i}": e[i] for i in range(6)}, **{f"positions{i}": s[i] for i in range(6)}}
+              "grad_block": gblk, "in_stride": strides[1], **{f"entries{i}": e[i] for i in range(6)},
+              **{f"positions{i}": s[i] for i in range(6)}, **{f"singles{i}": one[i] for i in range(6)}}
     run = cl.run_vertex("ConvPartialVerticalMac", {"in": x.reshape(-1), "weights": dy.reshape(-1),
                                                    "worklists": table.astype(C.list_dtype(table).numpy),
                                                    "out": np.zeros(ncg * nog * nig * K, np.float32)}, params)

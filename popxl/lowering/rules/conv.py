@@ -137,15 +137,41 @@ def conv(ctx, op):
 
 @lowering_rule("conv_weights_grad")
 def conv_weights_grad(ctx, op):
-    """The weight gradient of a grouped convolution (autodiff's; groups == 1 differentiates through
-    a convolution instead): poplin's weight update with ConvPartialVerticalMac vertices."""
+    """The weight gradient of a convolution (what autodiff records, PopART's ConvWeightsGradOp):
+    for grouped convolutions with few channels per group, poplin's weight update with
+    ConvPartialVerticalMac vertices; otherwise one planned matmul over the batch and the output
+    positions, dW^T [G, Cg*Kk, Mg] = windows^T [G, Cg*Kk, N*P] @ dy^T [G, N*P, Mg], whose operands
+    are views of the input (runs of its rows) and of the output gradient (its rows, transposed on
+    the tiles) and whose product lands in the weight gradient (a view of it): no transposed copies
+    of the activations."""
     x, dy = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
     _check_float(op, x)
     t_out = op.outputs[0]
     a = op.attrs
+    groups = a["groups"]
     dw = _unmapped(ctx, t_out)
-    p = problem_of(x.shape, t_out.shape, dy.shape, a["groups"], a["strides"], a["dilations"], a["pads"])
-    ctx.emit(build_weight_update(ctx.g, x, dy, dw, p, name=ctx.name("weight_update")))
+    if _direct(ctx, x.dtype, groups, t_out.shape[1], x.dtype.is_float8):
+        p = problem_of(x.shape, t_out.shape, dy.shape, groups, a["strides"], a["dilations"], a["pads"])
+        ctx.emit(build_weight_update(ctx.g, x, dy, dw, p, name=ctx.name("weight_update")))
+        ctx.bind(t_out, dw)
+        return
+    kernel = tuple(a["kernel_shape"])
+    nsp = len(kernel)
+    out_spatial = tuple(dy.shape[2:])
+    N, C = x.shape[:2]
+    M = dy.shape[1]
+    Cg, Mg = C // groups, M // groups
+    P = int(np.prod(out_spatial, dtype=np.int64))
+    Kk = int(np.prod(kernel, dtype=np.int64))
+    padded = _padded(ctx, x, out_spatial, kernel, a["strides"], a["dilations"], a["pads"], 0.0)
+    win = _windows(padded, out_spatial, kernel, a["strides"], a["dilations"])  # (N, C, O.., K..)
+    perm = [1] + list(range(2 + nsp, 2 + 2 * nsp)) + [0] + list(range(2, 2 + nsp))
+    cols_t = win.transpose(perm).reshape(groups, Cg * Kk, N * P)
+    g_t = dy.reshape(N, groups, Mg, P).transpose(1, 0, 3, 2).reshape(groups, N * P, Mg)
+    dst = dw.reshape(groups, Mg, Cg * Kk).transpose(0, 2, 1)
+    if groups == 1:
+        cols_t, g_t, dst = cols_t.reshape(Cg * Kk, N * P), g_t.reshape(N * P, Mg), dst.reshape(Cg * Kk, Mg)
+    ctx.emit(build_matmul(ctx.g, cols_t, g_t, dst, name=ctx.name("matmul")))
     ctx.bind(t_out, dw)
 
 

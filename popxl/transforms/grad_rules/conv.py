@@ -12,11 +12,6 @@ from ._registry import grad_rule
 from ._util import const, invert_perm, scatter_strided
 
 
-def _swap01(t):
-    perm = [1, 0] + list(range(2, t.rank))
-    return ops.transpose(t, perm)
-
-
 def _conv_input_grad(g, w, x_shape, strides, pads, dilations, groups):
     """The gradient of conv's input, as a convolution (PopART's ConvFlipWeights + Conv): the output
     gradient dilated by the strides and padded, convolved with the flipped weights whose channel axes
@@ -48,25 +43,11 @@ def _conv_input_grad(g, w, x_shape, strides, pads, dilations, groups):
 
 
 def _weight_grad(x, g, w_shape, strides, pads, dilations, groups):
-    """groups == 1: a convolution of the transposed input by the transposed output gradient; grouped:
-    one conv_weights_grad op, whose lowering plans the groups as one dimension (poplin's weight
-    update), instead of a convolution per group."""
-    if groups == 1:
-        return _conv_weight_grad(x, g, w_shape, strides, pads, dilations)
+    """One conv_weights_grad op (PopART's ConvWeightsGradOp): dW[g Mg + m, c, k] = sum over n, o of
+    dy[n, g Mg + m, o] x_pad[n, g Cg + c, o s + k d]. Its lowering plans it as poplin plans a weight
+    update (the groups one dimension of the plan), with no transposed copies of x or dy."""
     from popxl.ops.conv import _conv_weights_grad
     return _conv_weights_grad(x, g, tuple(w_shape[2:]), strides, pads, dilations, groups)
-
-
-def _conv_weight_grad(x, g, w_shape, strides, pads, dilations):
-    """groups == 1: dW[m, c, k] = sum_{n, o} g[n, m, o] x_pad[n, c, o s + k d]."""
-    xt = _swap01(x)  # (C, N, *S)
-    gt = _swap01(g)  # (M, N, *O)
-    dw = ops.conv(xt, gt, stride=dilations, padding=pads, dilation=strides)  # (C, M, *K')
-    kernel = w_shape[2:]
-    if dw.shape[2:] != tuple(kernel):
-        n = len(kernel)
-        dw = ops.slice(dw, start=[0] * n, stop=list(kernel), step=[1] * n, axis=list(range(2, 2 + n)))
-    return _swap01(dw)
 
 
 @grad_rule("conv")
