@@ -32,6 +32,7 @@ from ._model import ModelIO, onnx_opset
 from ._optimizer_updates import OptimizerState, grouped_zeros
 from ._translate import Translation
 from ._translate.context import device_numpy_type, fuse_swish, to_device_array
+from popxl.lowering.context import lower_inline
 from .dataflow import AnchorReturnType, AnchorReturnTypeId
 from .errors import popart_exception
 from .options import ReductionType, SyntheticDataMode, VariableRetrievalMode
@@ -411,6 +412,7 @@ class _Builder:
             args.update({t: get(self.weights[w]) for w, t in self.weight_inputs.items()})
             if self.seed_input is not None:
                 args[self.seed_input] = seed_use
+            lower_inline(self.fwd)  # PopART's forward pass is ops of its main graph, not a called subgraph
             info = ops.call_with_info(self.fwd, inputs_dict=args)
             outs = dict(zip(self.fwd_outputs, info.outputs))
         for w, name in self.state_updates.items():  # weights the forward pass changes (not trained)
@@ -420,6 +422,7 @@ class _Builder:
             ls = float(spec.optimizer.getLossScalingVal())
             dloss = popxl.constant(np.full(self.loss_tensor.shape, ls, self.loss_tensor.dtype.as_numpy()),
                                    name="loss_scaling")
+            lower_inline(self.bwd.graph)
             gouts = ops.call(self.bwd.graph, dloss, inputs_dict=self.bwd.inputs_dict(info))
             grads = dict(zip(self.grad_of, gouts))
             if spec.af > 1:

@@ -262,7 +262,13 @@ def _spread_outputs(ctx, out, bytes_in_per_output: float) -> None:
     from .mapping import MIN_BYTES_PER_TILE
 
     per_tile = max(1, int(np.ceil(MIN_BYTES_PER_TILE / max(bytes_in_per_output, 1e-9))))
-    ctx.g.map_linearly(out, min_elements_per_tile=per_tile)
+    T = ctx.target.num_tiles
+    chunk = max(-(-out.numel // T), per_tile)
+    used = -(-out.numel // chunk) if out.numel else 0
+    # outputs that need fewer than all the tiles start where the last ones ended (the allocator's
+    # rotation): otherwise every reduction of a model gathers its partials on the first tiles
+    tiles = (ctx.tiles.take_small_tiles(used) + np.arange(T)) % T if 0 < used < T else None
+    ctx.g.map_linearly(out, min_elements_per_tile=per_tile, tiles=tiles)
 
 
 def _reduce_rows_on_output_tiles(ctx, x, src_index, rows, k, out, op_code, suffix):

@@ -12,6 +12,7 @@ so they are always live.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,14 @@ class LoweredIr:
     fragments: dict = field(default_factory=dict)
 
 
+_INLINE = weakref.WeakSet()
+
+
+def lower_inline(graph) -> None:
+    """Lower the (single) call of `graph` inline, as the caller's ops (see Lowering.inlinable)."""
+    _INLINE.add(graph)
+
+
 # the execution contexts whose ops run as programs of their own, around the main program
 FRAGMENTS = (ExecutionContext.WeightsFromHostFragment, ExecutionContext.WeightsToHostFragment)
 
@@ -76,6 +85,7 @@ class Lowering:
         self._lowering_stack: list = []
         self.op = None  # the op being lowered (for names)
         self.check_indices = index_checks.enabled(ir)
+        self._graph_uses = None  # id(graph) -> how many ops name it (inlinable)
 
     # -- entry point ---------------------------------------------------------------------------
     def lower(self) -> LoweredIr:
@@ -222,6 +232,32 @@ class Lowering:
         v = self.new_var(t.shape, et or self.etype(t), t.id, like=like)
         self.values[t] = v
         return v
+
+    def inlinable(self, graph) -> bool:
+        """Whether a call of `graph` may be lowered inline, as the caller's own ops: a frontend
+        asked for it (`lower_inline`: PopART's session program, whose forward and backward passes
+        are ops of PopART's main graph, not called subgraphs), the graph has one use in the whole
+        Ir (that call: no other call, loop, branch or code load names it) and the program runs on
+        one IPU. An inlined graph needs no function of its own and no copies of its arguments and
+        results (a called graph's are copied in and out, as PopXL's calls are)."""
+        if graph not in _INLINE or self.target.ipus > 1 or self.placement.ipus > 1:
+            return False
+        if self._graph_uses is None:
+            uses: dict = {}
+            for g in self.ir.graphs:
+                for o in g.ops:
+                    for cg in getattr(o, "called_graphs", ()) or ():
+                        uses[id(cg)] = uses.get(id(cg), 0) + 1
+                    for key in ("graph", "then_branch", "else_branch"):
+                        cg = o.attrs.get(key) if isinstance(o.attrs, dict) else None
+                        if cg is not None and not isinstance(cg, (str, int, float)) and cg not in (o.called_graphs or ()):
+                            uses[id(cg)] = uses.get(id(cg), 0) + 1
+            self._graph_uses = uses
+        return self._graph_uses.get(id(graph), 0) == 1 and graph not in self.graphs
+
+    def emit_inline(self, program: ipu.Sequence) -> None:
+        """Append the programs of an inlined graph (their steps keep the names of their own ops)."""
+        self._seqs[-1].add(program)
 
     def emit(self, program: ipu.Program) -> None:
         self._seqs[-1].add(program)

@@ -3,9 +3,12 @@
 Large tensors are spread linearly over the tiles in 64-bit grains with at least
 `MIN_BYTES_PER_TILE` on each tile used (as poputil::mapTensorLinearly does with a minimum per
 tile); small ones are kept whole on one tile, and successive small tensors go to successive tiles
-so that they do not all pile up on tile 0.
+so that they do not all pile up on tile 0; a tensor spread over fewer than all the tiles starts
+where the previous such one ended.
 """
 from __future__ import annotations
+
+import numpy as np
 
 import ipu
 
@@ -36,6 +39,17 @@ class TileAllocator:
             self._next_small += 1
             return
         grain = max(1, self.target.data_path_bytes // isz)
-        # over this allocator's tiles (one IPU of a multi-IPU replica: lowering/placement.py)
-        tiles = range(self.target.num_tiles) if g.target.num_tiles != self.target.num_tiles else None
-        g.map_linearly(v, grain=grain, min_elements_per_tile=max(grain, MIN_BYTES_PER_TILE // isz), tiles=tiles)
+        min_elems = max(grain, MIN_BYTES_PER_TILE // isz)
+        T = self.target.num_tiles
+        # a tensor too small to reach every tile starts where the last such one ended (as small ones
+        # do), so that the per-channel vectors of a CNN's normalisations do not all pile up, with
+        # the small ops that use them, on the first tiles
+        chunk = max(-(-n // T), min_elems)
+        chunk = -(-chunk // grain) * grain
+        used = -(-n // chunk)
+        if used < T:
+            tiles = (self.take_small_tiles(used) + np.arange(T)) % T
+        else:
+            # over this allocator's tiles (one IPU of a multi-IPU replica: lowering/placement.py)
+            tiles = range(T) if g.target.num_tiles != T else None
+        g.map_linearly(v, grain=grain, min_elements_per_tile=min_elems, tiles=tiles)

@@ -176,7 +176,7 @@ def test_out_of_memory_names_the_ops_that_generate_the_code():
         s = popxl.d2h_stream(x.shape, x.dtype)
         ops.host_store(s, x)
     with pytest.raises(ipu.OutOfMemoryError) as e:
-        popxl.Session(ir, ipu.small_target(4, bytes_per_tile=30 * 1024))
+        popxl.Session(ir, ipu.small_target(4, bytes_per_tile=26 * 1024))
     msg = str(e.value)
     assert "depthwise convolution ops" in msg and "most in block2 (12 ops" in msg, msg
     kinds = e.value.report[0]["code_by_op_kind"]

@@ -1,6 +1,8 @@
 """call, repeat and conditional: a called graph is lowered once into an ipu.Function; every call
 site copies its arguments into the function's input tensors, calls it, and copies results out.
-Inputs the graph modifies (passed by reference) are copied back to the caller's tensors."""
+Inputs the graph modifies (passed by reference) are copied back to the caller's tensors. A graph
+with one call site in the whole Ir (and on one IPU) is lowered inline instead, as the caller's
+own ops, with no copies (`_call_inline`)."""
 from __future__ import annotations
 
 import ipu
@@ -43,9 +45,63 @@ def _modified_graph_inputs(op, graph, pairs):
     return mods
 
 
+def _written_inputs(graph) -> set:
+    """The graph inputs whose contents ops of the graph change (directly or through a view)."""
+    root = {}
+
+    def r(t):
+        while id(t) in root:
+            t = root[id(t)]
+        return t
+
+    written = set()
+    for o in sorted(graph.ops, key=lambda x: x.id):
+        for oi, ii in (o.aliases or {}).items():
+            root[id(o.outputs[oi])] = r(o.inputs[ii])
+        for i in o.modified:
+            written.add(id(r(o.inputs[i])))
+    return {t for t in graph.inputs if id(t) in written}
+
+
+def _call_inline(ctx, op, graph):
+    """A graph called from one place, lowered as the caller's own ops: its inputs are the caller's
+    tensors (a copy only for one it changes that is not passed by reference, so the caller keeps
+    its value), its outputs the tensors it computes (a copy only for one that is an input, or
+    repeats one)."""
+    pairs = _graph_inputs_for(op, graph, op.inputs)
+    by_ref = _modified_graph_inputs(op, graph, pairs)
+    written = _written_inputs(graph)
+    bound = set()
+    for gi, parent in pairs:
+        t = graph.inputs[gi]
+        v = ctx.value(parent)
+        if t in written and gi not in by_ref:
+            nv = ctx.new_var(t.shape, ctx.etype(t), f"{graph.name}/{t.name}", like=v)
+            ctx.copy(v, nv, f"arg{gi}")
+            v = nv
+        ctx.values[t] = v
+        bound.add(v.variable.id)
+    saved = ctx.op
+    seq = ctx.lower_ops(graph)
+    ctx.op = saved
+    ctx.emit_inline(seq)
+    seen = set()
+    for j, t_out in enumerate(op.outputs):
+        v = ctx.value(graph.outputs[j])
+        if v.variable.id in bound or v.variable.id in seen:
+            out = ctx.new_var(t_out.shape, ctx.etype(t_out), t_out.id)
+            ctx.copy(v, out, f"out{j}")
+            v = out
+        seen.add(v.variable.id)
+        ctx.bind(t_out, v)
+
+
 @lowering_rule("call")
 def call(ctx, op):
     graph = op.attrs["graph"] if "graph" in op.attrs else op.called_graphs[0]
+    if ctx.inlinable(graph):
+        _call_inline(ctx, op, graph)
+        return
     lg = ctx.lowered(graph)
     pairs = _graph_inputs_for(op, graph, op.inputs)
     _call_into(ctx, lg, pairs, _modified_graph_inputs(op, graph, pairs))
