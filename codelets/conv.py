@@ -179,24 +179,24 @@ def list_dtype(table: np.ndarray) -> ipu.ElementType:
 def _hmac_kernel(views, off, cnt, fp, ip):
     """All ConvPartialHorizontalMac vertices of a compute set, in poplin's loop order (conv group,
     output channel, input channel, kernel position, worker context, entry)."""
-    inv = views[0]
-    wv = views[1]
-    wl = views[2]
-    ov = views[3]
+    inv = views[HF.in_]
+    wv = views[HF.weights]
+    wl = views[HF.worklists]
+    ov = views[HF.out]
     for v in range(off.shape[0]):
-        ncg = ip[v, 0]
-        nog = ip[v, 1]
-        nig = ip[v, 2]
-        K = ip[v, 3]
-        inblk = ip[v, 4]
-        outblk = ip[v, 5]
-        istr = ip[v, 6]
-        ostr = ip[v, 7]
-        i0 = off[v, 0]
-        w0 = off[v, 1]
-        l0 = off[v, 2]
-        o0 = off[v, 3]
-        ov[o0:o0 + cnt[v, 3]] = 0.0
+        ncg = ip[v, HIP.conv_groups]
+        nog = ip[v, HIP.out_groups]
+        nig = ip[v, HIP.in_groups]
+        K = ip[v, HIP.kernel_size]
+        inblk = ip[v, HIP.in_block]
+        outblk = ip[v, HIP.out_block]
+        istr = ip[v, HIP.in_stride]
+        ostr = ip[v, HIP.out_stride]
+        i0 = off[v, HF.in_]
+        w0 = off[v, HF.weights]
+        l0 = off[v, HF.worklists]
+        o0 = off[v, HF.out]
+        ov[o0:o0 + cnt[v, HF.out]] = 0.0
         nl = K * 6
         e_base = l0 + nl + 1
         for cg in range(ncg):
@@ -222,22 +222,22 @@ def _vmac_kernel(views, off, cnt, fp, ip):
     """All ConvPartialVerticalMac vertices: per (conv group, output channel, input channel) every
     worker sums its entries into its own partials, then the partials of the six workers are added
     in worker order (poplin's in-vertex reduction)."""
-    inv = views[0]
-    wv = views[1]
-    wl = views[2]
-    ov = views[3]
+    inv = views[VF.in_]
+    wv = views[VF.weights]
+    wl = views[VF.worklists]
+    ov = views[VF.out]
     for v in range(off.shape[0]):
-        ncg = ip[v, 0]
-        nm = ip[v, 1]
-        nc = ip[v, 2]
-        K = ip[v, 3]
-        inblk = ip[v, 4]
-        wblk = ip[v, 5]
-        istr = ip[v, 6]
-        i0 = off[v, 0]
-        w0 = off[v, 1]
-        l0 = off[v, 2]
-        o0 = off[v, 3]
+        ncg = ip[v, VIP.conv_groups]
+        nm = ip[v, VIP.out_chans]
+        nc = ip[v, VIP.in_chans]
+        K = ip[v, VIP.kernel_size]
+        inblk = ip[v, VIP.in_block]
+        wblk = ip[v, VIP.grad_block]
+        istr = ip[v, VIP.in_stride]
+        i0 = off[v, VF.in_]
+        w0 = off[v, VF.weights]
+        l0 = off[v, VF.worklists]
+        o0 = off[v, VF.out]
         e_base = l0 + 7
         part = np.zeros((6, K), np.float32)
         for cg in range(ncg):
@@ -425,18 +425,61 @@ def vmac_cycles(groups, K, entries, positions, float_acts: bool, singles=None):
 # codelets
 
 
-def _check_blocks(name, types, cnt, ip, sizes):
-    if types[0] != types[1]:
-        raise TypeError(f"{name}: in is {types[0].name} but its weights are {types[1].name}")
-    if types[3] != ipu.FLOAT32:
-        raise TypeError(f"{name}: partials are float32, not {types[3].name}")
-    if np.any(ip < 0):
-        raise ValueError(f"{name}: negative parameter")
-    for f, want in enumerate(sizes):
-        bad = cnt[:, f] < want
+def _check_blocks(name, t, sizes):
+    """Types and sizes of a conv vertex's fields (t: its VertexTable; sizes: per field the elements
+    its parameters need)."""
+    if t.type.in_ != t.type.weights:
+        raise TypeError(f"{name}: in is {t.type.in_.name} but its weights are {t.type.weights.name}")
+    if t.type.out != ipu.FLOAT32:
+        raise TypeError(f"{name}: partials are float32, not {t.type.out.name}")
+    for f, want in sizes.items():
+        have = getattr(t.count, f)
+        bad = have < want
         if np.any(bad):
             v = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{name}: vertex {v}'s field {f} holds {cnt[v, f]} elements; its parameters need {want[v]}")
+            raise ValueError(f"{name}: vertex {v}'s field {f.rstrip('_')} holds {have[v]} elements; its parameters "
+                             f"need {want[v]}")
+
+
+def _per_worker(t, prefix):
+    """The (V, 6) columns prefix0 .. prefix5 of a vertex table."""
+    return np.stack([getattr(t, f"{prefix}{w}") for w in range(WORKERS)], axis=1)
+
+
+def calibration_lists(params, vertical: bool):
+    """A calibration row's sub-field (tests/calibration/make_reference_table.py: a square image, a
+    run of output rows from rowStart, a square kernel with 'same' padding and a stride): the work
+    lists' table, their per-worker summaries, and the input and output block sizes."""
+    p = {k: int(v) for k, v in params.items()}
+    image, r0, rows, k, stride = p["image"], p["rowStart"], p["rows"], p["kernel"], p["stride"]
+    pad = k // 2
+    out_w = (image + 2 * pad - k) // stride + 1
+    lo = max(0, r0 * stride - pad)
+    hi = min(image, (r0 + rows - 1) * stride - pad + k)
+    build = vmac_worklists if vertical else hmac_worklists
+    lists, ent = build(1, (r0, 0), (r0 + rows, out_w), (lo, 0), (hi - lo, image), (k, k), (stride, stride), (1, 1),
+                       (pad, pad), (image, image))
+    table = pack_worklists(lists, ent)
+    summary = worker_summary(lists, ent, 3 if vertical else 1, singles=vertical)
+    return p, table, summary, (hi - lo) * image, rows * out_w
+
+
+def _calibration_vertex(codelet, types, params, vertical):
+    (t,) = types
+    p, table, summary, inblk, outblk = calibration_lists(params, vertical)
+    K, stride = p["kernel"] ** 2, p["stride"]
+    cg, og, ig = p["convGroups"], p["outGroups"], p["inGroups"]
+    names = ("entries", "positions", "singles") if vertical else ("entries", "positions")
+    per = {f"{n}{w}": int(col[w]) for n, col in zip(names, summary) for w in range(WORKERS)}
+    if vertical:
+        shape = {"conv_groups": cg, "out_chans": og, "in_chans": ig, "kernel_size": K, "in_block": inblk,
+                 "grad_block": outblk, "in_stride": stride}
+        counts = {"in": cg * ig * inblk, "weights": cg * og * outblk, "worklists": table.size, "out": cg * og * ig * K}
+    else:
+        shape = {"conv_groups": cg, "out_groups": og, "in_groups": ig, "kernel_size": K, "in_block": inblk,
+                 "out_block": outblk, "in_stride": stride, "out_stride": 1}
+        counts = {"in": cg * ig * inblk, "weights": cg * og * ig * K, "worklists": table.size, "out": cg * og * outblk}
+    return ipu.Vertex({"in": t, "weights": t, "worklists": ipu.UINT16, "out": ipu.FLOAT32}, counts, {**shape, **per})
 
 
 @ipu.register
@@ -450,20 +493,29 @@ class ConvPartialHorizontalMac(Codelet):
         tuple(f"positions{w}" for w in range(WORKERS))
     supervisor = True
     allowed_types = (_FLOATS, _FLOATS, _LISTS, (ipu.FLOAT32,))
+    poplibs_vertices = ("poplin::ConvPartialHorizontalMac",)
 
     def kernel(self):
         return _hmac_kernel
 
     def check(self, types, cnt, fp, ip):
-        ncg, nog, nig, K, inblk, outblk = (ip[:, i] for i in range(6))
-        _check_blocks(self.name, types, cnt, ip,
-                      (ncg * nig * inblk, ncg * nog * nig * K, K * WORKERS + 1, ncg * nog * outblk))
-        if np.any(cnt[:, 3] != ncg * nog * outblk):
+        t = self.table(types, cnt, fp, ip)
+        if np.any(ip < 0):
+            raise ValueError(f"{self.name}: negative parameter")
+        out = t.conv_groups * t.out_groups * t.out_block
+        _check_blocks(self.name, t, {"in_": t.conv_groups * t.in_groups * t.in_block,
+                                     "weights": t.conv_groups * t.out_groups * t.in_groups * t.kernel_size,
+                                     "worklists": t.kernel_size * WORKERS + 1, "out": out})
+        if np.any(t.count.out != out):
             raise ValueError(f"{self.name}: out must hold conv_groups x out_groups x out_block elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return hmac_cycles(ip[:, 0], ip[:, 1], ip[:, 2], ip[:, 3], ip[:, 5], ip[:, 8:14], ip[:, 14:20],
-                           types[0] == ipu.FLOAT32)
+        t = self.table(types, cnt, fp, ip)
+        return hmac_cycles(t.conv_groups, t.out_groups, t.in_groups, t.kernel_size, t.out_block,
+                           _per_worker(t, "entries"), _per_worker(t, "positions"), t.type.in_ == ipu.FLOAT32)
+
+    def calibration_vertex(self, vertex, types, n, params):
+        return _calibration_vertex(self, types, params, False)
 
     def code_bytes(self, types):
         # conv_hzmac_float_float.S: ~95 supervisor instructions (4 B) and ~70 worker instructions and
@@ -473,9 +525,9 @@ class ConvPartialHorizontalMac(Codelet):
     def vertex_state_bytes(self, types, cnt, ip):
         # conv_hzmac_float_float.S's supervisor state (42 bytes of fields, 44 aligned), a 2-byte scaled
         # pointer per region of in, weights and out, and a DeltaN entry (4 bytes) per work list
-        ncg, nog, nig, K = ip[:, 0], ip[:, 1], ip[:, 2], ip[:, 3]
-        regions = ncg * (nig + nog + nog * nig)
-        return (44 + 2 * regions + 4 * K * WORKERS).astype(np.int64)
+        t = self.table(types or (None,) * len(self.fields), cnt, None, ip)
+        regions = t.conv_groups * (t.in_groups + t.out_groups + t.out_groups * t.in_groups)
+        return (44 + 2 * regions + 4 * t.kernel_size * WORKERS).astype(np.int64)
 
     def reference(self, inp, weights, table, shape, out_size):
         return hmac_reference(inp, weights, table, shape, out_size)
@@ -492,19 +544,29 @@ class ConvPartialVerticalMac(Codelet):
         tuple(f"singles{w}" for w in range(WORKERS))
     supervisor = True
     allowed_types = (_FLOATS, _FLOATS, _LISTS, (ipu.FLOAT32,))
+    poplibs_vertices = ("poplin::ConvPartialVerticalMac",)
 
     def kernel(self):
         return _vmac_kernel
 
     def check(self, types, cnt, fp, ip):
-        ncg, nm, nc, K, inblk, wblk = (ip[:, i] for i in range(6))
-        _check_blocks(self.name, types, cnt, ip, (ncg * nc * inblk, ncg * nm * wblk, WORKERS + 1, ncg * nm * nc * K))
-        if np.any(cnt[:, 3] != ncg * nm * nc * K):
+        t = self.table(types, cnt, fp, ip)
+        if np.any(ip < 0):
+            raise ValueError(f"{self.name}: negative parameter")
+        out = t.conv_groups * t.out_chans * t.in_chans * t.kernel_size
+        _check_blocks(self.name, t, {"in_": t.conv_groups * t.in_chans * t.in_block,
+                                     "weights": t.conv_groups * t.out_chans * t.grad_block,
+                                     "worklists": np.full_like(out, WORKERS + 1), "out": out})
+        if np.any(t.count.out != out):
             raise ValueError(f"{self.name}: out must hold conv_groups x out_chans x in_chans x kernel_size elements")
 
     def cycles(self, types, cnt, fp, ip, target):
-        return vmac_cycles(ip[:, 0] * ip[:, 1] * ip[:, 2], ip[:, 3], ip[:, 7:13], ip[:, 13:19],
-                           types[0] == ipu.FLOAT32, ip[:, 19:25])
+        t = self.table(types, cnt, fp, ip)
+        return vmac_cycles(t.conv_groups * t.out_chans * t.in_chans, t.kernel_size, _per_worker(t, "entries"),
+                           _per_worker(t, "positions"), t.type.in_ == ipu.FLOAT32, _per_worker(t, "singles"))
+
+    def calibration_vertex(self, vertex, types, n, params):
+        return _calibration_vertex(self, types, params, True)
 
     def code_bytes(self, types):
         # ConvPartialVerticalMac's supervisor and worker assembly: of the order of the HMAC's
@@ -515,9 +577,14 @@ class ConvPartialVerticalMac(Codelet):
         # ConvPartialVerticalMac's fields: in / weights / out vectors of scaled pointers (2 B per
         # region), the partials pointer, zerosInfo, numInGroups, numConvGroupsM1 and the strides
         # (~24 B), and a DeltaN entry (4 B) per worker's list
-        groups = ip[:, 0] * ip[:, 1] * ip[:, 2]
-        regions = ip[:, 0] * (ip[:, 1] + ip[:, 2]) + groups
+        t = self.table(types or (None,) * len(self.fields), cnt, None, ip)
+        groups = t.conv_groups * t.out_chans * t.in_chans
+        regions = t.conv_groups * (t.out_chans + t.in_chans) + groups
         return (24 + 2 * regions + 4 * WORKERS).astype(np.int64)
 
     def reference(self, inp, grads, table, shape):
         return vmac_reference(inp, grads, table, shape)
+
+
+HF, HIP = ConvPartialHorizontalMac.F, ConvPartialHorizontalMac.IP  # the kernels' columns, by name
+VF, VIP = ConvPartialVerticalMac.F, ConvPartialVerticalMac.IP

@@ -80,16 +80,16 @@ def _derivative(op, t, p0, p1):
 
 @njit(cache=True)
 def _grad_kernel(views, off, cnt, fp, ip):
-    g = views[0]
-    t = views[1]
-    o = views[2]
+    g = views[F.outGrad]
+    t = views[F.out]
+    o = views[F.inGrad]
     for v in range(off.shape[0]):
-        op = ip[v, 0]
-        p0 = np.float32(fp[v, 0])
-        p1 = np.float32(fp[v, 1])
-        for i in range(cnt[v, 2]):
-            d = _derivative(op, load(t, off[v, 1] + i), p0, p1)
-            store(o, off[v, 2] + i, load(g, off[v, 0] + i) * d)
+        op = ip[v, IP.op]
+        p0 = np.float32(fp[v, FP.p0])
+        p1 = np.float32(fp[v, FP.p1])
+        for i in range(cnt[v, F.inGrad]):
+            d = _derivative(op, load(t, off[v, F.out] + i), p0, p1)
+            store(o, off[v, F.inGrad] + i, load(g, off[v, F.outGrad] + i) * d)
 
 
 def nonlinearity_grad_reference(g, t, op: str, p0: float = 0.0, p1: float = 0.0):
@@ -146,25 +146,38 @@ class NonLinearityGrad(Codelet):
     float_params = ("p0", "p1")
     supervisor = True
     allowed_types = ((ipu.FLOAT32, ipu.FLOAT16),) * 3
+    poplibs_vertices = ("popnn::NonLinearityGrad1D",)
 
     def kernel(self):
         return _grad_kernel
 
     def check(self, types, cnt, fp, ip):
+        t = self.table(types, cnt, fp, ip)
         if len(set(types)) != 1:
-            raise TypeError(f"NonLinearityGrad: outGrad, out and inGrad must share a type, not {[t.name for t in types]}")
-        if np.any((cnt[:, 0] != cnt[:, 2]) | (cnt[:, 1] != cnt[:, 2])):
+            raise TypeError(f"NonLinearityGrad: outGrad, out and inGrad must share a type, not "
+                            f"{[x.name for x in types]}")
+        if np.any((t.count.outGrad != t.count.inGrad) | (t.count.out != t.count.inGrad)):
             raise ValueError("NonLinearityGrad: outGrad, out and inGrad must have the same number of elements")
-        bad = ~np.isin(ip[:, 0], list(GRAD_NAMES))
+        bad = ~np.isin(t.op, list(GRAD_NAMES))
         if np.any(bad):
-            raise ValueError(f"NonLinearityGrad: op code {int(ip[bad, 0][0])} is not one of {GRAD_OPS}")
+            raise ValueError(f"NonLinearityGrad: op code {int(t.op[bad][0])} is not one of {GRAD_OPS}")
 
     def cycles(self, types, cnt, fp, ip, target):
+        t = self.table(types, cnt, fp, ip)
         out = np.zeros(cnt.shape[0], np.int64)
-        for code in np.unique(ip[:, 0]):
-            sel = ip[:, 0] == code
-            out[sel] = nonlinearity_grad_cycles(cnt[sel, 2], GRAD_NAMES[int(code)], types[0], target.worker_contexts)
+        for code in np.unique(t.op):
+            sel = t.op == code
+            out[sel] = nonlinearity_grad_cycles(t.count.inGrad[sel], GRAD_NAMES[int(code)], t.type.inGrad,
+                                                target.worker_contexts)
         return out
+
+    def calibration_vertex(self, vertex, types, n, params):
+        (t,) = types
+        op = params["op"].lower()
+        if op not in GRAD_OPS:
+            raise KeyError(f"NonLinearityGrad op {op!r} (one of {', '.join(GRAD_OPS)})")
+        return ipu.Vertex({"outGrad": t, "out": t, "inGrad": t}, {"outGrad": n, "out": n, "inGrad": n},
+                          {"op": GRAD_OPS[op], "p0": 0.0, "p1": 0.0})
 
     def code_bytes(self, types):
         # popnn NonLinearityGrad1D assembly (a worker loop per non-linearity and the supervisor stub):
@@ -180,3 +193,6 @@ class NonLinearityGrad(Codelet):
     def reference(self, g, t, op, p0=0.0, p1=0.0):
         name = op if isinstance(op, str) else GRAD_NAMES[int(op)]
         return nonlinearity_grad_reference(g, t, name, p0, p1)
+
+
+F, FP, IP = NonLinearityGrad.F, NonLinearityGrad.FP, NonLinearityGrad.IP  # the kernel's columns, by name
