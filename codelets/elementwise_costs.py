@@ -68,7 +68,8 @@ _BINARY_PERF = op_perf_table({
     ("pow", "int"): (35, False, 1),  # derived: ~5 squarings of MULTIPLY int (7) for 32-bit exponents
     ("max", "float"): (4, False, 2), ("max", "half"): (4, False, 4), ("max", "int"): (7, False, 1),
     ("min", "float"): (4, False, 2), ("min", "half"): (4, False, 4), ("min", "int"): (7, False, 1),
-    ("fmod", "float"): (133, False, 2), ("fmod", "half"): (300, False, 4), ("fmod", "int"): (292, False, 1),  # REMAINDER
+    # REMAINDER
+    ("fmod", "float"): (133, False, 2), ("fmod", "half"): (300, False, 4), ("fmod", "int"): (292, False, 1),
     # derived: REMAINDER plus a sign test and add (4 cycles) per loop
     ("rem", "float"): (137, False, 2), ("rem", "half"): (304, False, 4), ("rem", "int"): (296, False, 1),
     ("atan2", "float"): (272, False, 2), ("atan2", "half"): (578, False, 4),

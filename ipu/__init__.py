@@ -34,8 +34,8 @@ from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Progr
                       Switch, Sync)
 from .target import BOW, C600, GC2, GC200, Target, get_target, small_target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
-from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8, UINT16, UINT32,
-                    ElementType, element_type)
+from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8,
+                    UINT16, UINT32, ElementType, element_type)
 
 __all__ = [
     "ALL_TYPES", "BOOL", "BOW", "C600", "CONSTANT", "FLOAT16", "FLOAT32", "GC2", "GC200", "IN", "INOUT", "INT8",

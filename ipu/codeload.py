@@ -54,7 +54,8 @@ class CodeLiveness:
     with the most code when loading).
     """
 
-    functions: dict  # function name -> {"tile_bytes": int64[tiles], "total": int, "max_tile": int, "intervals": [(a, b)]}
+    # function name -> {"tile_bytes": int64[tiles], "total": int, "max_tile": int, "intervals": [(a, b)]}
+    functions: dict
     resident: np.ndarray
     loaded_peak: np.ndarray
     all_resident: np.ndarray

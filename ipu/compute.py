@@ -75,7 +75,8 @@ def _compile_compute_set(comp, cs: ComputeSet):
         ip = np.concatenate([ch.ip for ch, _ in items])
         vc = np.asarray(c.cycles(types, cnt, fp, ip, target), np.int64).reshape(-1)
         if vc.shape[0] != tiles.shape[0]:
-            raise CompileError(f"codelet {name}: cost model returned {vc.shape[0]} values for {tiles.shape[0]} vertices")
+            raise CompileError(f"codelet {name}: cost model returned {vc.shape[0]} values for "
+                               f"{tiles.shape[0]} vertices")
         groups.append(KernelGroup(c, types, tiles, np.ascontiguousarray(off), np.ascontiguousarray(cnt),
                                   np.ascontiguousarray(fp), np.ascontiguousarray(ip), vc))
         all_tiles.append(tiles)

@@ -202,9 +202,11 @@ class Engine:
             raise StreamError(f"stream {name!r} carries {s.dtype.name}, the buffer is {buf.dtype}")
         per = s.numel
         if per == 0 and buf.size:
-            raise StreamError(f"stream {name!r} moves {s.shape} (no elements) per transfer; its buffer must be empty too, not of shape {buf.shape}")
+            raise StreamError(f"stream {name!r} moves {s.shape} (no elements) per transfer; its buffer must be "
+                              f"empty too, not of shape {buf.shape}")
         if per and buf.size % per:
-            raise StreamError(f"stream {name!r} moves {s.shape} per transfer; a buffer of shape {buf.shape} does not divide into those")
+            raise StreamError(f"stream {name!r} moves {s.shape} per transfer; a buffer of shape {buf.shape} does not "
+                              "divide into those")
         self._streams[name] = buf
         self._stream_pos[name] = 0
 
@@ -229,7 +231,8 @@ class Engine:
         connected buffer)."""
         layout = self.stream_buffer(s)
         if layout is None:
-            raise StreamError(f"stream {s.name!r} is not connected: call connect_stream({s.name!r}, array) before run()")
+            raise StreamError(f"stream {s.name!r} is not connected: call connect_stream({s.name!r}, array) "
+                              "before run()")
         flat, per_replica, own, _ = layout
         k = self._stream_pos[s.name] % per_replica
         base = ((r if own else 0) * per_replica + k) * s.numel

@@ -6,7 +6,6 @@ receive regions and phase entry) is charged to the tiles' `exchange_code` memory
 """
 from __future__ import annotations
 
-import numpy as np
 
 from . import costs
 from .copytables import CopyTable, copy_runs, copy_runs_staged, merge_runs
@@ -30,7 +29,8 @@ def _copy_step(comp, p: Copy):
     if src.numel != dst.numel:
         raise CompileError(f"Copy {p.name!r}: {src.name!r} has {src.numel} elements but {dst.name!r} has {dst.numel}")
     if src.dtype != dst.dtype:
-        raise CompileError(f"Copy {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is {dst.dtype.name}; cast with a compute set")
+        raise CompileError(f"Copy {p.name!r}: {src.name!r} is {src.dtype.name} but {dst.name!r} is {dst.dtype.name}; "
+                           "cast with a compute set")
     if src.numel == 0:
         return comp.add_step("exchange", p.name or "copy", 0)
     isz = src.dtype.itemsize

@@ -16,14 +16,14 @@ import itertools
 
 import numpy as np
 
-from .codelet import Codelet, get_codelet
+from .codelet import get_codelet
 from .errors import CompileError, MappingError
 from .graph_objects import ComputeSet, Function, HostStream, RemoteBuffer, VertexChunk, transfer_limit_message
 from .memory import check_tensor_can_fit
 from .program import Program
 from .target import Target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
-from .types import ElementType, element_type
+from .types import element_type
 
 __all__ = ["ComputeSet", "Function", "Graph", "HostStream", "VertexChunk"]
 
@@ -298,6 +298,7 @@ class Graph:
             raise ValueError(f"a remote buffer named {name!r} already exists")
         rb = RemoteBuffer(name, tuple(int(x) for x in shape), element_type(dtype), int(entries))
         if rb.entry_bytes > self.target.max_transfer_bytes:  # an entry moves in one transfer
-            raise CompileError(transfer_limit_message(rb.entry_bytes, f"an entry of remote buffer {name!r}", self.target))
+            raise CompileError(transfer_limit_message(rb.entry_bytes, f"an entry of remote buffer {name!r}",
+                                                      self.target))
         self.remote_buffers[name] = rb
         return rb

@@ -184,7 +184,7 @@ class Tensor:
         return self._view(np.transpose(self.index(), perm or None))
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> "Tensor":  # noqa: N802  (NumPy's name)
         return self.transpose()
 
     def slice(self, start: int, stop: int, axis: int = 0) -> "Tensor":

@@ -138,11 +138,11 @@ class Timeline:
             segs = self._split(uses)
             for a, b in loops:
                 for s in segs:
-                    f, l = s[0], s[1]
-                    crosses = (f < a <= l) or (f <= b < l)
-                    carried = a <= f and l <= b and s[2]
+                    f, last = s[0], s[1]
+                    crosses = (f < a <= last) or (f <= b < last)
+                    carried = a <= f and last <= b and s[2]
                     if crosses or carried:
-                        s[0], s[1] = min(f, a), max(l, b)
+                        s[0], s[1] = min(f, a), max(last, b)
                 segs = _merge(segs)
             out[vid] = [(s[0], s[1]) for s in segs]
         return out

@@ -37,7 +37,7 @@ import struct
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -164,7 +164,8 @@ def _canon(v: Any, depth: int = 0) -> Any:
     if callable(v) and hasattr(v, "__qualname__"):
         return ("fn", getattr(v, "__module__", ""), v.__qualname__)
     if hasattr(v, "__dataclass_fields__"):
-        return ("dc", type(v).__qualname__, tuple((f, _canon(getattr(v, f), depth + 1)) for f in v.__dataclass_fields__))
+        fields = tuple((f, _canon(getattr(v, f), depth + 1)) for f in v.__dataclass_fields__)
+        return ("dc", type(v).__qualname__, fields)
     raise Uncacheable(f"a {type(v).__module__}.{type(v).__qualname__} attribute")
 
 
@@ -239,7 +240,6 @@ def _binding(lowered) -> dict:
 def _rebind(binding: dict, ir):
     """The LoweredIr of `ir` from a cached binding (KeyError: it does not fit this Ir)."""
     from .lowering.context import LoweredIr
-    main = ir.main_graph
     tensors = {t.id: t for g in ir.graphs for t in (*g.variables, *g.constants)}
     streams = {}
     for g in ir.graphs:

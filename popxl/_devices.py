@@ -5,8 +5,9 @@ does).
 `createIpuModelDevice({"numIPUs": n, "tilesPerIPU": t})` is a simulated Mk2 IPU model with t tiles
 per IPU (1472 by default; "ipuVersion": "ipu1" gives a Mk1 GC2); `createCpuDevice()` a small
 16-tile IPU (as popxl's "cpu"); `acquireAvailableDevice(n)` / `acquireDeviceById(id)` "hardware":
-full GC200s (or the target IPU_SIM_TARGET names) of a simulated IPU-POD64, listed by `enumerateDevices()` the way `gc-info -l` lists
-them (ids 0-63 single IPUs, then groups of 2, 4, ..., 64).
+full GC200s (or the target IPU_SIM_TARGET names) of a simulated IPU-POD64, listed by
+`enumerateDevices()` the way `gc-info -l` lists them (ids 0-63 single IPUs, then groups of 2, 4,
+..., 64).
 """
 from __future__ import annotations
 
@@ -141,8 +142,8 @@ class DeviceInfo:
         need = replicas * ipus_per_replica
         if need != self._num_ipus:
             raise popart_exception(
-                f"The model needs {need} IPU(s) ({replicas} replica(s) x {ipus_per_replica} IPU(s) per replica) but the "
-                f"device has {self._num_ipus}; acquire a device with {need} IPU(s) (for example "
+                f"The model needs {need} IPU(s) ({replicas} replica(s) x {ipus_per_replica} IPU(s) per replica) "
+                f"but the device has {self._num_ipus}; acquire a device with {need} IPU(s) (for example "
                 f"DeviceManager().acquireAvailableDevice({need}) or createIpuModelDevice({{'numIPUs': {need}}}))")
         return self._target
 
@@ -197,7 +198,8 @@ class DeviceManager:
         """Poplar's CPU device runs a model on the host, unbounded by tile memory: here 16 simulated
         tiles whose memory does not run out (a model that fits no IPU still runs, as on the CPU
         device; its cycles and memory report say what 16 tiles would do)."""
-        return DeviceInfo(DeviceType.Cpu, 1, ipu.small_target(16, bytes_per_tile=CPU_BYTES_PER_TILE, name="CPU-16tiles"))
+        return DeviceInfo(DeviceType.Cpu, 1,
+                          ipu.small_target(16, bytes_per_tile=CPU_BYTES_PER_TILE, name="CPU-16tiles"))
 
     def createOfflineIPUDevice(self, opts: Optional[dict] = None) -> DeviceInfo:  # noqa: N802
         opts = dict(opts or {})

@@ -1,7 +1,8 @@
 """The session side of profiling: what a popxl Session calls after each run and on exit.
 
-`session_event(session, event)` and `trace_limit(session)` are the entry points; they return at once when profiling is off
-(the session's options, resolved when it was made: popxl/_run_options.py). When on, it records where each run starts in the engine's step log,
+`session_event(session, event)` and `trace_limit(session)` are the entry points; they return at
+once when profiling is off (the session's options, resolved when it was made: popxl/_run_options.py).
+When on, it records where each run starts in the engine's step log,
 and writes DIR/profile.json (DIR/profile-1.json, ... for later sessions of the process writing to
 DIR) when the session exits, at interpreter exit for sessions never exited, and every `REWRITE_SECONDS` during
 long runs. The first MAX_RUN_RECORDS runs are described one by one (execution.runs); the

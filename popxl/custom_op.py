@@ -338,13 +338,15 @@ def register_custom_op(op_def):
         raise TypeError(f"custom op {name!r} says gradient='rule' but has no grad(); set gradient='none' "
                         "(no gradient flows through it) or 'missing'")
     if inst.expand is None and inst.reference is None:
-        raise TypeError(f"custom op {name!r} needs a NumPy `reference` (ops that `expand` get theirs from the expansion)")
+        raise TypeError(f"custom op {name!r} needs a NumPy `reference` (ops that `expand` get theirs from the "
+                        "expansion)")
     have = _CUSTOM.get(name)
     if have is not None:
         same = type(have).__qualname__ == type(inst).__qualname__ and (
             type(have).__module__ == type(inst).__module__ or _source(type(have)) == _source(type(inst)) is not None)
         if not same:
-            raise ValueError(f"op type {name!r} is already the custom op {type(have).__qualname__}; choose another op_type")
+            raise ValueError(f"op type {name!r} is already the custom op {type(have).__qualname__}; "
+                             "choose another op_type")
         for reg in (LOWERING_RULES, GRAD_RULES, REFERENCE_RULES):
             reg.pop(name, None)
         NON_DIFFERENTIABLE.discard(name)

@@ -2,7 +2,8 @@
 
 from ipu.errors import ApplicationRuntimeError
 
-__all__ = ["UndefinedValue", "popart_exception", "poplar_exception", "poplar_runtime_error", "poplar_application_runtime_error"]
+__all__ = ["UndefinedValue", "popart_exception", "poplar_exception", "poplar_runtime_error",
+           "poplar_application_runtime_error"]
 
 
 class UndefinedValue(Exception):

@@ -14,7 +14,6 @@ its float8_e4m3fnuz / float8_e5m2fnuz, see codelets/float8.py), with PopXL's sem
 """
 from __future__ import annotations
 
-import math
 from collections import namedtuple
 
 import numpy as np

@@ -7,7 +7,6 @@ the leading (num_host_transfers, replication) dimensions, outputs keyed by devic
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -275,8 +274,9 @@ class Session:
             self._was_attached_stack.append(self.is_attached)
             if not self.is_attached and not self._device.attach() and not self._device.tryAttachUntilTimeout():
                 self._was_attached_stack.pop()
-                raise RuntimeError(f"Could not attach to device {self._device.id}. Check `gc-monitor` for device usage. "
-                                   f"(Another session holds it: exit that session's context or detach its device.)")
+                raise RuntimeError(f"Could not attach to device {self._device.id}. Check `gc-monitor` for device "
+                                   "usage. (Another session holds it: exit that session's context or detach its "
+                                   "device.)")
         try:
             self._check_device()  # whether the device came attached or not: the executable must load there
             if should_setup:
@@ -440,7 +440,7 @@ class Session:
             raise ValueError(
                 f"The shape of the input array {arr.shape} must match the shape of the tensor {tensor.id} : "
                 f"{tensor.shape}. (Variable {tensor.id!r} takes host data of shape "
-                f"{' or '.join(str(x) for x in _replication.expected_host_shapes(tensor, self._ir.replication_factor))}.)"
+                f"{' or '.join(map(str, _replication.expected_host_shapes(tensor, self._ir.replication_factor)))}.)"
             )
         if sdk_refusals and tensor.retrieval_mode == "all_replicas" and tensor.replica_grouping.group_size > 1:
             # PopXL's Session.write_variables_data refuses these (after its dtype and shape checks)

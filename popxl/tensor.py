@@ -599,7 +599,8 @@ def _memmap_data(data: np.memmap, dtype: Optional[dtypes.dtype], replica_groupin
                          f"memmap.")
     if dtype is not None and dtypes.dtype.as_dtype(dtype).as_numpy() != data.dtype:
         raise ValueError(f"When passing a memory-mapped NumPy array, the `dtype` parameter must be None or match the "
-                         f"array's dtype: got {dtype} for an array of {data.dtype}. Convert the data in the file instead.")
+                         f"array's dtype: got {dtype} for an array of {data.dtype}. Convert the data in the file "
+                         "instead.")
     if not data.flags.c_contiguous:
         raise ValueError("When passing a memory-mapped NumPy array, it must already be in C-ordered (row-major) "
                          "layout: open the memmap with order='C'.")
@@ -697,7 +698,6 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
     """
     from popxl._rts import shard_numel, shard_settings
     from popxl.remote_buffer import RemoteBuffer
-    from popxl.tensorlocation import ReplicatedTensorSharding, TensorStorage
 
     if not isinstance(remote_buffer, RemoteBuffer):
         raise TypeError(f"remote_replica_sharded_variable needs a popxl.RemoteBuffer, got "

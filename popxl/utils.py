@@ -8,9 +8,9 @@ from popxl import dtypes
 if TYPE_CHECKING:
     from popxl.tensor import HostScalarTensor
 
-__all__ = ["to_numpy", "table_to_string", "host_pow2scale_then_cast", "host_cast_then_pow2scale",
+__all__ = ["to_numpy", "table_to_string", "host_pow2scale_then_cast", "host_cast_then_pow2scale",  # noqa: F822
            "host_pow2scale_cast_to_fp8", "host_pow2scale_cast_from_fp8", "np_dtype_float8_143",
-           "np_dtype_float8_152"]
+           "np_dtype_float8_152"]  # the two *_fp8 names come from __getattr__ below
 
 np_dtype_float8_143 = dtypes.np_dtype_float8_143
 np_dtype_float8_152 = dtypes.np_dtype_float8_152

@@ -26,7 +26,7 @@ def open_report(path):
     return _open(path)
 
 
-openReport = open_report  # libpva's spelling
+openReport = open_report  # noqa: N816  (libpva's spelling)
 
 
 def load_profile(path) -> dict:

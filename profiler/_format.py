@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from .schema import SCHEMA, SUPPORTED_VERSIONS, ProfileError, validate
+from .schema import SCHEMA, SUPPORTED_VERSIONS, ProfileError, validate  # noqa: F401  (SCHEMA: read from here)
 
 VERSION = SUPPORTED_VERSIONS[-1]  # the major version written: readers refuse another one
 # fields added within the major version (1: the `code` section, the `streaming` class; 2: each

@@ -137,7 +137,8 @@ class Target:
             raise AttributeError(name) from None
 
     def __repr__(self):
-        return f"<Target {self.name}: {self.num_tiles} tiles, {self.bytes_per_tile:,} B/tile, {self.clock_hz / 1e9:.2f} GHz>"
+        return (f"<Target {self.name}: {self.num_tiles} tiles, {self.bytes_per_tile:,} B/tile, "
+                f"{self.clock_hz / 1e9:.2f} GHz>")
 
 
 class TileMemory:

@@ -18,9 +18,9 @@ For every row the command computes our model's cycles through the codelet regist
 that names the row's poplibs vertex (`Codelet.poplibs_vertices`) builds the vertex from the row
 (`Codelet.calibration_vertex`) and prices it with the same `Codelet.cycles` the simulator charges
 (this module knows no codelet); `ipu::Exchange` rows use the exchange cost model. It prints a table
-and a summary (Pearson r, mean absolute error, share of rows within 5% and 10%). `--json` prints `{"rows": [...], "summary": {...}}`. With
-`--max-error E` it exits 1 when a scored row is off by more than E (or its own tolerance), or when a
-row with a reference cannot be computed.
+and a summary (Pearson r, mean absolute error, share of rows within 5% and 10%). `--json` prints
+`{"rows": [...], "summary": {...}}`. With `--max-error E` it exits 1 when a scored row is off by
+more than E (or its own tolerance), or when a row with a reference cannot be computed.
 
 `--hardware` scores the other table, codelets/reference_hardware.csv: published measurements of real
 IPUs (chip, clock, sizes, what was timed, exact source), each rebuilt as a workload against ipu/ and

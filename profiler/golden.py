@@ -141,7 +141,8 @@ def main(argv=None) -> int:
         before = read_golden() if os.path.exists(GOLDEN) else {}
         write_golden(merged, before=before)
         changes = drift(before, merged)
-        print(f"wrote {os.path.relpath(GOLDEN)}" + (":\n  " + "\n  ".join(changes) if changes else " (no figure changed)"))
+        print(f"wrote {os.path.relpath(GOLDEN)}"
+              + (":\n  " + "\n  ".join(changes) if changes else " (no figure changed)"))
         return 0
     golden = read_golden()
     changes = drift({k: golden.get(k) for k in names}, current)

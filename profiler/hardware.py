@@ -72,7 +72,8 @@ def read_hardware_table(path: str = HARDWARE_TABLE) -> list[Measurement]:
         reader = csv.DictReader(ln for ln in fh if not ln.lstrip().startswith("#"))
         missing = [c for c in HW_COLUMNS if c not in (reader.fieldnames or ())]
         if missing:
-            raise TableError(f"{path}: missing column(s) {', '.join(missing)}; the header must be {','.join(HW_COLUMNS)}")
+            raise TableError(f"{path}: missing column(s) {', '.join(missing)}; the header must be "
+                             f"{','.join(HW_COLUMNS)}")
         for i, r in enumerate(reader, start=2):
             try:
                 published = float(r["published"])
@@ -354,7 +355,8 @@ def print_hardware(rows, max_error: float, console=None) -> None:
             colour = "green" if abs(r.error) <= 0.05 else ("yellow" if abs(r.error) <= max_error else "red")
             sim, err = _num(r.simulated, r.unit), f"[{colour}]{100 * r.error:+.1f}%[/{colour}]"
         params = _fmt({k: v for k, v in r.params.items() if k != "probe"})
-        tab.add_row(r.workload, r.target, params, pub, sim, r.unit, err, r.source if len(r.source) <= 60 else r.source[:57] + "...")
+        source = r.source if len(r.source) <= 60 else r.source[:57] + "..."
+        tab.add_row(r.workload, r.target, params, pub, sim, r.unit, err, source)
     con.print(tab)
     s = hardware_summary(rows)
 

@@ -22,7 +22,8 @@ def instances_summary(docs: list) -> list:
         total = int(ex.get("total_cycles", 0))
         coll = int(inst.get("collective_cycles", 0))
         rows.append({"instance": int(inst["index"]), "instances": int(inst["instances"]),
-                     "replicas": [int(inst["replica_offset"]), int(inst["replica_offset"]) + int(inst["local_replicas"])],
+                     "replicas": [int(inst["replica_offset"]),
+                                  int(inst["replica_offset"]) + int(inst["local_replicas"])],
                      "total_replicas": int(inst["total_replicas"]), "cycles": total, "collective_cycles": coll,
                      "collective_share": coll / total if total else 0.0,
                      "run_seconds": (d.get("wall") or {}).get("run_seconds"),

@@ -114,7 +114,8 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
     con.print(Text(f"  wall: compile {fmt_seconds(w.get('compile_seconds'))} · run {fmt_seconds(w.get('run_seconds'))}"
                    + (f" · {cps / 1e6:,.2f} M simulated cycles per second" if cps else ""), style="dim"))
     if ex.get("trace_truncated"):
-        con.print(Text("  the execution trace in this profile is truncated (see autoReport.executionProfileProgramRunCount)",
+        con.print(Text("  the execution trace in this profile is truncated "
+                       "(see autoReport.executionProfileProgramRunCount)",
                        style="yellow"))
 
     # -- memory
@@ -139,7 +140,8 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
     lines = [
         f"  used {fmt_bytes(m['total'])} of {fmt_bytes(m['capacity'])} ({100 * m['used_fraction']:.2f}%), "
         f"free {fmt_bytes(m['free'])}",
-        f"  max tile {m['max_tile']['tile']}: {fmt_bytes(m['max_tile']['bytes'])} ({100 * m['max_tile']['bytes'] / cap:.1f}% "
+        f"  max tile {m['max_tile']['tile']}: {fmt_bytes(m['max_tile']['bytes'])} "
+        f"({100 * m['max_tile']['bytes'] / cap:.1f}% "
         f"of {fmt_bytes(cap)}) · mean {fmt_bytes(m['mean_tile'])} · {m['tiles_with_data']:,} tiles hold data",
         f"  always live {fmt_bytes(m['always_live'])} · not-always-live peak {fmt_bytes(m['not_always_live_peak'])}"
         + (f" at {m['not_always_live_peak_step']!r}" if m.get("not_always_live_peak_step") else ""),
@@ -193,7 +195,8 @@ def render(doc: dict, console: Console | None = None, top: int = 12) -> None:
         for r in analysis.costliest_steps(doc, top):
             c = int(r["executed_cycles"])
             st.add_row(str(r["id"]), r["name"], Text(r["kind"], style=CLASS_STYLE.get(step_class(r), "")),
-                       r.get("op") or "", f"{r['executions']:,}", f"{c:,}", f"{100 * c / summed:.1f}", f"{r.get('active_tiles', t['num_tiles']):,}")
+                       r.get("op") or "", f"{r['executions']:,}", f"{c:,}", f"{100 * c / summed:.1f}",
+                       f"{r.get('active_tiles', t['num_tiles']):,}")
         con.print()
         con.print(st)
 

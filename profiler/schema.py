@@ -201,7 +201,8 @@ def validate(doc, where: str = "profile") -> None:
         more = " (and perhaps more)" if len(c.problems) >= _MAX_PROBLEMS else ""
         raise ProfileError(f"{where}: not a valid {SCHEMA} version {doc['version']} document: "
                            + "; ".join(c.problems) + more
-                           + ". Was it written by ipu-sim (IPU_SIM_PROFILE / POPLAR_ENGINE_OPTIONS) and left unchanged?")
+                           + ". Was it written by ipu-sim (IPU_SIM_PROFILE / POPLAR_ENGINE_OPTIONS) and left "
+                             "unchanged?")
 
 
 def _cross_checks(doc, c: _Checker) -> None:

@@ -90,7 +90,8 @@ def mapping_for_output(plan: MatMulPlan, out_shape=None) -> np.ndarray:
     owner = _owner_serial(plan) if plan.sub is not None else _owner_canonical(plan)
     p = plan.problem
     if p is None:
-        shape = tuple(out_shape) if out_shape is not None else ((plan.M, plan.N) if plan.G == 1 else (plan.G, plan.M, plan.N))
+        default = (plan.M, plan.N) if plan.G == 1 else (plan.G, plan.M, plan.N)
+        shape = tuple(out_shape) if out_shape is not None else default
         if int(np.prod(shape, dtype=np.int64)) != owner.size:
             raise ValueError(f"out_shape {shape} does not hold the plan's {owner.size} outputs")
         return owner.reshape(-1).astype(np.int32)
@@ -276,7 +277,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
             graph.add_vertices(cs, "MatMulBlockPow2Scaled", tiles[cell_of], fields,
                                ip={"m": ms, "k": ks, "n": ns, "check_range": int(check_range)})
         else:
-            graph.add_vertices(cs, "MatMulBlock", tiles[cell_of], fields, ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
+            graph.add_vertices(cs, "MatMulBlock", tiles[cell_of], fields,
+                               ip={"m": ms, "k": ks, "n": ns, "accumulate": 0})
         seq.add(ipu.Execute(cs, name=f"{name}/amp"))
 
     # 3. partials to the tiles that reduce them: the owners of the outputs when out is spread
@@ -404,7 +406,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     else:
         # k = 0: nothing to add, the reduction writes zeros; one float per tile to connect to
         dummy_tiles = np.unique(grp_tile)
-        dummy, _ = _blocks_variable(graph, f"{name}/no_partials", ipu.FLOAT32, dummy_tiles, np.ones(dummy_tiles.size, np.int64))
+        dummy, _ = _blocks_variable(graph, f"{name}/no_partials", ipu.FLOAT32, dummy_tiles,
+                                    np.ones(dummy_tiles.size, np.int64))
         red_fields = (dummy, np.searchsorted(dummy_tiles, grp_tile), np.zeros(grp_tile.size, np.int64))
 
     cs = graph.add_compute_set(f"{name}/reduce")

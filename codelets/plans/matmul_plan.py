@@ -214,7 +214,8 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     zero = np.zeros_like(a_blk)
     if K == 0:
         ex_a = ex_b = compute = ex_p = zero
-        red = zero + target.compute_set_launch_cycles + int(reduce_partials_cycles(out_pt, 0, out_float, target.worker_contexts))
+        red = zero + target.compute_set_launch_cycles + int(
+            reduce_partials_cycles(out_pt, 0, out_float, target.worker_contexts))
         red_bytes = zero + _align(out_pt * osz)
     else:
         # the two tiles of an exchange bus pair hold cells n and n + 1 of one (g, m, k) block row

@@ -34,7 +34,8 @@ class CrossEntropyShardedWR(CustomOp):
     def infer(self, inputs, ipus):
         k = len(ipus)
         if len(inputs) != 2 * k:
-            raise ValueError(f"CrossEntropyShardedWR: {k} IPUs need {k} logits and {k} indices, got {len(inputs)} inputs")
+            raise ValueError(f"CrossEntropyShardedWR: {k} IPUs need {k} logits and {k} indices, "
+                             f"got {len(inputs)} inputs")
         logits = inputs[:k]
         n = logits[0].shape[0]
         for t in logits:

@@ -93,7 +93,8 @@ class Lowering:
         from .rules.matmul import precheck_matmuls
         precheck_matmuls(self, main)  # a matmul that cannot fit is refused before any tensor is mapped
         for v in main.variables:
-            if getattr(v, "_rts_shard", None) is not None:  # replica-sharded: its shard op holds it (rules/collectives.py)
+            # replica-sharded: its shard op holds it (rules/collectives.py)
+            if getattr(v, "_rts_shard", None) is not None:
                 continue
             if getattr(v, "_remote_buffer", None) is not None:  # lives in streaming memory
                 from .rules.remote import remote_variable
@@ -194,13 +195,14 @@ class Lowering:
         name = t.dtype.name
         if name in ("float64", "int64", "uint64"):
             raise TypeError(
-                f"tensor {getattr(t, 'id', None) or t.tensor_id!r} is {name}: the IPU has no 64-bit types. Create it as a 32-bit type "
-                f"(popxl.variable/constant downcast host data by default) or cast it."
+                f"tensor {getattr(t, 'id', None) or t.tensor_id!r} is {name}: the IPU has no 64-bit types. Create it "
+                f"as a 32-bit type (popxl.variable/constant downcast host data by default) or cast it."
             )
         try:
             return ipu.element_type(name)
         except TypeError:
-            raise TypeError(f"tensor {getattr(t, 'id', None) or t.tensor_id!r}: dtype {name} is not supported by the simulator yet") from None
+            raise TypeError(f"tensor {getattr(t, 'id', None) or t.tensor_id!r}: dtype {name} is not supported by the "
+                            "simulator yet") from None
 
     def value(self, t) -> ipu.Tensor:
         try:

@@ -99,8 +99,8 @@ def _indices(n: int, fmt: PrintFormat, summarise: bool):
 def _rows(array, fmt, fmt_elem, summarise, depth, lines) -> None:
     pad = " " * depth
     if array.ndim == 1:
-        lines.extend(_wrap([fmt_elem(array[i]) if i is not None else "..." for i in _indices(array.shape[0], fmt, summarise)],
-                           fmt, pad))
+        shown = _indices(array.shape[0], fmt, summarise)
+        lines.extend(_wrap([fmt_elem(array[i]) if i is not None else "..." for i in shown], fmt, pad))
         return
     lines.append(pad + fmt.open_bracket)
     for i in _indices(array.shape[0], fmt, summarise):

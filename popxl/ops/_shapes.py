@@ -158,7 +158,8 @@ def int_tuple(values, n: Optional[int] = None, what: str = "value") -> Shape:
 
 
 def window_output_shape(in_spatial: Shape, kernel: Shape, strides: Shape, pads: Shape, dilations: Shape,
-                        auto_pad: str = "not_set", ceil_mode: bool = False, what: str = "window") -> Tuple[Shape, Shape]:
+                        auto_pad: str = "not_set", ceil_mode: bool = False,
+                        what: str = "window") -> Tuple[Shape, Shape]:
     """Spatial output shape and resolved pads (begins then ends) of a conv / pool window."""
     n = len(in_spatial)
     if auto_pad in ("same_upper", "same_lower"):

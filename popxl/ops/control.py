@@ -179,7 +179,6 @@ def _connect_inputs(check_inputs: bool, parent: Graph, graph: Graph, graph_name:
 
 
 def _call_like(op_type: str, graph: Graph, connected: List[Tuple[int, Tensor]], attrs: dict) -> Op:
-    parent = get_current_context().graph
     inputs = [t for _, t in connected]
     input_map = {g_i: op_i for op_i, (g_i, _) in enumerate(connected)}
     by_ref = tuple(i for i, t in enumerate(graph.inputs) if t in graph._by_ref_inputs)

@@ -20,8 +20,8 @@ __all__ = ["host_load", "host_store", "remote_load", "remote_load_", "remote_sto
 def _check_stream_ir(stream, what: str) -> None:
     ir = gcg().ir
     if stream.ir is not ir:
-        raise ValueError(f"{what}: stream {stream.tensor_id!r} was created in another popxl.Ir (Ir {stream.ir.id}) than "
-                         f"the graph being built (Ir {ir.id}); create the stream with popxl.h2d_stream / "
+        raise ValueError(f"{what}: stream {stream.tensor_id!r} was created in another popxl.Ir (Ir {stream.ir.id}) "
+                         f"than the graph being built (Ir {ir.id}); create the stream with popxl.h2d_stream / "
                          "popxl.d2h_stream inside this Ir's graph.")
 
 

@@ -30,7 +30,8 @@ def _all_reduce(ts: List[Tensor], ipus: Optional[List[int]], op: CollectiveOps, 
                              "Please specify the IPUs via the `ipus` parameter.") from e
     ipus = [int(i) for i in ipus]
     if len(ts) != len(ipus):
-        raise ValueError(f"Number of specified tensor does not equal number of specified IPUs. {len(ts)} != {len(ipus)}")
+        raise ValueError(f"Number of specified tensor does not equal number of specified IPUs. "
+                         f"{len(ts)} != {len(ipus)}")
     for t in ts[1:]:
         if t.shape != ts[0].shape or t.dtype != ts[0].dtype:
             raise ValueError(f"all_reduce: every tensor must have the shape and dtype of {ts[0]}; {t} differs.")
