@@ -85,8 +85,8 @@ from .tensor import Tensor
 
 __all__ = ["CollectiveStep", "CrossReplica", "KINDS", "OPS", "Payload", "RING_LINKS", "cross_replica_sync_cycles",
            "groups_from_assignment", "link_bytes", "model_cycles", "plan", "reduce_tile_cycles", "replica_groups",
-           "ring_bytes_per_cycle", "ring_link_cycles", "run", "Communicator", "gw_link_bytes_per_cycle", "gw_port_load", "spans_racks",
-           "IPUS_PER_RACK", "IPUS_PER_M2000", "GW_LINK_GBPS"]
+           "ring_bytes_per_cycle", "ring_link_cycles", "run", "Communicator", "gw_link_bytes_per_cycle", "gw_port_load",
+           "spans_racks", "IPUS_PER_RACK", "IPUS_PER_M2000", "GW_LINK_GBPS"]
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "slice")
 OPS = ("add", "mean", "mul", "min", "max", "and", "or", "square_add", "local")

@@ -348,7 +348,6 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     best = int(order[0])
     parts = tuple(int(x[best]) for x in P)
     chunks = tuple(int(x[best]) for x in C)
-    used = int(np.prod(parts))
     tiles = _place_cells(parts, T, target)
     est = {k_: int(v[best]) for k_, v in phases.items()}
     est["total"] = int(total[best])
