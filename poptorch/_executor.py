@@ -36,6 +36,7 @@ from .errors import Error, RecoverableError, createPoptorchError
 from .options import Options, PipelinedExecution, ShardedExecution
 
 NO_EXECUTABLE_ERR = "Model has not been compiled or has been destroyed."
+UPDATED_VAR_PREFIX = "UpdatedVar___"  # PopART's name for a variable after its update (reservedUpdatedVarPrefix)
 _FILE_MAGIC = b"IPU-SIM POPTORCH EXPORT 1\n"
 
 
@@ -279,21 +280,30 @@ class PoplarExecutor:
 
     def _tensor_anchors(self, c, mode):
         """Options.anchorTensor: the gradients of trained parameters ("Gradient___<name>", PopART's
-        name for a gradient) can be returned, per micro-batch, by getAnchoredTensor."""
+        name for a gradient) are returned per micro-batch as outputs are; "UpdatedVar___<name>" (the
+        parameter after the optimizer's update) is read from the device after each run. A name may
+        carry the "model." prefix that PopTorch's tracing frontend gave parameters."""
         out = {}
-        self._anchor_names = {}
+        self._anchor_names, self._updated_var_anchors = {}, {}
+        grad_prefix, updated_prefix = _program.GRAD_PREFIX, UPDATED_VAR_PREFIX
         for short, (long_name, use_default, amode, period) in self._options.anchored_tensors.items():
-            prefix = _program.GRAD_PREFIX
-            base = long_name[len(prefix):] if long_name.startswith(prefix) else None
+            prefix = next((p for p in (grad_prefix, updated_prefix) if long_name.startswith(p)), None)
+            base = long_name[len(prefix):] if prefix else None
+            if base is not None and base not in c.trainable and base.startswith("model.") and \
+                    base[len("model."):] in c.trainable:
+                base = base[len("model."):]
             if not self._training or base not in c.trainable:
-                valid = [prefix + n for n in c.trainable] if self._training else []
+                valid = [p + n for p in (grad_prefix, updated_prefix) for n in c.trainable] if self._training else []
                 raise createPoptorchError(
-                    f"anchorTensor({short!r}, {long_name!r}): the simulator can anchor the gradients of the trained "
-                    f"parameters of a training model ({', '.join(valid) or 'none here'})")
+                    f"anchorTensor({short!r}, {long_name!r}): the simulator can anchor the gradients and updated "
+                    f"values of the trained parameters of a training model ({', '.join(valid) or 'none here'})")
+            if prefix == updated_prefix:
+                self._updated_var_anchors[short] = base
+                continue
             amode = mode if use_default or amode is None else enums.OutputMode(amode)
-            out[long_name] = _program.anchor_type(amode, period if amode == enums.OutputMode.EveryN else
-                                                   self._options.output_return_period)
-            self._anchor_names[long_name] = short
+            out[grad_prefix + base] = _program.anchor_type(amode, period if amode == enums.OutputMode.EveryN else
+                                                           self._options.output_return_period)
+            self._anchor_names[short] = grad_prefix + base
         return out
 
     def _sync_host_for_capture(self):
@@ -430,8 +440,10 @@ class PoplarExecutor:
         if o._Popart.options.get("instrumentWithHardwareCycleCounter"):
             logger.debug("Cycle count: %d", self._last_cycles)
         results = {name: _from_engine(buf) for name, buf in staging.items()}
-        for long_name, short in getattr(self, "_anchor_names", {}).items():
+        for short, long_name in getattr(self, "_anchor_names", {}).items():
             self._anchor_memory[short] = results[long_name]
+        for short, name in getattr(self, "_updated_var_anchors", {}).items():
+            self._anchor_memory[short] = torch.from_numpy(np.array(self._read(self._program.weights[name])))
         flat = []
         for name, v in zip(self._output_names, captured.outputs):
             if name is not None:
@@ -678,8 +690,12 @@ class PoplarExecutor:
     def getTensorNames(self) -> List[str]:  # noqa: N802
         if not self.isCompiled():
             raise createPoptorchError("Model must be compiled before calling getTensorNames")
-        return sorted({t.name for g in self._program.ir._graphs.values() for t in g.tensors}) \
-            if hasattr(self._program.ir, "_graphs") else list(self._program.weights)
+        names = {t.name for g in self._program.ir._graphs.values() for t in g.tensors} \
+            if hasattr(self._program.ir, "_graphs") else set()
+        names.update(self._program.weights)  # parameters and buffers by their names in the model
+        if self._training:  # the names anchorTensor accepts
+            names.update(p + n for p in (_program.GRAD_PREFIX, UPDATED_VAR_PREFIX) for n in self._captured.trainable)
+        return sorted(names)
 
     def getAnchoredTensor(self, short_name: str) -> torch.Tensor:  # noqa: N802
         if short_name not in self._anchor_memory:

@@ -153,7 +153,13 @@ class TorchBuilder(_Builder):
         tr = self._translation(seed)
         self._bind(tr, data, {n: get(self.weights[n]) for n in self._weight_values})
         tr.run(self.captured.nodes)
-        return self._outputs(tr)
+        outs = self._outputs(tr)
+        # buffers the forward pass writes (`self.register_buffer("i", ...); self.i += 1`) keep their new
+        # values on the device in inference too, as in PopTorch; eval-mode batch norm writes none
+        for w, v in self.captured.state_updates.items():
+            outs[f"__state__{w}"] = tr.tensor(v)
+        self.state_updates = {w: f"__state__{w}" for w in self.captured.state_updates}
+        return outs
 
 
 def build(spec: TorchProgramSpec):
