@@ -906,6 +906,9 @@ class _PoptorchParameter(torch.nn.Parameter):
     def __reduce_ex__(self, protocol):
         return (torch.nn.Parameter, (torch.Tensor(self.detach()).clone(), self.requires_grad))
 
+    def __repr__(self, *args, **kwargs):  # as torch.nn.Parameter prints, with the device's values
+        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
+
 
 class _PoptorchBuffer(torch.Tensor):
     def __getattribute__(self, name):
@@ -920,6 +923,9 @@ class _PoptorchBuffer(torch.Tensor):
                 _sync(a)
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **(kwargs or {}))
+
+    def __repr__(self, *args, **kwargs):
+        return repr(self.detach())
 
     def __reduce_ex__(self, protocol):
         with torch._C.DisableTorchFunctionSubclass():

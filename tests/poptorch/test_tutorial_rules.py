@@ -104,3 +104,14 @@ def test_anchor_unknown_names_are_errors():
     m = poptorch.trainingModel(model, opts)
     with pytest.raises(poptorch.Error, match="UpdatedVar___fc1.weight"):
         m(torch.randn(2, 5), torch.randn(2, 3))
+
+
+def test_parameters_and_buffers_print_as_torch_does():
+    model = _Net()
+    model.register_buffer("steps", torch.zeros(2))
+    m = poptorch.trainingModel(model)
+    m(torch.randn(2, 5), torch.randn(2, 3))
+    text = repr(model.fc2.bias)
+    assert text.startswith("Parameter containing:\ntensor([") and text.endswith("requires_grad=True)")
+    np.testing.assert_allclose(torch.Tensor(model.fc2.bias.detach()).numpy(), m.fc2.bias.detach().numpy())
+    assert repr(model.steps) == "tensor([0., 0.])"
