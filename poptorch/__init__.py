@@ -41,6 +41,8 @@ def trainingModel(model, options=None, optimizer=None):  # noqa: N802
     """Wrap `model` for training on the IPU: each call runs the forward pass, the backward pass and
     the optimizer (default poptorch.optim.SGD(lr=0.01)) on the device's copy of the weights."""
     from ._executor import PoplarExecutor
+    if isinstance(model, PoplarExecutor):  # a wrapped model: the model under it, its weights kept in sync
+        model = model.model
     return PoplarExecutor(model=model, options=options, training=True, poptorch_version=__version__,
                           optimizer=optimizer, user_model=model)
 
@@ -48,6 +50,8 @@ def trainingModel(model, options=None, optimizer=None):  # noqa: N802
 def inferenceModel(model, options=None):  # noqa: N802
     """Wrap `model` for inference on the IPU."""
     from ._executor import PoplarExecutor
+    if isinstance(model, PoplarExecutor):  # as PopTorch: inferenceModel(training_model) shares its weights
+        model = model.model
     return PoplarExecutor(model=model, options=options, training=False, poptorch_version=__version__)
 
 

@@ -787,7 +787,15 @@ def read_export(filename: str) -> dict:
         if head != _FILE_MAGIC:
             raise createPoptorchError(f"Invalid file {filename}: not written by poptorch compileAndExport / save on "
                                       f"the simulator")
-        return pickle.loads(f.read())
+        data = pickle.loads(f.read())
+    opts = data.get("options")
+    if opts is not None:
+        # as PopTorch's load does: a model compiled for an offline IPU (useOfflineIpuTarget) runs when loaded
+        opts._unfreeze()
+        opts.deleteIfExists("ipu_version")
+        if opts.connection_type == enums.ConnectionType.Never.value:
+            opts.connectionType(enums.ConnectionType.Always)
+    return data
 
 
 class _TensorSpec:

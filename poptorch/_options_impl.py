@@ -24,6 +24,12 @@ class OptionsDict:
             if isinstance(v, OptionsDict):
                 v._freeze()
 
+    def _unfreeze(self) -> None:
+        object.__setattr__(self, "_is_frozen", False)
+        for v in vars(self).values():
+            if isinstance(v, OptionsDict):
+                v._unfreeze()
+
     def checkIsFrozen(self) -> None:  # noqa: N802
         if self._is_frozen:
             raise AttributeError("Can't modify frozen Options")

@@ -115,3 +115,36 @@ def test_parameters_and_buffers_print_as_torch_does():
     assert text.startswith("Parameter containing:\ntensor([") and text.endswith("requires_grad=True)")
     np.testing.assert_allclose(torch.Tensor(model.fc2.bias.detach()).numpy(), m.fc2.bias.detach().numpy())
     assert repr(model.steps) == "tensor([0., 0.])"
+
+
+def test_offline_compiled_export_runs_when_loaded(tmp_path):
+    torch.manual_seed(2)
+    x, y = torch.randn(3, 5), torch.randn(3, 3)
+    opts = poptorch.Options().useOfflineIpuTarget(poptorch.ipuHardwareVersion())
+    m = poptorch.trainingModel(_Net(), opts)
+    with pytest.raises(poptorch.Error, match="offline"):
+        m(x, y)
+    path = str(tmp_path / "net.poptorch")
+    m.compileAndExport(path, x, y)
+    m.destroy()
+    loaded = poptorch.load(path)
+    assert loaded.options.connection_type == poptorch.ConnectionType.Always.value
+    assert not loaded.options.exists("ipu_version")
+    out, loss = loaded(x, y)
+    assert out.shape == (3, 3) and np.isfinite(float(loss))
+
+
+def test_inference_model_of_a_training_model_shares_its_weights():
+    torch.manual_seed(3)
+    x, y = torch.randn(4, 5), torch.randn(4, 3)
+    model = _Net()
+    train = poptorch.trainingModel(model, optimizer=poptorch.optim.SGD(model.parameters(), lr=0.2))
+    infer = poptorch.inferenceModel(train)
+    assert infer.model is model
+    for _ in range(2):
+        train(x, y)
+    out, _ = infer(x, y)
+    train.copyWeightsToHost()
+    with torch.no_grad():
+        ref = model.fc2(torch.relu(model.fc1(x)))
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
