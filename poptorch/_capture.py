@@ -190,7 +190,8 @@ class _Recorder(TorchDispatchMode):
         self.ipu = int(ipu)
         self.stage = int(stage._stage_id if stage._stage_id >= 0 else ipu)
         prev = self.stages.get(self.stage)
-        if prev is not None and prev != self.ipu:
+        # a phase of a phased execution runs its stages on several IPUs at once (their stage id is the phase's)
+        if prev is not None and prev != self.ipu and getattr(stage, "_phase_id", -1) < 0:
             raise Error(f"Stage {self.stage} is placed on IPU {prev} and IPU {self.ipu} (block '{user_id}'): all "
                         f"blocks of a stage must run on the same IPU")
         self.stages[self.stage] = self.ipu

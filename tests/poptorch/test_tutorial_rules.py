@@ -148,3 +148,49 @@ def test_inference_model_of_a_training_model_shares_its_weights():
     with torch.no_grad():
         ref = model.fc2(torch.relu(model.fc1(x)))
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _TwoLanes(torch.nn.Module):
+    """Two lanes of matmuls, each phase running one lane on each of two IPUs (the lanes swap)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(6, 6) * 0.4) for _ in range(4)])
+
+    def forward(self, x, target):
+        with poptorch.Block("p0_a"):
+            a, b = torch.split(x, 6)
+        for phase in range(2):
+            with poptorch.Block(f"p{phase}_a"):
+                a2 = torch.relu(self.w[2 * phase] @ a)
+            with poptorch.Block(f"p{phase}_b"):
+                b2 = torch.relu(self.w[2 * phase + 1] @ b)
+            a, b = b2, a2
+        with poptorch.Block("p1_b"):
+            res = a + b
+            return res, torch.nn.functional.l1_loss(res, target)
+
+
+def test_parallel_phased_execution_with_two_ipus_a_phase(small_ipu):
+    torch.manual_seed(4)
+    x, target = torch.rand(12, 3), torch.rand(6, 3)
+    ref = _TwoLanes()
+    model = _TwoLanes()
+    model.load_state_dict(ref.state_dict())
+    opts = poptorch.Options()
+    opts.setExecutionStrategy(poptorch.ParallelPhasedExecution(
+        [poptorch.Stage("p0_a").ipu(0), poptorch.Stage("p0_b").ipu(2)],
+        [poptorch.Stage("p1_a").ipu(1), poptorch.Stage("p1_b").ipu(3)]))
+    m = poptorch.trainingModel(model, opts, poptorch.optim.SGD(model.parameters(), lr=0.5))
+    out, loss = m(x, target)
+    assert {n.ipu for n in m._captured.nodes} == {0, 1, 2, 3}
+    ref_out, ref_loss = ref(x, target)
+    ref_loss.backward()
+    np.testing.assert_allclose(out.detach().numpy(), ref_out.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(loss), float(ref_loss.detach()), rtol=1e-5)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p -= 0.5 * p.grad
+    m.copyWeightsToHost()
+    for k, v in ref.state_dict().items():
+        np.testing.assert_allclose(model.state_dict()[k].numpy(), v.numpy(), rtol=1e-5, atol=1e-6)
