@@ -140,7 +140,8 @@ def with_name_scopes(err: ipu.OutOfMemoryError, ir, lowered) -> ipu.OutOfMemoryE
             detail = ", ".join(f"{c} {b / 1024:,.1f} KiB" for c, b in sorted(cats.items(), key=lambda x: -x[1]))
             where = "; most in " + ", ".join(f"{b} ({k} op{'s' if k > 1 else ''}, {t / 1024:,.1f} KiB)"
                                             for b, k, t in blocks) if blocks else ""
-            lines.append(f"  {n} {kind} op{'s' if n > 1 else ''}: {sum(cats.values()) / 1024:,.1f} KiB ({detail}{where})")
+            kib = sum(cats.values()) / 1024
+            lines.append(f"  {n} {kind} op{'s' if n > 1 else ''}: {kib:,.1f} KiB ({detail}{where})")
         if lines:
             message += f"\nOps generating the most {', '.join(code)} on tile {tile}, by kind:\n" + "\n".join(lines)
             report[0]["code_by_op_kind"] = [{"kind": k, "ops": n, "categories": dict(c),

@@ -174,7 +174,8 @@ def build_forward(graph: ipu.Graph, x: ipu.Tensor, w: ipu.Tensor, y: ipu.Variabl
     local_n = n_of - n0[cell_of]
     cs = graph.add_compute_set(f"{name}/hmac", debug=y.debug)
     ip = {"conv_groups": gn[cell_of], "out_groups": mn[cell_of], "in_groups": np.full(cell_of.size, Cg),
-          "kernel_size": np.full(cell_of.size, K), "in_block": (in_n * irow)[cell_of], "out_block": (rn * orow)[cell_of],
+          "kernel_size": np.full(cell_of.size, K), "in_block": (in_n * irow)[cell_of],
+          "out_block": (rn * orow)[cell_of],
           "in_stride": np.full(cell_of.size, p.strides[-1]), "out_stride": np.ones(cell_of.size, np.int64)}
     for j in range(6):
         ip[f"entries{j}"] = ent[cell_of, j]
@@ -192,7 +193,8 @@ def build_forward(graph: ipu.Graph, x: ipu.Tensor, w: ipu.Tensor, y: ipu.Variabl
     if part is not y:
         cast = graph.add_compute_set(f"{name}/cast", debug=y.debug)
         starts, stops, ptiles = y.pieces()
-        graph.add_vertices(cast, "Cast", ptiles, {"in": (part, starts, stops - starts), "out": (y, starts, stops - starts)})
+        graph.add_vertices(cast, "Cast", ptiles,
+                           {"in": (part, starts, stops - starts), "out": (y, starts, stops - starts)})
         seq.add(ipu.Execute(cast, name=f"{name}/cast"))
     return seq
 

@@ -252,7 +252,8 @@ class Lowering:
                         uses[id(cg)] = uses.get(id(cg), 0) + 1
                     for key in ("graph", "then_branch", "else_branch"):
                         cg = o.attrs.get(key) if isinstance(o.attrs, dict) else None
-                        if cg is not None and not isinstance(cg, (str, int, float)) and cg not in (o.called_graphs or ()):
+                        if (cg is not None and not isinstance(cg, (str, int, float))
+                                and cg not in (o.called_graphs or ())):
                             uses[id(cg)] = uses.get(id(cg), 0) + 1
             self._graph_uses = uses
         return self._graph_uses.get(id(graph), 0) == 1 and graph not in self.graphs
