@@ -61,7 +61,7 @@ def partition_rows(num_rows: int, workers: int = WORKERS):
     """poplin's partitionConvOutputBetweenWorkers (ConvVertices.cpp) for rows of a field: every
     row is cut into workers / gcd(workers, rows) parts so that the workers get equal shares; returns
     per worker a list of (row, split_begin, split_end, split_factor)."""
-    out = [[] for _ in range(workers)]
+    out: list[list[tuple[int, int, int, int]]] = [[] for _ in range(workers)]
     if num_rows <= 0:
         return out
     sf = workers // math.gcd(workers, num_rows)

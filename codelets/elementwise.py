@@ -33,6 +33,8 @@ Kernels (the op codes and the Numba loops) are in codelets/elementwise_kernels.p
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 import ipu
@@ -263,11 +265,13 @@ def binary_reference(a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
     if name in _BINARY_BOOL_OUT:
         if dt.kind == "f":
             a, b = a.astype(_compute_type(dt)), b.astype(_compute_type(dt))
+        compare: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+            "equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+            "greater": np.greater, "greater_equal": np.greater_equal,
+            "logical_and": lambda x, y: (x != 0) & (y != 0),
+            "logical_or": lambda x, y: (x != 0) | (y != 0)}
         with np.errstate(invalid="ignore"):
-            return {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
-                    "greater": np.greater, "greater_equal": np.greater_equal,
-                    "logical_and": lambda x, y: (x != 0) & (y != 0),
-                    "logical_or": lambda x, y: (x != 0) | (y != 0)}[name](a, b)
+            return compare[name](a, b)
     if dt.kind in "iu":
         x, y = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
         safe = np.where(y == 0, 1, y)

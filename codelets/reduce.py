@@ -520,8 +520,8 @@ def reduce_reference(x: np.ndarray, name: str, n_out: int, layout: int, out: np.
     if x.dtype == np.bool_:
         m = x.reshape(n_out, k) if layout == ROWS or n_out == 1 else x.reshape(k, n_out).T
         if name in ("logical_or", "max"):
-            return m.any(axis=1)
-        return m.all(axis=1)
+            return np.asarray(m.any(axis=1))
+        return np.asarray(m.all(axis=1))
     if x.dtype.kind in "iu":
         m = x.astype(np.int64).reshape(n_out, k) if layout == ROWS or n_out == 1 else \
             x.astype(np.int64).reshape(k, n_out).T

@@ -297,7 +297,7 @@ def top_k_cycles(rows, K, k, sorted_) -> np.ndarray:
     per_row = np.zeros(rows.shape, np.int64)
     cache = {}
     for i in np.ndindex(rows.shape):
-        key = (int(K[i]), int(k[i]), int(s[i] != 0))
+        key = (int(K[i]), int(k[i]), bool(s[i] != 0))
         if key not in cache:
             cache[key] = _heap_topk_cycles(*key)
         per_row[i] = cache[key]

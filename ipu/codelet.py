@@ -33,6 +33,7 @@ import os
 import sys
 import types as pytypes
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -151,6 +152,11 @@ class Codelet:
     # column of codelets/reference_cycles.csv, e.g. "popops::ScaledAddSupervisor"); see
     # `calibration_vertex`.
     poplibs_vertices: tuple = ()
+
+    # each subclass's columns of its fields and parameters (set by __init_subclass__ below)
+    F: ClassVar[Columns]
+    FP: ClassVar[Columns]
+    IP: ClassVar[Columns]
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

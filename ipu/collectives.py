@@ -154,7 +154,7 @@ class CrossReplica(Program):
     kind: str
     src: "Tensor"
     dst: "Tensor"
-    groups: object
+    groups: tuple  # any sequence of groups of replicas; a tuple of tuples after __post_init__
     op: str = "add"
     name: str = ""
 

@@ -93,7 +93,6 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     else:
         tile = nbytes = counts = seg_start = seg_end = np.zeros(0, np.int64)
     seg_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    start = seg_start[seg_ptr[:-1]]
     local, peak = place_pieces(tile, nbytes, seg_start, seg_end, target, seg_ptr)
     tile_bytes = align(peak, target.alignment)
     tile_base = np.concatenate(([0], np.cumsum(tile_bytes)[:-1])).astype(np.int64)
@@ -109,7 +108,6 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
     n = target.num_tiles
     cats = {c: np.zeros(n, np.int64) for c in CATEGORIES}
     size = align(nbytes, target.alignment)
-    always = start < 0
     code = {VARIABLE: 0, CONSTANT: 1, TEMPORARY: 2}
     var_pieces = np.array([len(s) for _, s, _, _ in pieces_owner], np.int64)
     var_ptr = np.concatenate(([0], np.cumsum(var_pieces)))  # each variable's first piece
@@ -131,9 +129,9 @@ def _plan_memory(graph: Graph, used: dict, segments: dict, target: Target):
             if v.category != TEMPORARY:
                 continue
             first = var_ptr[i]
-            segs = slice(seg_ptr[first], seg_ptr[first + 1])  # the variable's segments
-            np.add.at(diff, np.clip(seg_start[segs], 0, length), per_var[i])
-            np.add.at(diff, np.clip(seg_end[segs] + 1, 0, length), -per_var[i])
+            own = slice(seg_ptr[first], seg_ptr[first + 1])  # the variable's segments
+            np.add.at(diff, np.clip(seg_start[own], 0, length), per_var[i])
+            np.add.at(diff, np.clip(seg_end[own] + 1, 0, length), -per_var[i])
     liveness = np.cumsum(diff)[:length]
     return layouts, MemoryPlan(target, tile_bytes, tile_base, total, cats), liveness, cats["temporaries"].copy()
 

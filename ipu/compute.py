@@ -18,6 +18,7 @@ from .graph import ComputeSet
 from .kinds import ProgramKind, StepKind, Use, register_kind
 from .nodes import StepRef
 from .program import Execute
+from .tensor import Variable
 
 __all__ = ["KernelGroup", "Vertices"]
 
@@ -132,7 +133,7 @@ def _uses(p: Execute) -> list:
     writes it, and wholly written when the written fields together cover every element."""
     reads: dict[int, bool] = {}
     writes: dict[int, list] = {}
-    vars_: dict[int, object] = {}
+    vars_: dict[int, Variable] = {}
     for chunk in p.compute_set.chunks:
         for j, (f, v) in enumerate(zip(chunk.codelet.fields, chunk.field_vars)):
             vars_[v.id] = v
@@ -141,7 +142,7 @@ def _uses(p: Execute) -> list:
                 writes.setdefault(v.id, []).append((chunk.field_start[:, j], chunk.field_count[:, j]))
     out = []
     for vid, v in vars_.items():
-        w = writes.get(vid)
+        w = writes.get(vid, [])
         whole = bool(w) and _covers(np.concatenate([a for a, _ in w]), np.concatenate([b for _, b in w]), v.numel)
         out.append(Use(v, reads[vid], bool(w), whole))
     return out

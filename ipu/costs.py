@@ -185,6 +185,8 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, di
     remote = src_tile != dst_tile
     local = ~remote
     # multicast: a source run goes out once however many tiles receive it
+    sent: np.ndarray  # float64 bytes (a weighted bincount)
+    recv: np.ndarray
     if remote.any():
         first = distinct_runs(src_off[remote], nbytes[remote]) if distinct is None else distinct
         s_tiles = src_tile[remote][first]

@@ -117,7 +117,7 @@ class Engine:
         self.communicator = communicator
         self.log_steps = log_steps
         self.compiled = default_compiled() if compiled is None else bool(compiled)
-        self._plan = None  # native.Plan of the executable, once a compiled run needs it
+        self._plan: Plan | None = None  # native.Plan of the executable, once a compiled run needs it
         self.threads = default_threads() if threads is None else int(threads)
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, not {threads}")

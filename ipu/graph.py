@@ -90,7 +90,7 @@ class Graph:
             self.set_tile_mapping(v, tile)
         return v
 
-    def _check_tile(self, tile: int) -> int:
+    def _check_tile(self, tile: int | np.integer) -> int:
         tile = int(tile)
         if not 0 <= tile < self._num_tiles:
             raise MappingError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,7 @@ class HostStream:
     # device-to-host only: a host callback, called as callback(array, replica) after every
     # transfer (Poplar's stream callbacks; PrintTensor is one). The engine gives such a stream a
     # buffer of its own, so it needs no connect_stream.
-    callback: object = None
+    callback: Callable[[np.ndarray, int], object] | None = None
 
     @functools.cached_property
     def numel(self) -> int:  # read several times per run; a stream's shape is fixed when it is made

@@ -73,4 +73,4 @@ def configure() -> None:
     os.makedirs(path, exist_ok=True)
     os.utime(path)  # most recently used
     _prune(base, fp)
-    numba.config.CACHE_DIR = path
+    numba.config.CACHE_DIR = path  # type: ignore[attr-defined]  # numba.config's settings are made at runtime

@@ -88,7 +88,7 @@ def _routes(wiring: str, links: int, per_cable: int, ipus: int) -> dict:
     adj = {i: sorted(_neighbours(wiring, links, per_cable, ipus, i)) for i in range(ipus)}
     paths = {}
     for a in range(ipus):
-        prev = {a: None}
+        prev: dict[int, int | None] = {a: None}
         q = deque([a])
         while q:
             u = q.popleft()
@@ -101,9 +101,10 @@ def _routes(wiring: str, links: int, per_cable: int, ipus: int) -> dict:
                 continue
             hops = []
             v = b
-            while prev[v] is not None:
-                hops.append((prev[v], v))
-                v = prev[v]
+            w = prev[v]
+            while w is not None:
+                hops.append((w, v))
+                v, w = w, prev[w]
             paths[(a, b)] = hops[::-1]
     return paths
 

@@ -62,26 +62,27 @@ def _group_parallel(group) -> bool:
     if nv < 2:
         return False
     fields = group.codelet.fields
-    ws, we, wv, rs, re_, rv = [], [], [], [], [], []
+    wl: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])  # written: starts, ends, vertex
+    rl: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])  # read
     vid = np.arange(nv, dtype=np.int64)
     for j, (f, t) in enumerate(zip(fields, group.types)):
         isz = t.itemsize
         s = group.off[:, j] * isz
         e = s + group.cnt[:, j] * isz
         keep = e > s
-        if f.direction in (OUT, INOUT):
-            ws.append(s[keep]), we.append(e[keep]), wv.append(vid[keep])
-        if f.direction in (IN, INOUT):
-            rs.append(s[keep]), re_.append(e[keep]), rv.append(vid[keep])
-    if not ws:
+        for lists, used in ((wl, f.direction in (OUT, INOUT)), (rl, f.direction in (IN, INOUT))):
+            if used:
+                for lst, arr in zip(lists, (s, e, vid)):
+                    lst.append(arr[keep])
+    if not wl[0]:
         return True
-    ws, we, wv = np.concatenate(ws), np.concatenate(we), np.concatenate(wv)
+    ws, we, wv = (np.concatenate(lst) for lst in wl)
     o = np.argsort(ws, kind="stable")
     ws, we, wv = ws[o], we[o], wv[o]
     if ws.size > 1 and (ws[1:] < we[:-1]).any():
         return False  # two written intervals overlap (even of one vertex: keep it simple)
-    if rs:
-        rs, re_, rv = np.concatenate(rs), np.concatenate(re_), np.concatenate(rv)
+    if rl[0]:
+        rs, re_, rv = (np.concatenate(lst) for lst in rl)
         lo = np.searchsorted(we, rs, side="right")  # first write ending after the read starts
         hi = np.searchsorted(ws, re_, side="left")  # writes starting before the read ends
         hit = hi > lo

@@ -28,7 +28,7 @@ class Sequence(Program):
     name: str = ""
 
     def __init__(self, *programs: Program, name: str = ""):
-        flat = []
+        flat: list = []  # anything the caller passed, checked below
         for p in programs:
             if isinstance(p, (list, tuple)):
                 flat.extend(p)
@@ -174,7 +174,7 @@ class CodeLoad(Program):
     name: str = ""
 
     def __init__(self, *functions, name: str = ""):
-        flat = []
+        flat: list = []  # anything the caller passed, checked below
         for f in functions:
             flat.extend(f if isinstance(f, (list, tuple)) else [f])
         for f in flat:
@@ -193,7 +193,7 @@ class MultiExchange(Program):
     name: str = ""
 
     def __init__(self, *programs, name: str = ""):
-        flat = []
+        flat: list = []  # anything the caller passed, checked below
         for p in programs:
             flat.extend(p if isinstance(p, (list, tuple)) else [p])
         for p in flat:

@@ -284,7 +284,7 @@ class StreamingMemory:
     def __init__(self, buffers: dict, replicas: int):
         self.buffers = dict(buffers)
         self.replicas = int(replicas)
-        self._entries = [dict() for _ in range(self.replicas)]
+        self._entries: list[dict] = [dict() for _ in range(self.replicas)]
 
     def _buffer(self, buffer) -> RemoteBuffer:
         if isinstance(buffer, RemoteBuffer):
@@ -342,7 +342,11 @@ def _offset_value(engine, r: int, ref: ScalarRef) -> int:
 def _run_transfer(engine, x: RemoteTransfer, reps) -> None:
     """Carry out a remote load / store (or a part of a merged transfer) on the replicas `reps`."""
     for r in reps:
-        entry = x.entry if x.offset_ref is None else _offset_value(engine, r, x.offset_ref)
+        if x.offset_ref is None:
+            assert x.entry is not None  # a constant entry when there is no offset tensor (remote_table)
+            entry = x.entry
+        else:
+            entry = _offset_value(engine, r, x.offset_ref)
         if not 0 <= entry < x.buffer.entries:
             raise IpuError(f"{x.name}: offset {entry} is outside remote buffer {x.buffer.name!r} of "
                            f"{x.buffer.entries} entries (replica {r})")

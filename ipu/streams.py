@@ -7,6 +7,7 @@ bytes over the exchange, the whole over the host link plus its latency).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from .kinds import ProgramKind, StepKind, Use, register_kind
 from .nodes import Seq, StepRef
 from .program import DeviceToHost, HostToDevice
 
+if TYPE_CHECKING:
+    from .graph_objects import HostStream
+
 __all__ = ["DEVICE_TO_HOST_STEP", "HOST_TO_DEVICE_STEP", "HostTransfer", "host_table"]
 
 
@@ -25,7 +29,7 @@ class HostTransfer:
     """The payload of a host stream step: byte runs between the host element (row-major) and
     tile memory, and the stream."""
 
-    stream: object  # ipu.HostStream
+    stream: HostStream
     to_device: bool
     src_off: np.ndarray
     dst_off: np.ndarray

@@ -219,8 +219,9 @@ class Variable(Tensor):
         self.initial = initial
         self.debug = debug
         self._numel = int(np.prod(shape, dtype=np.int64))
-        self._tile_of = None  # per-element tile table, made on first use
-        self._pieces = None  # or the same mapping as pieces (starts, stops, tiles)
+        self._tile_of: np.ndarray | None = None  # per-element tile table, made on first use
+        # or the same mapping as pieces (starts, stops, tiles):
+        self._pieces: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         super().__init__(self, None, shape)
 
     @property

@@ -117,6 +117,7 @@ class Timeline:
             if end is None:
                 end, common = pos, ctx
             else:
+                assert common is not None  # set with `end`
                 n = 0
                 while n < len(common) and n < len(ctx) and common[n] == ctx[n]:
                     n += 1
@@ -155,7 +156,7 @@ class Timeline:
 
 def _merge(segs: list) -> list:
     segs = sorted(segs, key=lambda s: s[0])
-    out = []
+    out: list[list[int]] = []  # [first, last] segments
     for s in segs:
         if out and s[0] <= out[-1][1]:
             if s[1] > out[-1][1]:

@@ -223,7 +223,7 @@ class Program:
         self.bytes_moved = int(row.get("bytes_moved", 0))
         self.executions = int(row.get("executions", 0))
         self.executed_cycles = int(row.get("executed_cycles", 0))
-        self._tc = None
+        self._tc: np.ndarray | None = None
 
     @property
     def tile_cycles(self) -> np.ndarray:
@@ -294,8 +294,8 @@ class Compilation:
         self.total_memory = int(mem["total"])
         self.free_memory = int(mem["free"])
         self.always_live_bytes = self.alwaysLiveBytes = int(mem["always_live"]["total"])
-        self._tiles = None
-        self._liveness = None
+        self._tiles: list[Tile] | None = None
+        self._liveness: list[LivenessStep] | None = None
 
     @property
     def tiles(self) -> list[Tile]:
@@ -472,7 +472,7 @@ class Execution:
         self.cycles_by_kind = dict(ex.get("cycles_by_kind", {}))
         self.cycles_by_class = dict(ex.get("cycles_by_class", {}))
         self.trace_truncated = bool(ex.get("trace_truncated", False))
-        self._steps = None
+        self._steps: ExecutionSteps | None = None
 
     @property
     def steps(self) -> ExecutionSteps:

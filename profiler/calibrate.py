@@ -37,6 +37,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -195,8 +196,9 @@ def compute(rows: list[Row]) -> list[Row]:
 
 def summary(rows: list[Row]) -> dict:
     scored = [r for r in rows if r.error is not None]
-    errs = np.array([abs(r.error) for r in scored], np.float64)
-    ref = np.array([r.reference - r.probe for r in scored], np.float64)
+    # (a scored row has its reference and model: the filters below only tell the type checker so)
+    errs = np.array([abs(e) for r in scored if (e := r.error) is not None], np.float64)
+    ref = np.array([r.reference - r.probe for r in scored if r.reference is not None], np.float64)
     mod = np.array([r.model for r in scored], np.float64)
     if len(scored) >= 2 and ref.std() > 0 and mod.std() > 0:
         pearson = float(np.corrcoef(ref, mod)[0, 1])
@@ -214,6 +216,13 @@ def summary(rows: list[Row]) -> dict:
         "within_5pct": float((errs <= 0.05).mean()) if errs.size else None,
         "within_10pct": float((errs <= 0.10).mean()) if errs.size else None,
     }
+
+
+def _failure_text(r: Row) -> str:
+    """Why a row of `failures` failed: no model for it, or its model against its reference."""
+    if r.model is None or r.reference is None or r.error is None:  # a failing row with a model is scored
+        return r.reason
+    return f"model {r.model:,} vs reference {r.reference - r.probe:,} ({100 * r.error:+.1f}%)"
 
 
 def failures(rows: list[Row], max_error: float) -> list[Row]:
@@ -260,8 +269,10 @@ def print_table(rows: list[Row], max_error: float | None, console=None) -> None:
 
     con = console or Console()
     tab = Table(title="cost models against poplibs' estimators and hardware", show_lines=False)
-    for c, j in (("vertex", "left"), ("dtype", "left"), ("n", "right"), ("params", "left"),
-                 ("reference", "right"), ("model", "right"), ("error", "right"), ("source", "left")):
+    cols: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("vertex", "left"), ("dtype", "left"), ("n", "right"), ("params", "left"),
+        ("reference", "right"), ("model", "right"), ("error", "right"), ("source", "left"))
+    for c, j in cols:
         tab.add_column(c, justify=j, overflow="fold")
     limit = max_error if max_error is not None else 0.10
     for r in rows:
@@ -315,9 +326,7 @@ def main(argv=None) -> int:
         bad = failures(rows, args.max_error)
         if bad:
             msg = "\n".join(
-                f"  line {r.line}: {r.vertex} {r.dtype} n={r.n} {_fmt_params(r.params)}: "
-                + (r.reason if r.model is None else
-                   f"model {r.model:,} vs reference {r.reference - r.probe:,} ({100 * r.error:+.1f}%)")
+                f"  line {r.line}: {r.vertex} {r.dtype} n={r.n} {_fmt_params(r.params)}: " + _failure_text(r)
                 for r in bad)
             print(f"calibrate: {len(bad)} row(s) past the limit ({100 * args.max_error:.0f}%, or the row's "
                   f"own tolerance):\n{msg}", file=sys.stderr)

@@ -68,7 +68,10 @@ def _progress(console, enabled: bool = True):
         task = prog.add_task("loading", total=1.0)
 
         def step(desc: str, frac: float | None = None):
-            prog.update(task, description=desc, **({} if frac is None else {"completed": frac}))
+            if frac is None:
+                prog.update(task, description=desc)
+            else:
+                prog.update(task, description=desc, completed=frac)
 
         yield step
 

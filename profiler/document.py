@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import time
+from typing import Any
 
 import numpy as np
 
@@ -334,10 +335,10 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
         by_class: dict[str, int] = {}
         executed_cycles = counts * step_cycles
         for s in steps:
-            c = int(executed_cycles[s.id])
-            if c or counts[s.id]:
-                by_kind[s.kind] = by_kind.get(s.kind, 0) + c
-                by_class[s.profile_class] = by_class.get(s.profile_class, 0) + c
+            cyc = int(executed_cycles[s.id])
+            if cyc or counts[s.id]:
+                by_kind[s.kind] = by_kind.get(s.kind, 0) + cyc
+                by_class[s.profile_class] = by_class.get(s.profile_class, 0) + cyc
         busy = {}
         if table_arrays:
             w = np.zeros((len(table_arrays), 2), np.int64)
@@ -379,7 +380,7 @@ def build_profile(exe, engine=None, *, info: dict | None = None, ops: dict | Non
     wall["simulated_cycles_per_second"] = (total_cycles / run_s) if run_s else None
     wall["profile_build_seconds"] = round(time.perf_counter() - t0, 6)
 
-    doc = {
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "version": VERSION,
         "minor_version": MINOR_VERSION,

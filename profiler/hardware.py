@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import os
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -344,8 +345,10 @@ def print_hardware(rows, max_error: float, console=None) -> None:
 
     con = console or Console()
     tab = Table(title="simulated against published measurements of real IPUs")
-    for c, j in (("workload", "left"), ("target", "left"), ("params", "left"), ("published", "right"),
-                 ("simulated", "right"), ("unit", "left"), ("error", "right"), ("source", "left")):
+    cols: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("workload", "left"), ("target", "left"), ("params", "left"), ("published", "right"),
+        ("simulated", "right"), ("unit", "left"), ("error", "right"), ("source", "left"))
+    for c, j in cols:
         tab.add_column(c, justify=j, overflow="fold")
     for r in rows:
         pub = _num(r.published, r.unit) + (f" (-{r.probe:g})" if r.probe else "")

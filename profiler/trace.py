@@ -29,12 +29,11 @@ def parse_tiles(spec: str | None, doc: dict) -> list[int]:
     if spec in ("", "none"):
         return []
     if spec.startswith("busiest"):
-        _, _, k = spec.partition(":")
-        k = int(k) if k else 4
+        k = int(spec.partition(":")[2] or 4)
         busy = analysis.busy_cycles(doc).get("compute")
         score = busy if busy is not None and busy.size == n and busy.any() else tile_total(doc)
         return sorted(int(t) for t in np.argsort(-score, kind="stable")[:k])
-    out = []
+    out: list[int] = []
     for part in spec.split(","):
         part = part.strip()
         if "-" in part:

@@ -77,6 +77,7 @@ def _owner_serial(plan: MatMulPlan) -> np.ndarray:
         idx[axis] = slice(lo, hi)
         part = owner[tuple(idx)]
         if hi - lo == plan.serial_chunk:
+            assert plan.sub is not None  # a serial plan carries its passes' plan
             part[...] = _owner_canonical(plan.sub)
         else:
             part[...] = (np.arange(part.size, dtype=np.int64) * T // max(part.size, 1)).reshape(part.shape)
@@ -269,6 +270,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
             "out": (partials, p_off[cell_of] + local * ms * ns, ms * ns),
         }
         if float8:  # the scale, once on every AMP tile (one multicast exchange)
+            assert log2_scale is not None  # checked at the top: float8 operands need it
             used = np.unique(tiles[cell_of])
             scales, _ = _blocks_variable(graph, f"{name}/log2_scale", ipu.INT32, used, np.ones(used.size, np.int64))
             src = np.repeat(log2_scale.index().reshape(-1)[:1], used.size)

@@ -306,6 +306,10 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     np_, nc = _splits(N, geo["out_chans"], T)
     kp, kc = _splits(K, geo["in_chans"], T)
     # the grid of candidates, pruned to at most T cells as it is built
+    i: np.ndarray
+    j: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
     i, j = np.meshgrid(np.arange(gp.size), np.arange(mp.size), indexing="ij")
     i, j = i.ravel(), j.ravel()
     ok = gp[i] * mp[j] <= T
