@@ -266,7 +266,9 @@ class AsynchronousDataAccessor:
             try:
                 while True:  # let the worker's pending put return
                     self._queue.get_nowait()
-            except (queue_mod.Empty, OSError, ValueError):
+            except (queue_mod.Empty, OSError, ValueError, EOFError):
+                # EOFError / ConnectionError: a batch whose tensors the worker shares through file
+                # descriptors cannot be read once the worker has gone; it is dropped with the queue
                 pass
             self._process.join(timeout=5)
             if self._process.is_alive():

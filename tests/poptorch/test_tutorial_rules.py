@@ -194,3 +194,34 @@ def test_parallel_phased_execution_with_two_ipus_a_phase(small_ipu):
     m.copyWeightsToHost()
     for k, v in ref.state_dict().items():
         np.testing.assert_allclose(model.state_dict()[k].numpy(), v.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _GoneWorkerQueue:
+    """A queue whose next batch can no longer be read: its worker, which shared the tensors
+    through file descriptors, has exited (multiprocessing raises EOFError or ConnectionError)."""
+
+    def __init__(self, error):
+        self.error, self.closed = error, False
+
+    def get_nowait(self):
+        raise self.error
+
+    def close(self):
+        self.closed = True
+
+
+class _ExitedProcess:
+    def join(self, timeout=None):
+        pass
+
+    def is_alive(self):
+        return False
+
+
+@pytest.mark.parametrize("error", [EOFError(), ConnectionRefusedError()])
+def test_async_accessor_terminates_after_its_worker_is_gone(error):
+    acc = poptorch.AsynchronousDataAccessor(torch.utils.data.TensorDataset(torch.zeros(4, 2)))
+    q = _GoneWorkerQueue(error)
+    acc._queue, acc._process, acc._stop = q, _ExitedProcess(), __import__("threading").Event()
+    acc.terminate()
+    assert q.closed and acc._process is None and acc._queue is None
