@@ -55,5 +55,5 @@ def convert_optional_dtype(dt: Optional[dtype]):
     return None if dt is None else dtype.as_dtype(dt)
 
 
-def convert_optional_int64_list(values: Optional[List[int]]):
-    return None if values is None else [int(x) for x in values]
+def convert_optional_int64_list(l: Optional[List[int]]):  # noqa: E741 (the SDK's parameter name)
+    return None if l is None else [int(x) for x in l]
