@@ -62,6 +62,13 @@ def _in_row_range(p: ConvProblem, r0: int, rn: int):
     return lo, max(lo, hi)
 
 
+def _in_row_ranges(p: ConvProblem, r0, rn):
+    """_in_row_range of every cell: the first input row each reads and how many."""
+    ranges = [_in_row_range(p, int(a), int(n)) for a, n in zip(r0, rn)]
+    lo = np.array([r[0] for r in ranges], np.int64).reshape(len(ranges))
+    return lo, np.array([r[1] for r in ranges], np.int64).reshape(len(ranges)) - lo
+
+
 def _gather(src: ipu.Tensor, starts, lengths):
     """A flat view of `src` (an (..., rows...) NCHW view) reading the runs (starts, lengths) of its
     row-major element order: runs of the variable when the view is the whole variable, else the
@@ -127,11 +134,7 @@ def build_forward(graph: ipu.Graph, x: ipu.Tensor, w: ipu.Tensor, y: ipu.Variabl
         v.set_tile_runs(vt[order], out_size[order])
 
     # the input windows: [batch][group][channel][input rows][rest], one run per (n, channel)
-    in_lo = np.zeros(cells, np.int64)
-    in_n = np.zeros(cells, np.int64)
-    for i in range(cells):
-        in_lo[i], hi = _in_row_range(p, int(r0[i]), int(rn[i]))
-        in_n[i] = hi - in_lo[i]
+    in_lo, in_n = _in_row_ranges(p, r0, rn)
     in_blk = gn * Cg * in_n * irow  # per batch element
     in_buf, in_off = _blocks_variable(graph, f"{name}/in_window", dtype, tiles, nn * in_blk)
     # runs: cell, n, group-in-cell, channel
@@ -238,11 +241,7 @@ def build_weight_update(graph: ipu.Graph, x: ipu.Tensor, dy: ipu.Tensor, dw: ipu
     order = np.argsort(dw_start, kind="stable")
     dw.set_tile_runs(tiles[order], s_len[order])
 
-    in_lo = np.zeros(cells, np.int64)
-    in_n = np.zeros(cells, np.int64)
-    for i in range(cells):
-        in_lo[i], hi = _in_row_range(p, int(r0[i]), int(rn[i]))
-        in_n[i] = hi - in_lo[i]
+    in_lo, in_n = _in_row_ranges(p, r0, rn)
     # input windows [group][channel][batch][rows][rest]
     in_sz = gn * Cg * nn * in_n * irow
     in_buf, in_off = _blocks_variable(graph, f"{name}/in_window", dtype, tiles, in_sz)
