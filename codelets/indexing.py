@@ -96,6 +96,14 @@ def multi_slice_cycles(m, region, t) -> np.ndarray:
     return 30 + m * (19 + cpv * (-(-region // vw)))
 
 
+def _regions_of(params: dict, n: int) -> tuple[int, int]:
+    """A MultiSlice / MultiUpdate calibration row's regionSize and numOffsets, which must cover n."""
+    region, m = int(params["regionSize"]), int(params["numOffsets"])
+    if region * m != n:
+        raise KeyError(f"n ({n}) must be regionSize x numOffsets ({region} x {m})")
+    return region, m
+
+
 @ipu.register
 class MultiSlice(Codelet):
     name = "MultiSlice"
@@ -123,10 +131,7 @@ class MultiSlice(Codelet):
 
     def calibration_vertex(self, vertex, types, n, params):
         (t,) = types
-        region = int(params["regionSize"])
-        m = int(params["numOffsets"])
-        if region * m != n:
-            raise KeyError(f"n ({n}) must be regionSize x numOffsets ({region} x {m})")
+        region, m = _regions_of(params, n)
         return ipu.Vertex({"base": t, "offsets": ipu.INT32, "out": t}, {"base": region * m, "offsets": m, "out": n},
                           {"region": region, "rows": m, "row_base": 0})
 
@@ -353,10 +358,7 @@ class MultiUpdate(Codelet):
 
     def calibration_vertex(self, vertex, types, n, params):
         (t,) = types
-        region = int(params["regionSize"])
-        m = int(params["numOffsets"])
-        if region * m != n:
-            raise KeyError(f"n ({n}) must be regionSize x numOffsets ({region} x {m})")
+        region, m = _regions_of(params, n)
         op = UpdateOpCode.ASSIGN if vertex == "popops::MultiUpdate" else getattr(UpdateOpCode, params.get("op", "ADD"))
         return ipu.Vertex({"base": t, "offsets": ipu.INT32, "updates": t}, {"base": n, "offsets": m, "updates": n},
                           {"init_value": 0.0, "region": region, "rows": m, "row_base": 0, "op": int(op),

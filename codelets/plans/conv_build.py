@@ -62,6 +62,12 @@ def _in_row_range(p: ConvProblem, r0: int, rn: int):
     return lo, max(lo, hi)
 
 
+def _runs_of_cells(reps):
+    """Cells with reps[i] runs each, enumerated: for every run, its cell and its index in the cell."""
+    rc = np.repeat(np.arange(len(reps)), reps)
+    return rc, np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+
+
 def _in_row_ranges(p: ConvProblem, r0, rn):
     """_in_row_range of every cell: the first input row each reads and how many."""
     ranges = [_in_row_range(p, int(a), int(n)) for a, n in zip(r0, rn)]
@@ -139,8 +145,7 @@ def build_forward(graph: ipu.Graph, x: ipu.Tensor, w: ipu.Tensor, y: ipu.Variabl
     in_buf, in_off = _blocks_variable(graph, f"{name}/in_window", dtype, tiles, nn * in_blk)
     # runs: cell, n, group-in-cell, channel
     reps = nn * gn * Cg
-    rc = np.repeat(np.arange(cells), reps)
-    k = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+    rc, k = _runs_of_cells(reps)
     per_n = (gn * Cg)[rc]
     n_r = n0[rc] + k // per_n
     ch_r = g0[rc] * Cg + k % per_n  # consecutive channels: the cell's groups are consecutive
@@ -246,8 +251,7 @@ def build_weight_update(graph: ipu.Graph, x: ipu.Tensor, dy: ipu.Tensor, dw: ipu
     in_sz = gn * Cg * nn * in_n * irow
     in_buf, in_off = _blocks_variable(graph, f"{name}/in_window", dtype, tiles, in_sz)
     reps = gn * Cg * nn
-    rc = np.repeat(np.arange(cells), reps)
-    k = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+    rc, k = _runs_of_cells(reps)
     ch = g0[rc] * Cg + k // nn[rc]
     n_r = n0[rc] + k % nn[rc]
     seq.add(ipu.Copy(_gather(x, ((n_r * C + ch) * H + in_lo[rc]) * irow, in_n[rc] * irow),
@@ -256,8 +260,7 @@ def build_weight_update(graph: ipu.Graph, x: ipu.Tensor, dy: ipu.Tensor, dw: ipu
     g_sz = gn * Mg * nn * rn * orow
     g_buf, g_off = _blocks_variable(graph, f"{name}/grads", dy.dtype, tiles, g_sz)
     reps = gn * Mg * nn
-    rc = np.repeat(np.arange(cells), reps)
-    k = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+    rc, k = _runs_of_cells(reps)
     och = g0[rc] * Mg + k // nn[rc]
     n_r = n0[rc] + k % nn[rc]
     seq.add(ipu.Copy(_gather(dy, ((n_r * M + och) * HO + r0[rc]) * orow, rn[rc] * orow),
