@@ -96,7 +96,7 @@ def replica_sharded_variable(data, dtype: Optional[dtypes.dtype] = None, name: O
                              downcast: bool = True, replica_grouping: Optional[ReplicaGrouping] = None,
                              shard_over: Optional[int] = None,
                              retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
-                             log2_scale: int = None, nan_on_overflow: bool = None,
+                             log2_scale: Optional[int] = None, nan_on_overflow: Optional[bool] = None,
                              shard_grouping: Optional[ReplicaGrouping] = None):
     """(variable, shard): a variable sharded over replicas, and the tensor of this replica's shard."""
     from popxl.ops._op_builder import single

@@ -15,6 +15,7 @@ its float8_e4m3fnuz / float8_e5m2fnuz, see codelets/float8.py), with PopXL's sem
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Optional
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def _check_log2_scale(log2_scale, what: str) -> int:
     return int(log2_scale)
 
 
-def host_pow2scale_cast_to_fp8(src, dtype: "dtypes.dtype" = None, log2_scale: int = 0,
+def host_pow2scale_cast_to_fp8(src, dtype: Optional["dtypes.dtype"] = None, log2_scale: int = 0,
                                nan_on_overflow: bool = True) -> np.ndarray:
     """``cast(src * 2**log2_scale, dtype)`` on the host: float16/32/64 data (NumPy array, sequence or
     torch tensor) to a float8 array (structured dtype of the encoded bytes).
@@ -94,7 +95,8 @@ def host_pow2scale_cast_to_fp8(src, dtype: "dtypes.dtype" = None, log2_scale: in
     return np.ascontiguousarray(codes.reshape(arr.shape)).view(dt.as_numpy())
 
 
-def host_pow2scale_cast_from_fp8(src: np.ndarray, dtype: "dtypes.dtype" = None, log2_scale: int = 0) -> np.ndarray:
+def host_pow2scale_cast_from_fp8(src: np.ndarray, dtype: Optional["dtypes.dtype"] = None,
+                                 log2_scale: int = 0) -> np.ndarray:
     """``cast(src, dtype) * 2**log2_scale`` on the host: a float8 array (structured dtype) to
     float16, float32 or float64 (default float32)."""
     what = "host_pow2scale_cast_from_fp8"
@@ -203,7 +205,7 @@ def _float_source(src, what: str) -> np.ndarray:
     return np.ascontiguousarray(src).reshape(-1)
 
 
-def host_fp8_mse_scale(src, dtype: "dtypes.dtype" = None) -> int:
+def host_fp8_mse_scale(src, dtype: Optional["dtypes.dtype"] = None) -> int:
     """The log2 scale s for which ``host_pow2scale_cast_to_fp8(src, dtype, s)`` should lose least,
     estimated from a histogram of the data's exponents: the format's window of exponents is slid
     over the histogram and each position's MSE estimated (underflow to zero, rounding inside,
@@ -222,7 +224,7 @@ def host_fp8_mse_scale(src, dtype: "dtypes.dtype" = None) -> int:
     return int(np.clip(-bias, -max_scaling_bias, max_scaling_bias))
 
 
-def host_fp8_mse_scale_pb(src, dtype: "dtypes.dtype" = None) -> int:
+def host_fp8_mse_scale_pb(src, dtype: Optional["dtypes.dtype"] = None) -> int:
     """The log2 scale in [-31, 31] whose float8 cast of ``src`` has the lowest mean squared error,
     measured exactly for every candidate (values beyond the format saturate; ties take the middle
     scale)."""

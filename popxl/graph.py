@@ -1,7 +1,7 @@
 """Graphs: the main graph of an Ir and the subgraphs it calls."""
 
 from functools import wraps
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from popxl.context import get_current_context
 from popxl.tensor import Constant, Tensor, Variable
@@ -21,6 +21,18 @@ class Graph:
     Use ``with graph:`` to add ops to a graph.
     """
 
+    # set by _create (the constructor is closed to users)
+    _ir: "Ir"
+    _id: str
+    _ops: List["Op"]  # in schedule order
+    _tensors: Dict[str, Tensor]  # id -> tensor
+    _inputs: List[Tensor]
+    _outputs: List[Tensor]
+    _by_ref_inputs: Set[Tensor]
+    # False when autodiff must not differentiate this graph's ops where a graph calls it
+    # (PopART's Graph::setCanBeRecursivelyAutodiffed): its GradGraphInfo is given instead
+    _recursive_autodiff: bool
+
     def __init__(self):
         raise TypeError(f"Cannot create {self.__module__}.Graph instances using the constructor.")
 
@@ -29,13 +41,11 @@ class Graph:
         self = object.__new__(cls)
         self._ir = ir
         self._id = graph_id
-        self._ops: List["Op"] = []
-        self._tensors: Dict[str, Tensor] = {}
-        self._inputs: List[Tensor] = []
-        self._outputs: List[Tensor] = []
-        self._by_ref_inputs: Set[Tensor] = set()
-        # False when autodiff must not differentiate this graph's ops where a graph calls it
-        # (PopART's Graph::setCanBeRecursivelyAutodiffed): its GradGraphInfo is given instead
+        self._ops = []
+        self._tensors = {}
+        self._inputs = []
+        self._outputs = []
+        self._by_ref_inputs = set()
         self._recursive_autodiff = True
         return self
 
@@ -48,7 +58,7 @@ class Graph:
         # running what it compiled, a new Session compiles the changed Ir)
         self._ops.append(op)
 
-    def _set_op_order(self, ops: List["Op"]) -> None:
+    def _set_op_order(self, ops: Iterable["Op"]) -> None:
         self._ops = list(ops)
 
     def _add_input(self, t: Tensor, by_ref: bool = False) -> None:

@@ -6,7 +6,7 @@ tensor, in the tensor's dtype) in ``_data`` for the Session to upload.
 """
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Iterable, List, Literal, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Literal, Optional, Self, Tuple, Type, TypeVar, Union
 
 import numpy as np
 
@@ -85,13 +85,25 @@ class Tensor:
     ``ops.equal`` for element-wise comparison.
     """
 
+    # set by _create (the constructor is closed to users)
+    _graph: "Graph"
+    _id: str
+    _shape: Tuple[int, ...]
+    _dtype: dtypes.dtype
+    _meta_shape: Tuple[int, ...]
+    _producer: Optional["Op"]  # None for variables, constants, graph inputs (and disconnected outputs)
+    _consumers: List["Op"]
+    _ipu: Optional[int]
+    _tile_set: Optional[str]
+    _in_sync_with_ipu: bool
+
     def __init__(self):
         raise RuntimeError("popxl.Tensor cannot be constructed directly.")
 
     @classmethod
     def _create(cls, graph: "Graph", tensor_id: str, shape: Iterable[int], dtype: dtypes.dtype,
                 meta_shape: Iterable[int] = (), producer: Optional["Op"] = None,
-                ipu: Optional[int] = None, tile_set: Optional[str] = None) -> "Tensor":
+                ipu: Optional[int] = None, tile_set: Optional[str] = None) -> Self:
         self = object.__new__(cls)
         self._graph = graph
         self._id = tensor_id
@@ -101,7 +113,7 @@ class Tensor:
         self._dtype = dtypes.dtype.as_dtype(dtype)
         self._meta_shape = tuple(int(s) for s in meta_shape) if meta_shape else ()
         self._producer = producer
-        self._consumers: List["Op"] = []
+        self._consumers = []
         self._ipu = ipu
         self._tile_set = tile_set
         self._in_sync_with_ipu = True
@@ -166,6 +178,12 @@ class Tensor:
 
     def _remove_consumer(self, op: "Op") -> None:
         self._consumers.remove(op)
+
+    def _producer_op(self) -> "Op":
+        """The producer of a tensor an op computed (for the transforms, which only ask it of such)."""
+        if self._producer is None:
+            raise RuntimeError(f"Internal error: {self._id} has no producer (an op output was expected).")
+        return self._producer
 
     def _set_producer(self, op: Optional["Op"]) -> None:
         """The op that computes this tensor (None: disconnected, as PopART's disconnectOutTensor)."""
@@ -492,13 +510,13 @@ class Variable(Tensor):
     # set where the variable is made (variable, remote_variable, replica_sharded_variable, ...)
     _data: np.ndarray
     _replica_grouping: ReplicaGrouping
-    _retrieval_mode: str
+    _retrieval_mode: Literal["one_per_group", "all_replicas"]
     _location: "TensorLocation"
-    _remote_buffer = None  # the RemoteBuffer of a remote variable
+    _remote_buffer: Optional["RemoteBuffer"] = None  # the RemoteBuffer of a remote variable
     _remote_offset = 0
     _remote_rts = False  # a remote replica-sharded variable
-    _shard_over = None  # replica-sharded: the number of shards
-    _rts_shard = None  # replica-sharded: the rts_shard op's output, the shard the ops use
+    _shard_over: Optional[int] = None  # replica-sharded: the number of shards
+    _rts_shard: Optional[Tensor] = None  # replica-sharded: the rts_shard op's output, the shard the ops use
 
     def _replica_sharded(self, shard_over: int, shard: Optional[Tensor] = None) -> None:
         """Mark the variable as sharded over `shard_over` replicas (replica_sharded_variable)."""
@@ -507,7 +525,8 @@ class Variable(Tensor):
         if shard is not None:
             self._rts_shard = shard
 
-    def copy_to_ipu(self, dst: int, src: int) -> "Tensor":
+    # PopXL's signature: a variable / constant is on no IPU until copied, so the source is required
+    def copy_to_ipu(self, dst: int, src: int) -> "Tensor":  # type: ignore[override]
         import popxl.ops as ops
         return ops.ipu_copy(self, dst, src)
 
@@ -536,19 +555,23 @@ class Constant(Tensor):
 
     _data: np.ndarray
 
-    def copy_to_ipu(self, dst: int, src: int) -> "Tensor":
+    # PopXL's signature: a variable / constant is on no IPU until copied, so the source is required
+    def copy_to_ipu(self, dst: int, src: int) -> "Tensor":  # type: ignore[override]
         import popxl.ops as ops
         return ops.ipu_copy(self, dst, src)
 
 
-def _new_leaf(cls, g: "Graph", name: Optional[str], shape, dtype, meta_shape=()) -> Tensor:
+_Leaf = TypeVar("_Leaf", bound=Tensor)
+
+
+def _new_leaf(cls: Type[_Leaf], g: "Graph", name: Optional[str], shape, dtype, meta_shape=()) -> _Leaf:
     return cls._create(g, g._create_tensor_id(name), shape, dtype, meta_shape)
 
 
 def variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
              downcast: bool = True, replica_grouping: Optional[ReplicaGrouping] = None,
              retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = None,
-             log2_scale: int = None, nan_on_overflow: bool = None) -> Variable:
+             log2_scale: Optional[int] = None, nan_on_overflow: Optional[bool] = None) -> Variable:
     """Create a variable initialised with ``data`` in the main graph.
 
     Without ``dtype`` the dtype is NumPy's, with 64-bit types narrowed to 32 bits when ``downcast``.
@@ -565,6 +588,7 @@ def variable(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name:
             "(`popxl.constant`).")
     if replica_grouping is None:
         replica_grouping = g.ir.replica_grouping()
+    np_data: np.ndarray
     if isinstance(data, np.memmap):
         np_data = _memmap_data(data, dtype, replica_grouping)
     else:
@@ -613,7 +637,8 @@ def _memmap_data(data: np.memmap, dtype: Optional[dtypes.dtype], replica_groupin
 
 
 def constant(data: HostScalarTensor, dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
-             downcast: bool = True, log2_scale: int = None, nan_on_overflow: bool = None) -> Constant:
+             downcast: bool = True, log2_scale: Optional[int] = None,
+             nan_on_overflow: Optional[bool] = None) -> Constant:
     """Create a constant tensor with value ``data`` in the current graph."""
     g = gcg()
     np_data = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
@@ -627,7 +652,7 @@ def remote_variable(data: HostScalarTensor, remote_buffer: "RemoteBuffer", offse
                     dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None, downcast: bool = True,
                     replica_grouping: Optional[ReplicaGrouping] = None,
                     retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
-                    log2_scale: int = None, nan_on_overflow: bool = None) -> Variable:
+                    log2_scale: Optional[int] = None, nan_on_overflow: Optional[bool] = None) -> Variable:
     """A variable whose value lives in entry ``offset`` of ``remote_buffer`` in streaming memory.
 
     Its data (per replica, as for ``variable``) must have the buffer's tensor shape and dtype. Ops
@@ -684,8 +709,8 @@ def remote_replica_sharded_variable(data: HostScalarTensor, remote_buffer: "Remo
                                     dtype: Optional[dtypes.dtype] = None, name: Optional[str] = None,
                                     downcast: bool = True, replica_grouping: Optional[ReplicaGrouping] = None,
                                     retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] =
-                                    "one_per_group", log2_scale: int = None,
-                                    nan_on_overflow: bool = None) -> Variable:
+                                    "one_per_group", log2_scale: Optional[int] = None,
+                                    nan_on_overflow: Optional[bool] = None) -> Variable:
     """A variable sharded in equal parts across replicas (replicated tensor sharding) whose shards
     live in entry ``offset`` of ``remote_buffer``: each replica's streaming memory holds its flat
     shard of ``ceil(nelms / shard_over)`` elements (the buffer's tensor shape). Load the shard with
@@ -749,7 +774,7 @@ def replica_sharded_variable(data: HostScalarTensor, dtype: Optional[dtypes.dtyp
                              name: Optional[str] = None, downcast: bool = True,
                              replica_grouping: Optional[ReplicaGrouping] = None, shard_over: Optional[int] = None,
                              retrieval_mode: Optional[Literal["one_per_group", "all_replicas"]] = "one_per_group",
-                             log2_scale: int = None, nan_on_overflow: bool = None, *,
+                             log2_scale: Optional[int] = None, nan_on_overflow: Optional[bool] = None, *,
                              shard_grouping: Optional[ReplicaGrouping] = None) -> Tuple[Variable, Tensor]:
     """A variable split in equal shards across replicas (replicated tensor sharding), and its shard.
 

@@ -24,7 +24,7 @@ def __getattr__(name):  # popxl.utils.host_pow2scale_cast_to_fp8 / _from_fp8, as
 
 
 def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, downcast: bool = True,
-             copy: bool = True, log2_scale: int = None, nan_on_overflow: bool = None) -> np.ndarray:
+             copy: bool = True, log2_scale: Optional[int] = None, nan_on_overflow: Optional[bool] = None) -> np.ndarray:
     """Convert host data (NumPy array, scalar, nested sequence, torch tensor) to a C-ordered array.
 
     Args:
@@ -115,7 +115,7 @@ def table_to_string(rows: Sequence[Sequence], delimiter: str = " | ", header: bo
     return "\n".join(lines)
 
 
-def host_pow2scale_then_cast(src: np.ndarray, dtype: "dtypes.dtype" = None, log2_scale: int = 0,
+def host_pow2scale_then_cast(src: np.ndarray, dtype: Optional["dtypes.dtype"] = None, log2_scale: int = 0,
                              nan_on_overflow: bool = True):
     """``cast(src * 2 ** log2_scale, dtype)`` on the host, for float8 data (the 3.1 name of
     ``popxl.fp8_utils.host_pow2scale_cast_to_fp8``)."""
@@ -123,7 +123,7 @@ def host_pow2scale_then_cast(src: np.ndarray, dtype: "dtypes.dtype" = None, log2
     return host_pow2scale_cast_to_fp8(src, dtype, log2_scale, nan_on_overflow)
 
 
-def host_cast_then_pow2scale(src: np.ndarray, dtype: "dtypes.dtype" = None, log2_scale: int = 0):
+def host_cast_then_pow2scale(src: np.ndarray, dtype: Optional["dtypes.dtype"] = None, log2_scale: int = 0):
     """``cast(src, dtype) * 2 ** log2_scale`` on the host, for float8 data (the 3.1 name of
     ``popxl.fp8_utils.host_pow2scale_cast_from_fp8``)."""
     from popxl.fp8_utils import host_pow2scale_cast_from_fp8

@@ -13,17 +13,20 @@ wrapper graph, its CallOp and its tensors are views made here (`LoopWrapper`): e
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from .graph import Graph
 from .values import GraphId
 from .views import Op, Tensor, edits, graph_view, tensor_view
 
+if TYPE_CHECKING:
+    from popxl.tensor import Tensor as XTensor
+
 __all__ = ["CallOp", "LoopOp", "IfOp", "IpuCopyOp", "InitOp", "HostLoadOp", "HostStoreOp", "RemoteLoadOp",
            "RemoteStoreOp", "MatMulOp", "op_class_for"]
 
 
-class _Subgraph:
+class _Subgraph(Op):
     def getCalledGraph(self) -> Graph:  # noqa: N802
         return self.getCalledGraphs()[0]
 
@@ -201,9 +204,9 @@ class LoopWrapper(Graph):
         self._g = XGraph._create(user.ir, f"{user.id}__loop_wrapper")
         self._g._set_pb_view(self)
         self._modified_proxies: set = set()  # ids of pending wrapper inputs marked modified
-        self._pending: Dict[int, object] = {}  # loop input index -> parent tensor, not yet in the user graph
-        self._proxies: Dict[object, object] = {}  # key -> wrapper tensor (a popxl Tensor of self._g)
-        self._parent_of_proxy: Dict[int, object] = {}
+        self._pending: Dict[int, XTensor] = {}  # loop input index -> parent tensor, not yet in the user graph
+        self._proxies: Dict[Tuple[str, int], XTensor] = {}  # key -> wrapper tensor (a popxl Tensor of self._g)
+        self._parent_of_proxy: Dict[int, XTensor] = {}
         self._call = WrapperCallOp(self)
 
     @property
@@ -220,7 +223,7 @@ class LoopWrapper(Graph):
         return p
 
     # wrapper inputs: 0 iteration, 1 condition, 2 + k <-> user input k, then pending ones
-    def _input_proxies(self) -> Dict[int, object]:
+    def _input_proxies(self) -> Dict[int, XTensor]:
         user = self._loop._graph
         out = {}
         for k, u in enumerate(user._inputs):
@@ -247,7 +250,7 @@ class LoopWrapper(Graph):
     def _pending_view_index(self, ours: int) -> int:
         return ours + 2
 
-    def _connect_user_input(self, k: int, proxy) -> None:
+    def _connect_user_input(self, k: int, proxy: "XTensor") -> None:
         """The wrapper's CallOp feeds user input k from wrapper tensor `proxy`: the repeat op
         feeds it from the parent tensor behind the proxy."""
         op = self._loop._op
@@ -318,7 +321,7 @@ class WrapperCallOp(CallOp):
     def __init__(self, wrapper: LoopWrapper):
         self._w = wrapper
         self._op = wrapper._loop._op  # for ipu / names / settings: the repeat op's
-        self._outs: Dict[int, object] = {}
+        self._outs: Dict[int, "XTensor"] = {}
 
     @property
     def id(self) -> int:
@@ -452,7 +455,7 @@ class RemoteStoreOp(Op):
     pass
 
 
-class _AvailableMemory:
+class _AvailableMemory(Op):
     """Ops with an available-memory proportion (matmul, gather, scatter, topk, ...): recorded in
     the op's attributes."""
 

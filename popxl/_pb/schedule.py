@@ -10,7 +10,7 @@ def restore_schedule(graph) -> None:
     from popxl.transforms._graph_edit import reorder_ops
     ops = list(graph._ops)
     index = {id(o): o for o in ops}
-    preds = {id(o): set() for o in ops}
+    preds: dict[int, set[int]] = {id(o): set() for o in ops}
     for o in ops:
         for t in o.inputs:
             p = getattr(t, "_producer", None)
@@ -19,7 +19,7 @@ def restore_schedule(graph) -> None:
         for a in o.after:
             if id(a) in index:
                 preds[id(o)].add(id(a))
-    succs = {k: [] for k in preds}
+    succs: dict[int, list[int]] = {k: [] for k in preds}
     for k, ps in preds.items():
         for p in ps:
             succs[p].append(k)

@@ -2,6 +2,7 @@
 gradient graphs, BwdGraphInfo and the settings of an op about to be created."""
 from __future__ import annotations
 
+import builtins  # the classes below have PopART's method `str`, which hides the type in their bodies
 from enum import Enum
 from typing import Iterable, List, Optional, Sequence
 
@@ -28,10 +29,10 @@ class GraphId:
     def __hash__(self) -> int:
         return hash(self._s)
 
-    def __str__(self) -> str:
+    def __str__(self) -> builtins.str:
         return self._s
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> builtins.str:
         return f"GraphId({self._s!r})"
 
 

@@ -8,6 +8,7 @@ loop ops, see ops.py), graph input / output indices are the graph's.
 """
 from __future__ import annotations
 
+import builtins  # the classes below have PopART's method `str`, which hides the type in their bodies
 import functools
 
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional
@@ -17,6 +18,7 @@ from popxl.context import ExecutionContext
 from .values import GraphId, OpSettings, Region, TensorInfo, any_modified
 
 if TYPE_CHECKING:
+    from popxl.graph import Graph as XGraph
     from .graph import Graph, Ir
 
 __all__ = ["Tensor", "Op", "graph_view", "ir_view", "op_view", "tensor_view", "unwrap_op", "unwrap_tensor"]
@@ -262,7 +264,8 @@ class Op:
         return [g.id for g in self.getCalledGraphs()]
 
     # -- index translation (identity here; call / loop ops override) ----------------------------
-    def _ours_in(self, index: int) -> int:
+    def _ours_in(self, index: int) -> Optional[int]:
+        """Our input position of PopART input index `index` (None: the op has no such input yet)."""
         return int(index)
 
     def _view_in(self, ours: int) -> int:
@@ -291,17 +294,19 @@ class Op:
     def inTensor(self, index: int) -> Tensor:  # noqa: N802
         if not self.hasInput(index):
             raise IndexError(f"{self.debugName()} has no input at index {index}")
-        return tensor_view(self._op.inputs[self._ours_in(index)])
+        i = self._ours_in(index)
+        assert i is not None  # hasInput checked it
+        return tensor_view(self._op.inputs[i])
 
     def outTensor(self, index: int) -> Tensor:  # noqa: N802
         if not self.hasOutput(index):
             raise IndexError(f"{self.debugName()} has no output at index {index}")
         return tensor_view(self._op.outputs[index])
 
-    def inId(self, index: int) -> str:  # noqa: N802
+    def inId(self, index: int) -> builtins.str:  # noqa: N802
         return self.inTensor(index).id
 
-    def outId(self, index: int) -> str:  # noqa: N802
+    def outId(self, index: int) -> builtins.str:  # noqa: N802
         return self.outTensor(index).id
 
     def inTensorCount(self) -> int:  # noqa: N802
@@ -333,14 +338,14 @@ class Op:
         raise ValueError(f"{t.id} is not an output of {self.debugName()}")
 
     # -- edits ----------------------------------------------------------------------------------
-    def _tensor_by_id(self, tensor_id: str):
+    def _tensor_by_id(self, tensor_id: builtins.str):
         for t in self._op.graph._tensors.values():
             if t.id == tensor_id:
                 return t
         raise KeyError(f"No tensor {tensor_id!r} in graph {self._op.graph.id!r} (connecting {self.debugName()})")
 
     @edits
-    def connectInTensor(self, index: int, tensorId: str, *args) -> None:  # noqa: N802,N803
+    def connectInTensor(self, index: int, tensorId: builtins.str, *args) -> None:  # noqa: N802,N803
         """Connect tensor `tensorId` of the op's graph as input `index`."""
         t = self._tensor_by_id(tensorId)
         i = self._ours_in(index)
@@ -425,7 +430,7 @@ class Op:
                            "create the op with its outputs (or clone it from an op that has them)")
 
     @edits
-    def createAndConnectOutTensor(self, index: int, tensorId: str) -> None:  # noqa: N802,N803
+    def createAndConnectOutTensor(self, index: int, tensorId: builtins.str) -> None:  # noqa: N802,N803
         """Create tensor `tensorId` in the op's graph as output `index` (shape and type from the op)."""
         from popxl.tensor import Tensor as XTensor
         op = self._op
@@ -450,16 +455,21 @@ class Op:
         t._set_producer(op)
         op.outputs = tuple(outs)
 
-    def cloneIntoGraph(self, graph: "Graph") -> "Op":  # noqa: N802
-        """A copy of this op (type, attributes, placement, names) in `graph`, with no inputs or
-        outputs: connect them, then `setup()`. Its id is new, after every op of the Ir."""
+    def cloneIntoGraph(self, graph: "Graph | XGraph") -> "Op":  # noqa: N802
+        """A copy of this op (type, attributes, placement, names) in `graph` (a view or a popxl
+        Graph), with no inputs or outputs: connect them, then `setup()`. Its id is new, after every
+        op of the Ir."""
+        from popxl.graph import Graph as XGraph
         from popxl.op import Op as XOp
         src = self._op
-        g = getattr(graph, "_g", graph)
+        g = graph if isinstance(graph, XGraph) else graph._g
         attrs = dict(src.attrs)
         if "input_map" in attrs:
             attrs["input_map"] = dict(attrs["input_map"])
-        new = XOp(id=g.ir._next_op_id(), type=src.type, graph=g, inputs=(None,) * len(src.inputs), outputs=(),
+        # the clone's input slots are holes until connectInTensor fills them (PopART's edit order);
+        # the op record's type states the connected form
+        holes: tuple = (None,) * len(src.inputs)
+        new = XOp(id=g.ir._next_op_id(), type=src.type, graph=g, inputs=holes, outputs=(),
                   attrs=attrs, name=src.name, scope=src.scope, ipu=src.ipu, tile_set=src.tile_set,
                   inplace=src.inplace, modified=tuple(src.modified), aliases=dict(src.aliases),
                   called_graphs=tuple(src.called_graphs), after=(), execution_context=src.execution_context,
@@ -495,6 +505,8 @@ class Op:
         """Mark input `index` modified by the op when `regions` are not empty."""
         if any_modified(regions):
             i = self._ours_in(index)
+            if i is None:
+                raise IndexError(f"{self.debugName()} has no input index {index}: connect it before addModified")
             self._op.modified = tuple(sorted(set(self._op.modified) | {i}))
             self._op.inplace = True
 
@@ -503,5 +515,5 @@ class Op:
         i = self._ours_in(index)
         self._op.modified = tuple(m for m in self._op.modified if m != i)
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> builtins.str:
         return f"_ir.{type(self).__name__}({self._op.id}, {self.opType()}, {self._op.name!r})"

@@ -52,7 +52,7 @@ class LoweredIr:
     fragments: dict = field(default_factory=dict)
 
 
-_INLINE = weakref.WeakSet()
+_INLINE: weakref.WeakSet = weakref.WeakSet()  # popxl Graphs to lower inline (lower_inline)
 
 
 def lower_inline(graph) -> None:
@@ -85,7 +85,7 @@ class Lowering:
         self._lowering_stack: list = []
         self.op = None  # the op being lowered (for names)
         self.check_indices = index_checks.enabled(ir)
-        self._graph_uses = None  # id(graph) -> how many ops name it (inlinable)
+        self._graph_uses: dict[int, int] | None = None  # id(graph) -> how many ops name it (inlinable)
 
     # -- entry point ---------------------------------------------------------------------------
     def lower(self) -> LoweredIr:
@@ -165,10 +165,10 @@ class Lowering:
             return lg
         inputs = []
         for t in graph.inputs:
-            v = self.new_var(t.shape, self.etype(t), f"{graph.name}/{t.name}")
-            self.placement.place(v, tensor_ipu(t))  # on the IPU of the graph's ops that use it
-            self.values[t] = v
-            inputs.append(v)
+            iv = self.new_var(t.shape, self.etype(t), f"{graph.name}/{t.name}")
+            self.placement.place(iv, tensor_ipu(t))  # on the IPU of the graph's ops that use it
+            self.values[t] = iv
+            inputs.append(iv)
         saved_op = self.op
         seq = self.lower_ops(graph)
         self.op = saved_op
@@ -245,7 +245,7 @@ class Lowering:
         if graph not in _INLINE or self.target.ipus > 1 or self.placement.ipus > 1:
             return False
         if self._graph_uses is None:
-            uses: dict = {}
+            uses: dict[int, int] = {}
             for g in self.ir.graphs:
                 for o in g.ops:
                     for cg in getattr(o, "called_graphs", ()) or ():

@@ -48,7 +48,7 @@ class TileAllocator:
         chunk = -(-chunk // grain) * grain
         used = -(-n // chunk)
         if used < T:
-            tiles = (self.take_small_tiles(used) + np.arange(T)) % T
+            tiles: range | np.ndarray | None = (self.take_small_tiles(used) + np.arange(T)) % T
         else:
             # over this allocator's tiles (one IPU of a multi-IPU replica: lowering/placement.py)
             tiles = range(T) if g.target.num_tiles != T else None

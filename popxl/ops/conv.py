@@ -43,8 +43,9 @@ def _conv_inputs(op: str, t: Tensor, weight: Tensor, log2_scale=None) -> int:
 
 
 @op_debug_context
-def conv(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1, 1), padding: Optional[Tuple[int]] = (0, 0, 0, 0),
-         dilation: Optional[Tuple[int]] = (1, 1), groups: Optional[int] = 1, pad_type: Optional[PadType] = "not_set",
+def conv(t: Tensor, weight: Tensor, stride: Optional[Tuple[int, ...]] = (1, 1),
+         padding: Optional[Tuple[int, ...]] = (0, 0, 0, 0), dilation: Optional[Tuple[int, ...]] = (1, 1),
+         groups: Optional[int] = 1, pad_type: Optional[PadType] = "not_set",
          available_memory_proportions: Optional[List[float]] = None, partials_types: Optional[List[str]] = None,
          enable_conv_dithering: Optional[List[int]] = None) -> Tensor:
     """Convolution of ``t`` (N, C, *spatial) with ``weight`` (M, C / groups, *kernel).
@@ -83,10 +84,10 @@ def _record(op, t, weight, log2_scale, shape, attrs):
 
 
 @op_debug_context
-def conv_transpose(t: Tensor, weight: Tensor, stride: Optional[Tuple[int]] = (1, 1),
-                   padding: Optional[Tuple[int]] = (0, 0, 0, 0), dilation: Optional[Tuple[int]] = (1, 1),
+def conv_transpose(t: Tensor, weight: Tensor, stride: Optional[Tuple[int, ...]] = (1, 1),
+                   padding: Optional[Tuple[int, ...]] = (0, 0, 0, 0), dilation: Optional[Tuple[int, ...]] = (1, 1),
                    groups: Optional[int] = 1, pad_type: Optional[PadType] = "not_set",
-                   output_padding: Optional[Tuple[int]] = (), output_shape: Optional[Tuple[int]] = (),
+                   output_padding: Optional[Tuple[int, ...]] = (), output_shape: Optional[Tuple[int, ...]] = (),
                    available_memory_proportions: Optional[List[float]] = None,
                    partials_types: Optional[List[str]] = None, enable_conv_dithering: Optional[List[int]] = None):
     """Transposed convolution of ``t`` (N, C, *spatial) with ``weight`` (C, M / groups, *kernel)."""
@@ -120,8 +121,8 @@ def _conv_transpose(op, t, weight, log2_scale, stride, padding, dilation, groups
 
 
 @op_debug_context
-def conv_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, stride: Optional[Tuple[int]] = (1, 1),
-                    padding: Optional[Tuple[int]] = (0, 0, 0, 0), dilation: Optional[Tuple[int]] = (1, 1),
+def conv_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, stride: Optional[Tuple[int, ...]] = (1, 1),
+                    padding: Optional[Tuple[int, ...]] = (0, 0, 0, 0), dilation: Optional[Tuple[int, ...]] = (1, 1),
                     groups: Optional[int] = 1, pad_type: Optional[PadType] = "not_set",
                     available_memory_proportions: Optional[List[float]] = None,
                     enable_conv_dithering: Optional[List[int]] = None) -> Tensor:
@@ -135,10 +136,13 @@ def conv_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, stride: Optio
 
 
 @op_debug_context
-def conv_transpose_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor, stride: Optional[Tuple[int]] = (1, 1),
-                              padding: Optional[Tuple[int]] = (0, 0, 0, 0), dilation: Optional[Tuple[int]] = (1, 1),
+def conv_transpose_pow2scaled(t: Tensor, weight: Tensor, log2_scale: Tensor,
+                              stride: Optional[Tuple[int, ...]] = (1, 1),
+                              padding: Optional[Tuple[int, ...]] = (0, 0, 0, 0),
+                              dilation: Optional[Tuple[int, ...]] = (1, 1),
                               groups: Optional[int] = 1, pad_type: Optional[PadType] = "not_set",
-                              output_padding: Optional[Tuple[int]] = (), output_shape: Optional[Tuple[int]] = (),
+                              output_padding: Optional[Tuple[int, ...]] = (),
+                              output_shape: Optional[Tuple[int, ...]] = (),
                               available_memory_proportions: Optional[List[float]] = None,
                               enable_conv_dithering: Optional[List[int]] = None) -> Tensor:
     """``conv_transpose(t, weight) * 2 ** log2_scale`` of float8 tensors, a float16 result
@@ -189,9 +193,9 @@ def _pool(op_type: str, t: Tensor, kernel_size, stride, padding, out_pads, dilat
 
 
 @op_debug_context
-def average_pool(t: Tensor, kernel_size: Tuple[int], stride: Optional[Tuple[int]] = None,
-                 padding: Optional[Tuple[int]] = None, out_pads: Optional[Tuple[int]] = None,
-                 dilation: Optional[Tuple[int]] = None, in_dilations: Optional[Tuple[int]] = None,
+def average_pool(t: Tensor, kernel_size: Tuple[int, ...], stride: Optional[Tuple[int, ...]] = None,
+                 padding: Optional[Tuple[int, ...]] = None, out_pads: Optional[Tuple[int, ...]] = None,
+                 dilation: Optional[Tuple[int, ...]] = None, in_dilations: Optional[Tuple[int, ...]] = None,
                  auto_pad: Optional[PadType] = "not_set", ceil_mode: bool = False) -> Tensor:
     """Average over windows of ``kernel_size`` of the spatial axes of ``t`` (N, C, *spatial)."""
     return _pool("average_pool", t, kernel_size, stride, padding, out_pads, dilation, in_dilations, auto_pad,
@@ -199,9 +203,9 @@ def average_pool(t: Tensor, kernel_size: Tuple[int], stride: Optional[Tuple[int]
 
 
 @op_debug_context
-def max_pool(t: Tensor, kernel_size: Tuple[int], stride: Optional[Tuple[int]] = None,
-             padding: Optional[Tuple[int]] = None, out_pads: Optional[Tuple[int]] = None,
-             dilation: Optional[Tuple[int]] = None, in_dilations: Optional[Tuple[int]] = None,
+def max_pool(t: Tensor, kernel_size: Tuple[int, ...], stride: Optional[Tuple[int, ...]] = None,
+             padding: Optional[Tuple[int, ...]] = None, out_pads: Optional[Tuple[int, ...]] = None,
+             dilation: Optional[Tuple[int, ...]] = None, in_dilations: Optional[Tuple[int, ...]] = None,
              auto_pad: Optional[PadType] = "not_set", ceil_mode: bool = False,
              storage_order: Literal["row", "column"] = "row") -> Tensor:
     """Maximum over windows of ``kernel_size`` of the spatial axes of ``t`` (N, C, *spatial)."""
@@ -210,7 +214,7 @@ def max_pool(t: Tensor, kernel_size: Tuple[int], stride: Optional[Tuple[int]] = 
 
 
 @op_debug_context
-def interpolate(t: Tensor, scale_factor: Optional[Tuple[float]] = (1.0, 1.0, 1.0, 1.0),
+def interpolate(t: Tensor, scale_factor: Optional[Tuple[float, ...]] = (1.0, 1.0, 1.0, 1.0),
                 mode: Optional[str] = "nearest", nearest_mode: Optional[str] = "round_prefer_floor",
                 coordinate_transformation_mode: Optional[str] = "half_pixel") -> Tensor:
     """Resize ``t``: axis ``i`` becomes ``floor(shape[i] * scale_factor[i])`` long."""

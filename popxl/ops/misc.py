@@ -127,7 +127,7 @@ def init(shape: Iterable[int], dtype: dtypes.dtype, name: Optional[str] = None,
 
 
 @op_debug_context
-def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gradient: bool = False,
+def print_tensor(t: Tensor, title: Optional[str] = None, print_self: bool = True, print_gradient: bool = False,
                  summarise_threshold: int = 1000, edge_items: int = 3, max_line_width: int = 75, digits: int = 8,
                  float_format: str = "auto", separator: str = " ", open_bracket: str = "[",
                  close_bracket: str = "]") -> Tensor:
@@ -140,7 +140,7 @@ def print_tensor(t: Tensor, title: str = None, print_self: bool = True, print_gr
 
 
 @op_debug_context("print_tensor")
-def print_tensor_op(t: Tensor, title: str = None, print_self: bool = True, print_gradient: bool = False,
+def print_tensor_op(t: Tensor, title: Optional[str] = None, print_self: bool = True, print_gradient: bool = False,
                     summarise_threshold: int = 1000, edge_items: int = 3, max_line_width: int = 75, digits: int = 8,
                     float_format: str = "auto", separator: str = " ", open_bracket: str = "[",
                     close_bracket: str = "]") -> Tensor:

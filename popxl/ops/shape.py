@@ -36,7 +36,7 @@ def _view(op_type: str, t: Tensor, shape, attrs, inplace: bool, name: Optional[s
     return single(op_type, [t], shape, t.dtype, attrs, name=name)
 
 
-def reshape_handle_negative_axis(t: Tensor, shape: Tuple[int, ...]) -> Tuple[int, ...]:
+def reshape_handle_negative_axis(t: Tensor, shape: Iterable[int]) -> Tuple[int, ...]:
     """``shape`` with a single ``-1`` replaced by the size that keeps ``t.nelms`` elements."""
     shape = integer_dims(shape, "reshape")
     if any(s < -1 for s in shape):
@@ -63,13 +63,13 @@ def _reshape(t: Tensor, shape, inplace: bool, name: Optional[str] = None) -> Ten
 
 
 @op_debug_context
-def reshape(t: Tensor, shape: Tuple[int, ...]) -> Tensor:
+def reshape(t: Tensor, shape: Iterable[int]) -> Tensor:
     """``t`` with a new shape of the same number of elements (one ``-1`` is inferred)."""
     return _reshape(t, shape, False)
 
 
 @op_debug_context
-def reshape_(t: Tensor, shape: Tuple[int, ...]) -> Tensor:
+def reshape_(t: Tensor, shape: Iterable[int]) -> Tensor:
     """Reshape as a view aliasing ``t``."""
     return _reshape(t, shape, True)
 
@@ -115,13 +115,13 @@ def _transpose(t: Tensor, permutation, inplace: bool) -> Tensor:
 
 
 @op_debug_context
-def transpose(t: Tensor, permutation: Optional[Tuple[int, ...]] = None) -> Tensor:
+def transpose(t: Tensor, permutation: Optional[Iterable[int]] = None) -> Tensor:
     """Permute the axes of ``t`` (reverse them by default)."""
     return _transpose(t, permutation, False)
 
 
 @op_debug_context
-def transpose_(t: Tensor, permutation: Optional[Tuple[int, ...]] = None) -> Tensor:
+def transpose_(t: Tensor, permutation: Optional[Iterable[int]] = None) -> Tensor:
     """Permute the axes of ``t`` as a view."""
     return _transpose(t, permutation, True)
 

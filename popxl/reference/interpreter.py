@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from popxl.streams import DeviceToHostStream
 from popxl.tensor import Constant, Variable
 
 from .registry import get_reference_rule
@@ -293,7 +294,7 @@ class Interpreter:
                     raise ValueError(f"input for stream {s.tensor_id!r} has shape {arr.shape}, expected {want}")
                 arr = arr.reshape(want)
             feeds[s] = arr.astype(s.dtype.as_numpy(), copy=False)
-        outputs = {}
+        outputs: Dict[DeviceToHostStream, np.ndarray] = {}  # what the host_store ops write
         for g in self.ir.graphs:
             for op in g.ops:
                 if op.type == "host_store":

@@ -53,6 +53,10 @@ class ExpectedConnectionType(Enum):
 class ExpectedConnection:
     """One input or output of a gradient graph: a forward tensor and how it is connected."""
 
+    # set by _create (the constructor is closed to users)
+    _fwd_tensor: Tensor
+    _connection_type: ExpectedConnectionType
+
     def __init__(self) -> None:
         raise TypeError("ExpectedConnection is created by popxl.transforms.autodiff; it can't be constructed directly.")
 
@@ -99,6 +103,12 @@ class ExpectedConnection:
 
 class GradGraphInfo:
     """The result of :func:`autodiff`: the gradient graph and how to connect it."""
+
+    # set by _create (the constructor is closed to users)
+    _graph: Graph
+    _forward_graph: Graph
+    _expected_inputs: Tuple[ExpectedConnection, ...]
+    _expected_outputs: Tuple[ExpectedConnection, ...]
 
     def __init__(self) -> None:
         raise TypeError("GradGraphInfo is created by popxl.transforms.autodiff; it can't be constructed directly.")
@@ -390,6 +400,7 @@ class _GradBuilder:
             return self.values[t]
         if t.graph is not self.fwd:
             raise ValueError(f"autodiff: {t} is not a tensor of the forward graph {self.fwd}.")
+        v: Tensor
         if isinstance(t, Constant):
             v = constant(t._data, t.dtype, t.name)
         else:
@@ -412,7 +423,7 @@ class _GradBuilder:
             acc = ps[0]
             for p in ps[1:]:
                 acc = ops.add(acc, p)
-                acc.producer.attrs["grad_sum"] = group
+                acc._producer_op().attrs["grad_sum"] = group
             self.partials[t] = [acc]
         return self.partials[t][0]
 

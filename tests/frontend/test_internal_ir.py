@@ -65,6 +65,24 @@ def test_a_call_site_that_gains_an_input_lowers_it():
     np.testing.assert_allclose(_run(ir)[s], [5.0, 6.0, 7.0])
 
 
+def test_add_modified_on_an_input_the_call_does_not_feed_is_refused():
+    # before: the missing input's position (None) went into op.modified and the lowering failed
+    # later, far from the call
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.ones(3, np.float32), name="x")
+        g = ir.create_graph(lambda a: a * 2.0, x)
+        y, = ops.call(g, x)
+        with g:
+            popxl.graph_input((3,), popxl.float32, "extra")
+    call = y.producer._pb_op
+    idx = call.subgraphInToOpInIndex(1)
+    assert not call.hasInput(idx)
+    with pytest.raises(IndexError, match="connect it before addModified"):
+        call.addModified(idx, [_ir.view.Region.getFull([3])])
+    assert call._op.modified == ()
+
+
 def test_modified_regions_make_a_call_write_back():
     ir = popxl.Ir()
     with ir.main_graph:

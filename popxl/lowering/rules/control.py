@@ -5,9 +5,14 @@ with one call site in the whole Ir (and on one IPU) is lowered inline instead, a
 own ops, with no copies (`_call_inline`)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import ipu
 
 from ..registry import lowering_rule
+
+if TYPE_CHECKING:
+    from popxl.tensor import Tensor
 
 
 def _graph_inputs_for(op, graph, parent_inputs):
@@ -47,9 +52,9 @@ def _modified_graph_inputs(op, graph, pairs):
 
 def _written_inputs(graph) -> set:
     """The graph inputs whose contents ops of the graph change (directly or through a view)."""
-    root = {}
+    root: dict[int, Tensor] = {}  # id(an op's output) -> the tensor it is a view of
 
-    def r(t):
+    def r(t: Tensor) -> Tensor:
         while id(t) in root:
             t = root[id(t)]
         return t

@@ -136,7 +136,10 @@ def multi_slice(ctx, table: ipu.Tensor, offsets: ipu.Tensor, suffix="gather") ->
     out = ctx.g.add_variable(ctx.name(f"{suffix}/out"), (R * G * M * D,), table.dtype, ipu.TEMPORARY,
                              debug=ctx.name())
     views = []
-    tiles, fields, ip = [], {"base": [], "offsets": [], "out": [], "m": []}, {"region": [], "rows": [], "row_base": []}
+    # per vertex, filled by _slice_vertices: its tile, its field offsets, its parameters
+    tiles: list[int] = []
+    fields: dict[str, list[int]] = {"base": [], "offsets": [], "out": [], "m": []}
+    ip: dict[str, list[int]] = {"region": [], "rows": [], "row_base": []}
     cs = ctx.compute_set(suffix)
     bases = []
     for r, plan in enumerate(plans):

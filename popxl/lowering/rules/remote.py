@@ -14,6 +14,8 @@ loads with nothing between them are merged into one exchange).
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 import ipu
@@ -72,6 +74,11 @@ def _writes(p) -> set:
     return set()
 
 
+# the merge_exchange group of each MultiExchange the lowering built (ipu's program nodes know
+# nothing of popxl's groups)
+_MERGE_GROUP: weakref.WeakKeyDictionary[ipu.MultiExchange, object] = weakref.WeakKeyDictionary()
+
+
 def emit_transfer(ctx, op, node) -> None:
     """Emit a host / remote transfer; transfers of one merge_exchange group that follow each other
     share one ipu.MultiExchange."""
@@ -81,7 +88,7 @@ def emit_transfer(ctx, op, node) -> None:
         return
     seq = ctx._seqs[-1]
     last = seq.programs[-1] if seq.programs else None
-    if isinstance(last, ipu.MultiExchange) and getattr(last, "merge_group", None) == group:
+    if isinstance(last, ipu.MultiExchange) and _MERGE_GROUP.get(last) == group:
         written = set().union(*(_writes(q) for q in last.programs))
         if not (_reads(node) & written):
             last.add(node)
@@ -89,7 +96,7 @@ def emit_transfer(ctx, op, node) -> None:
                 ctx.op_names[node.name] = op.name
             return
     m = ipu.MultiExchange(node)
-    m.merge_group = group
+    _MERGE_GROUP[m] = group
     ctx.emit(m)
     if node.name and hasattr(ctx, "op_names"):
         ctx.op_names[node.name] = op.name

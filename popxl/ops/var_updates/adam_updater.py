@@ -89,7 +89,7 @@ def lamb_updater(acc_first_order: Tensor, acc_second_order: Tensor, weight: Opti
 
 @op_debug_context
 def adamax_updater(acc_first_order: Tensor, acc_second_order: Tensor, weight: Optional[Tensor] = None,
-                   time_step: Tensor = None, weight_decay: Optional[Union[float, Tensor]] = None,
+                   time_step: Optional[Tensor] = None, weight_decay: Optional[Union[float, Tensor]] = None,
                    beta1: Union[float, Tensor] = 0.9, epsilon: Union[float, Tensor] = 1e-07) -> Tensor:
     """AdaMax updater ``mc / (v + eps) + wd * w`` with ``mc = m / (1 - b1 ** t)``."""
     return _updater("adamax", acc_first_order, acc_second_order, weight, time_step, weight_decay, beta1, None,

@@ -47,7 +47,7 @@ def _combine(code: int, old, new):
 
 
 def scatter_into(out: np.ndarray, idx: np.ndarray, values: np.ndarray, axis: int, code: int,
-                 reached: np.ndarray = None) -> None:
+                 reached: np.ndarray | None = None) -> None:
     """out[..., idx[p], ...] op= values[p] along axis, for every position p of idx (in order);
     indices outside the axis are skipped. idx has values' shape (or is broadcast along axis)."""
     idx = np.asarray(idx).astype(np.int64)
@@ -60,9 +60,9 @@ def scatter_into(out: np.ndarray, idx: np.ndarray, values: np.ndarray, axis: int
         i = int(idx[pos])
         if not 0 <= i < n:
             continue
-        dst = list(pos)
-        dst[axis] = i
-        dst = tuple(dst)
+        at = list(pos)
+        at[axis] = i
+        dst = tuple(at)
         if any(d >= s for d, s in zip(dst, out.shape)):
             continue
         if reached is not None and not reached[dst]:

@@ -13,7 +13,7 @@ They read forward values through ``ctx`` (:class:`RuleContext`): ``ctx.fwd(t)`` 
 / ``ctx.output(i)`` give the forward tensor's value in the gradient graph (a Fwd connection of the
 gradient graph, or a copy of a constant).
 """
-from typing import Callable, Dict
+from typing import Callable, Dict, Set
 
 __all__ = ["grad_rule", "get_grad_rule", "has_grad_rule", "GRAD_RULES", "NON_DIFFERENTIABLE", "non_differentiable"]
 
@@ -21,7 +21,7 @@ GRAD_RULES: Dict[str, Callable] = {}
 
 # Op types that stop gradients: their outputs are never differentiable (integer / boolean results,
 # random numbers, fresh tensors, explicit stops).
-NON_DIFFERENTIABLE = set()
+NON_DIFFERENTIABLE: Set[str] = set()
 
 
 def grad_rule(*op_types: str):

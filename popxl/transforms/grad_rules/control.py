@@ -32,7 +32,7 @@ import numpy as np
 import popxl.ops as ops
 from popxl import dtypes
 from popxl.context import get_current_context
-from popxl.tensor import constant, graph_input, graph_output
+from popxl.tensor import Tensor, constant, graph_input, graph_output
 
 from .._graph_edit import add_op_output, clone_graph, clone_ops_into, move_ops_before, placement
 from ._registry import grad_rule
@@ -47,7 +47,7 @@ def _types():
     return ExpectedConnectionType
 
 
-def _add_to(res: Dict[int, object], i: int, g) -> None:
+def _add_to(res: Dict[int, Tensor], i: int, g: Tensor) -> None:
     res[i] = g if i not in res else ops.add(res[i], g)
 
 
@@ -90,7 +90,7 @@ def _call(ctx, op, grads):
             raise ValueError(f"autodiff: the gradient graph {info.graph} of {C} needs the tensor {t.id}, which is "
                              f"neither an input nor an output of {C}.")
     outs = ops.call(info.graph, *args)
-    res: Dict[int, object] = {}
+    res: Dict[int, Tensor] = {}
     for j, conn in enumerate(info.expected_outputs):
         t = conn.fwd_tensor
         gi = c_in.get(t)
@@ -132,10 +132,11 @@ def _stack_forward(ctx, op, B, k: int, n: int, stacked) -> List:
             with placement(op):
                 inits = [ops.init((n,) + t.shape, t.dtype, f"stack_{_short(t)}_init", "zero") for t in stacked]
             counter0 = constant(np.zeros((1,), np.int32), COUNTER_DTYPE, "stack_counter_init")
-    move_ops_before(G, [t.producer for t in inits], op)
+    move_ops_before(G, [t._producer_op() for t in inits], op)
 
     old_inputs = tuple(op.inputs)
-    new_inputs, new_map = [], {}
+    new_inputs: List[Tensor] = []
+    new_map: Dict[int, int] = {}  # graph input -> position in new_inputs
     for gi in range(k):
         if gi not in input_map:
             raise ValueError(f"autodiff: the loop-carried input {gi} of repeat '{op.name}' is not connected.")
@@ -173,7 +174,7 @@ def _repeat(ctx, op, grads):
     input_map = dict(op.attrs["input_map"])
     old_inputs = tuple(op.inputs)
     if n == 0:  # the outputs are the carried inputs
-        res: Dict[int, object] = {}
+        res: Dict[int, Tensor] = {}
         for i in range(k):
             if i in input_map and grads[i] is not None and ctx.wants(input_map[i]):
                 _add_to(res, input_map[i], grads[i])
@@ -237,7 +238,7 @@ def _repeat(ctx, op, grads):
     st_vals = [ctx.fwd(t) for t in stack_parents]
     inv_vals = [ctx.fwd(old_inputs[input_map[b_in[t]]]) for t in invariant]
     outs = ops.repeat(RB, n, *(dc0 + rc0 + acc0 + st_vals + inv_vals))
-    res: Dict[int, object] = {}
+    res: Dict[int, Tensor] = {}
     for pos, i in enumerate(F):
         oi = input_map.get(i)
         if oi is not None and ctx.wants(oi):
@@ -322,7 +323,7 @@ def _conditional(ctx, op, grads):
                     args.append(a_in[t] if t in a_in else x_in[t])
             with placement(op):
                 outs = ops.call(b["gg"], *args)
-                per_p: Dict[int, object] = {}
+                per_p: Dict[int, Tensor] = {}
                 for j, conn in enumerate(b["gout"]):
                     _add_to(per_p, b["imap"][b["b_in"][conn.fwd_tensor]], outs[j])
                 for p in wanted:
