@@ -8,7 +8,7 @@ holding the encoded bytes.
 """
 
 import builtins
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
@@ -50,13 +50,22 @@ class dtype:
 
     __slots__ = ("_name", "_is_complex", "_is_int", "_is_floating_point", "_is_signed",
                  "_np_type", "_py_type", "_itemsize")
+    # set by _make (the constructor is closed to users); `bool` etc. are dtypes in this module
+    _name: builtins.str
+    _is_complex: builtins.bool
+    _is_int: builtins.bool
+    _is_floating_point: builtins.bool
+    _is_signed: builtins.bool
+    _itemsize: builtins.int
+    _np_type: np.dtype  # float8: the structured dtype of the encoded bytes
+    _py_type: Any  # the Python type that maps to it (int, float, ...), or None
 
     def __init__(self) -> None:
         raise TypeError(f"Cannot create {self.__module__}.dtype instances.")
 
     @classmethod
     def _make(cls, name: str, kind: str, signed: builtins.bool, itemsize: int,
-              np_type: Optional[str], py_type: Any = None) -> "dtype":
+              np_type: Union[str, np.dtype], py_type: Any = None) -> "dtype":
         self = object.__new__(cls)
         self._name = name
         self._is_complex = kind == "complex"
@@ -64,11 +73,10 @@ class dtype:
         self._is_floating_point = kind == "float"
         self._is_signed = signed
         self._itemsize = itemsize
-        self._np_type = np.dtype(np_type) if np_type is not None else None
+        self._np_type = np.dtype(np_type)
         self._py_type = py_type
         _BY_NAME[name] = self
-        if self._np_type is not None:
-            _BY_NUMPY[self._np_type] = self
+        _BY_NUMPY[self._np_type] = self
         if py_type is not None:
             _BY_PYTHON[py_type] = self
         return self

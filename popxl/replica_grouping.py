@@ -7,7 +7,7 @@ group, consecutive members ``stride`` apart; ``Ir.replica_grouping_from_assignme
 group of every replica. A grouping whose members are not a constant stride apart ("non-const")
 serves variables only: collectives need a constant stride, as GCL's groups do.
 """
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:
     from popxl.ir import Ir
@@ -20,7 +20,7 @@ def _regular_assignment(replicas: int, stride: int, group_size: int) -> List[int
     return [(r // block) * stride + (r % stride) for r in range(replicas)]
 
 
-def _const_params(assignment: List[int]):
+def _const_params(assignment: List[int]) -> Optional[Tuple[int, int]]:
     """(stride, group_size) of a regular grouping with exactly this assignment, or None."""
     n = len(assignment)
     groups = max(assignment) + 1 if assignment else 1
@@ -38,6 +38,14 @@ class ReplicaGrouping:
     its position among the group's members in increasing replica order. Create groupings with
     :meth:`popxl.Ir.replica_grouping` or :meth:`popxl.Ir.replica_grouping_from_assignments`.
     """
+
+    # set by _from_params / _from_assignment (the constructor is closed to users)
+    _ir: "Ir"
+    _rf: int  # the Ir's replication factor
+    _group_size: int
+    _assignment: List[int]  # replica -> group
+    _const: bool  # the members of every group are a constant stride apart
+    _stride: Optional[int]  # that stride (None when not const)
 
     def __init__(self):
         raise RuntimeError("popxl.ReplicaGrouping cannot be constructed directly (use ir.replica_grouping).")
@@ -104,7 +112,7 @@ class ReplicaGrouping:
         Raises:
             NotImplementedError: for a grouping whose members are not a constant stride apart.
         """
-        if not self._const:
+        if not self._const or self._stride is None:
             raise NotImplementedError(f"The replica grouping with assignment {self._assignment} has no constant "
                                       "stride.")
         return self._stride
@@ -154,7 +162,7 @@ class ReplicaGrouping:
         if self._const:
             return None
         c = self.const_rg
-        first = {}
+        first: Dict[int, int] = {}  # group of const_rg -> its first replica
         for r, g in enumerate(c.assignment):
             first.setdefault(g, r)
         return [self._assignment[first[g]] for g in range(c.num_groups)]
@@ -166,6 +174,7 @@ class ReplicaGrouping:
         if self._const:
             return None
         dev = self.to_device_map
+        assert dev is not None  # not const, so it has a device map
         return [dev.index(g) for g in range(self.num_groups)]
 
     # -- helpers used by variables, collectives and the Session ---------------------------------
