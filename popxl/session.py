@@ -81,7 +81,8 @@ def _acquired(session) -> None:
 
 
 class Session:
-    def __init__(self, ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True) -> None:
+    def __init__(self, ir, device_desc: Union[str, _devices.DeviceInfo, ipu.Target] = "cpu",
+                 weights_to_host_on_exit: bool = True) -> None:
         global _hw_warned
         from .ir import Ir
 
@@ -133,7 +134,7 @@ class Session:
             self._device = _devices.DeviceInfo(_devices.DeviceType.Cpu, self.num_ipus, self.target.with_ipus(1)
                                                if self.target.ipus > 1 else self.target)
         else:
-            self._device = _devices.to_device_info(self.device_desc, self.num_ipus, _target_for(device_desc))
+            self._device = _devices.to_device_info(device_desc, self.num_ipus, _target_for(device_desc))
         self._compiled_for = (_devices.device_kind(self._device), self._device.numIpus, self._device.tilesPerIPU)
         self._was_attached_stack: list = []
         # remote variables: their value is an entry of a remote buffer in streaming memory
@@ -165,11 +166,14 @@ class Session:
                                             self.options.check_indices)
             except _cache.Uncacheable as e:
                 _logging.log("session", "DEBUG", f"The executable is not cached: {e}")
-        cached = _cache.load(directory, key, ir) if key is not None else None
+        cached = None
+        if directory is not None and key is not None:
+            cached = _cache.load(directory, key, ir)
+            if cached is not None:
+                _logging.log("session", "DEBUG", f"Loading serialized PopART executable from "
+                                                 f"{directory / (key + _cache.SUFFIX)}")
         self.loaded_from_cache = cached is not None
         if cached is not None:
-            _logging.log("session", "DEBUG", f"Loading serialized PopART executable from "
-                                             f"{directory / (key + _cache.SUFFIX)}")
             self.executable, self._lowered = cached
             self._fragment_programs = {name: i + 1 for i, name in enumerate(self._lowered.fragments)}
             self._lowered.fragments = {}
@@ -185,7 +189,7 @@ class Session:
         except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
             raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
         _logging.log("session", "DEBUG", "Compilation complete")
-        if key is not None:
+        if directory is not None and key is not None:
             path = _cache.store(directory, key, self.executable, self._lowered)
             if path is not None:
                 _logging.log("session", "DEBUG", f"Saved the compiled executable to {path}")
@@ -701,8 +705,8 @@ class Session:
             self._require_attached("run")
             for s, buf in h2d.items():
                 self.engine.connect_stream(self._lowered.h2d[s].name, buf)
-            for s, buf in d2h.items():
-                self.engine.connect_stream(self._lowered.d2h[s].name, buf)
+            for d, buf in d2h.items():
+                self.engine.connect_stream(self._lowered.d2h[d].name, buf)
             return self._run_engine()
 
     def run(self, inputs=None, downcast_inputs: bool = True) -> Dict[DeviceToHostStream, np.ndarray]:

@@ -1,6 +1,6 @@
 """Host <-> device data streams. ``ops.host_load`` reads a host-to-device stream and
 ``ops.host_store`` writes a device-to-host stream; the Session feeds and collects them."""
-from typing import TYPE_CHECKING, Iterable, Optional, Tuple
+from typing import TYPE_CHECKING, Iterable, Optional, Self, Tuple
 
 from popxl import dtypes
 from popxl._casts import integer_dims
@@ -16,11 +16,17 @@ __all__ = ["Stream", "HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "
 class Stream:
     """A stream of tensors of one shape and dtype between the host and the IPU."""
 
+    # set by _create (the constructor is closed to users)
+    _ir: "Ir"
+    _tensor_id: str
+    _spec: TensorSpec
+    _hash: int
+
     def __init__(self):
         raise RuntimeError("popxl streams cannot be constructed directly: use popxl.h2d_stream / d2h_stream.")
 
     @classmethod
-    def _create(cls, ir: "Ir", tensor_id: str, shape: Tuple[int, ...], dtype: dtypes.dtype) -> "Stream":
+    def _create(cls, ir: "Ir", tensor_id: str, shape: Tuple[int, ...], dtype: dtypes.dtype) -> Self:
         self = object.__new__(cls)
         self._ir = ir
         self._tensor_id = tensor_id
