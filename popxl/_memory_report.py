@@ -7,7 +7,10 @@ backward pass counts under the layer).
 """
 from __future__ import annotations
 
+from typing import Callable, Dict, Optional
+
 import ipu
+from popxl.op import Op
 
 UNSCOPED = "(no name scope)"
 
@@ -16,33 +19,33 @@ UNSCOPED = "(no name scope)"
 CODE_CATEGORIES = ("exchange_code", "control_code", "vertex_state", "vertex_code")
 
 
-def _op_of_names(ir, lowered) -> callable:
+class _OpOfNames:
     """owner name (a step, compute set or tensor) -> the popxl op it came from, or None (ops may
-    share a name: the first stands for them; `op_of.same_name[name]` counts them)."""
-    ops = {}
-    counts: dict = {}
-    for g in ir.graphs:
-        for op in g.ops:
-            ops.setdefault(op.name, op)
-            counts[op.name] = counts.get(op.name, 0) + 1
-    step_ops = dict(getattr(lowered, "op_names", {}) or {})
+    share a name: the first stands for them; `same_name[name]` counts them)."""
 
-    def op_of(owner: str):
-        name = step_ops.get(owner, owner)
+    def __init__(self, ir, lowered):
+        self._ops: Dict[str, Op] = {}
+        self.same_name: Dict[str, int] = {}
+        for g in ir.graphs:
+            for op in g.ops:
+                self._ops.setdefault(op.name, op)
+                self.same_name[op.name] = self.same_name.get(op.name, 0) + 1
+        self._step_ops = dict(getattr(lowered, "op_names", {}) or {})
+
+    def __call__(self, owner: str) -> Optional[Op]:
+        name = self._step_ops.get(owner, owner)
         while name:
-            if name in ops:
-                return ops[name]
+            if name in self._ops:
+                return self._ops[name]
             if "/" not in name:
                 return None
             name = name.rsplit("/", 1)[0]
         return None
 
-    op_of.same_name = counts
-    return op_of
 
 
-def _scope_of_names(ir, lowered) -> callable:
-    op_of = _op_of_names(ir, lowered)
+def _scope_of_names(ir, lowered) -> Callable[[str], Optional[str]]:
+    op_of = _OpOfNames(ir, lowered)
 
     def scope(owner: str) -> str | None:
         op = op_of(owner)
@@ -134,7 +137,7 @@ def with_name_scopes(err: ipu.OutOfMemoryError, ir, lowered) -> ipu.OutOfMemoryE
     # code and state, and constants (work lists are constants): what ops generate besides tensors
     code = [c for c in err.categories if c in CODE_CATEGORIES + ("constants",)]
     if code:
-        kinds = code_by_op_kind(owners, _op_of_names(ir, lowered), code)[:4]
+        kinds = code_by_op_kind(owners, _OpOfNames(ir, lowered), code)[:4]
         lines = []
         for kind, n, cats, blocks in kinds:
             detail = ", ".join(f"{c} {b / 1024:,.1f} KiB" for c, b in sorted(cats.items(), key=lambda x: -x[1]))

@@ -109,7 +109,7 @@ def host_pow2scale_cast_from_fp8(src: np.ndarray, dtype: Optional["dtypes.dtype"
     if out not in (dtypes.float16, dtypes.float32, dtypes.float64):
         raise RuntimeError(f"{what}: dtype {out} is not supported; use popxl.float16, float32 or float64.")
     s = _check_log2_scale(log2_scale, what)
-    fmt = src.dtype.names[0]
+    fmt = dtypes.dtype.as_dtype(src.dtype).name  # the float8 format of the structured dtype
     with np.errstate(over="ignore"):
         values = _f8.host_decode(np.ascontiguousarray(src).view(np.uint8), fmt, s)
     return values.astype(out.as_numpy()).reshape(src.shape)
@@ -234,11 +234,11 @@ def host_fp8_mse_scale_pb(src, dtype: Optional["dtypes.dtype"] = None) -> int:
     x = x[np.isfinite(x)]
     if x.size == 0:
         return 0
-    errs = []
+    mse = []
     for s in range(min_scaling_bias, max_scaling_bias + 1):
         codes = _f8.host_encode(x, dt.name, s, False)
         back = _f8.host_decode(codes, dt.name, -s)
-        errs.append(float(np.mean((back - x) ** 2)))
-    errs = np.asarray(errs)
+        mse.append(float(np.mean((back - x) ** 2)))
+    errs = np.asarray(mse)
     best = np.flatnonzero(errs == errs.min())
     return int(best[len(best) // 2] + min_scaling_bias)

@@ -21,7 +21,7 @@ Ops from outside the package (a user's own op) register an entry the same way wi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Type, TypeVar
 
 __all__ = ["OpType", "UnaryOpType", "BinaryOpType", "OP_TYPES", "COMMON_ATTRS", "register_op_type", "op_type",
            "on_register", "op_types", "check_op"]
@@ -146,6 +146,26 @@ def op_type(name: str) -> OpType:
                        "popxl.op_table.register_op_type(OpType(name, family, attrs)).") from None
 
 
+def unary_op_type(name: str) -> UnaryOpType:
+    """The entry of unary element-wise op `name` (TypeError: it is another kind of op)."""
+    return _entry_of_kind(name, UnaryOpType)
+
+
+def binary_op_type(name: str) -> BinaryOpType:
+    """The entry of binary element-wise op `name` (TypeError: it is another kind of op)."""
+    return _entry_of_kind(name, BinaryOpType)
+
+
+_Entry = TypeVar("_Entry", bound=OpType)
+
+
+def _entry_of_kind(name: str, cls: Type[_Entry]) -> _Entry:
+    entry = op_type(name)
+    if not isinstance(entry, cls):
+        raise TypeError(f"op type {name!r} is a {type(entry).__name__}, not a {cls.__name__}")
+    return entry
+
+
 def op_types(cls=OpType) -> List[OpType]:
     return [e for e in OP_TYPES.values() if isinstance(e, cls)]
 
@@ -181,7 +201,7 @@ _ONNX_NAMES = {
 
 def _ops(family: str, names: str, attrs: str = "", **kw) -> None:
     for n in names.split():
-        register_op_type(OpType(n, family, attrs, **kw))
+        register_op_type(OpType(n, family, frozenset(attrs.split()), **kw))
 
 
 def _d_reciprocal(x, y):

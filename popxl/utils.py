@@ -41,7 +41,7 @@ def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, down
     if isinstance(x, np.ndarray) and x.dtype in (dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152):
         if dtype is None and log2_scale is None and nan_on_overflow is None:
             return np.array(x, order="C", copy=True if copy else None)  # already encoded float8
-        raise TypeError(f"The data is float8 ({x.dtype.names[0]}) but dtype={dtype}: decode it first with "
+        raise TypeError(f"The data is float8 ({dtypes.dtype.as_dtype(x.dtype).name}) but dtype={dtype}: decode it first with "
                         "popxl.fp8_utils.host_pow2scale_cast_from_fp8.")
     if log2_scale is not None:
         raise RuntimeError("`log2_scale` is only supported for the float8 dtypes "
@@ -49,8 +49,9 @@ def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, down
     if nan_on_overflow is not None:
         raise RuntimeError("`nan_on_overflow` is only supported for the float8 dtypes "
                            "popxl.float8_143 and popxl.float8_152.")
-    if hasattr(x, "detach") and hasattr(x, "numpy") and not isinstance(x, np.ndarray):
-        x = x.detach().cpu().numpy()  # torch.Tensor
+    detach = getattr(x, "detach", None)  # a torch.Tensor
+    if detach is not None and hasattr(x, "numpy") and not isinstance(x, np.ndarray):
+        x = detach().cpu().numpy()
     from popxl.tensor import Tensor
     if isinstance(x, Tensor):
         raise TypeError(f"Expected host data (NumPy array, scalar or sequence), got the popxl tensor {x}.")
@@ -92,7 +93,7 @@ def _float8_to_numpy(x, dtype: "dtypes.dtype", copy: bool, log2_scale, nan_on_ov
             raise RuntimeError(f"The data is already {dtype.name}: log2_scale={log2_scale} cannot be applied to it.")
         return np.array(arr, order="C", copy=True if copy else None)
     if arr.dtype in (dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152):
-        raise TypeError(f"The data is {arr.dtype.names[0]} but dtype is {dtype.name}: decode it with "
+        raise TypeError(f"The data is {dtypes.dtype.as_dtype(arr.dtype).name} but dtype is {dtype.name}: decode it with "
                         "popxl.fp8_utils.host_pow2scale_cast_from_fp8 first.")
     return host_pow2scale_cast_to_fp8(arr, dtype, 0 if log2_scale is None else log2_scale,
                                       True if nan_on_overflow is None else nan_on_overflow)
@@ -103,13 +104,13 @@ def table_to_string(rows: Sequence[Sequence], delimiter: str = " | ", header: bo
 
     If ``header`` the first row is separated from the others by a line of dashes.
     """
-    rows = [[str(c) for c in r] for r in rows]
-    if not rows:
+    cells = [[str(c) for c in r] for r in rows]
+    if not cells:
         return ""
-    ncols = max(len(r) for r in rows)
-    rows = [r + [""] * (ncols - len(r)) for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(ncols)]
-    lines = [delimiter.join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    ncols = max(len(r) for r in cells)
+    cells = [r + [""] * (ncols - len(r)) for r in cells]
+    widths = [max(len(r[i]) for r in cells) for i in range(ncols)]
+    lines = [delimiter.join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     if header and len(lines) > 0:
         lines.insert(1, "-" * (sum(widths) + len(delimiter) * (ncols - 1)))
     return "\n".join(lines)

@@ -42,7 +42,7 @@ def _check_input(op_type: str, t: Tensor, rule: str) -> Tensor:
 
 
 def _unary(op_type: str, t: Tensor, inplace: bool) -> Tensor:
-    entry = op_table.op_type(op_type)
+    entry = op_table.unary_op_type(op_type)
     t = _check_input(op_type, t, entry.inputs)
     out_dtype = dtypes.bool if entry.output == "bool" else t.dtype
     if inplace:
@@ -274,7 +274,7 @@ def log2(t: Tensor) -> Tensor:
 
 
 def _binary(op_type: str, lhs: TensorLike, rhs: TensorLike, inplace: bool = False) -> Tensor:
-    rule = op_table.op_type(op_type).kind
+    rule = op_table.binary_op_type(op_type).kind
     lhs, rhs = coerce_operands(lhs, rhs, what=f"{op_type} operands")
     if rule == "logical":
         lhs, rhs = cast_if_needed(lhs, dtypes.bool), cast_if_needed(rhs, dtypes.bool)
