@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["dot_files", "ir_to_dot"]
 
 
-def _q(text: str) -> str:
+def _q(text: object) -> str:
     return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 

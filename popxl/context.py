@@ -307,15 +307,18 @@ def in_sequence(mode: Union[bool, Literal["pass"]] = True):
     """
     if mode is None:
         raise TypeError("`None` cannot be passed to `in_sequence`. Try `False` instead.")
+    enabled: Optional[bool]  # the context's setting: None for 'pass'
     if mode == "pass":
-        mode = None
-    elif not isinstance(mode, bool):
+        enabled = None
+    elif isinstance(mode, bool):
+        enabled = mode
+    else:
         raise ValueError(f"`in_sequence` mode not understood: {mode!r}. Must be True, False or 'pass'.")
     ctx = get_current_context()
     prev = ctx.in_sequence
-    ctx.in_sequence = mode
+    ctx.in_sequence = enabled
     try:
-        yield mode
+        yield enabled
     finally:
         ctx.in_sequence = prev
 

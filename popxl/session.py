@@ -185,7 +185,9 @@ class Session:
             # program 0 is the main program; the weights fragments (lowering/context.py) follow it
             fragments = self._lowered.fragments
             self._fragment_programs = {name: i + 1 for i, name in enumerate(fragments)}
-            self.executable = ipu.compile(self._lowered.graph, [self._lowered.main, *fragments.values()])
+            graph, main = self._lowered.graph, self._lowered.main
+            assert graph is not None and main is not None  # a fresh lowering
+            self.executable = ipu.compile(graph, [main, *fragments.values()])
         except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
             raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
         _logging.log("session", "DEBUG", "Compilation complete")

@@ -39,8 +39,9 @@ class LoweredGraph:
 class LoweredIr:
     """What a Session needs: the compiled-ready ipu graph, its programs and the tensor maps."""
 
-    graph: ipu.Graph
-    main: ipu.Program
+    # None once released: the Session drops them after compiling, a cached entry has none
+    graph: ipu.Graph | None
+    main: ipu.Program | None
     variables: dict  # popxl Variable -> ipu Variable
     constants: dict
     h2d: dict  # popxl HostToDeviceStream -> ipu HostStream
