@@ -41,8 +41,8 @@ def to_numpy(x: "HostScalarTensor", dtype: Optional["dtypes.dtype"] = None, down
     if isinstance(x, np.ndarray) and x.dtype in (dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152):
         if dtype is None and log2_scale is None and nan_on_overflow is None:
             return np.array(x, order="C", copy=True if copy else None)  # already encoded float8
-        raise TypeError(f"The data is float8 ({dtypes.dtype.as_dtype(x.dtype).name}) but dtype={dtype}: decode it first with "
-                        "popxl.fp8_utils.host_pow2scale_cast_from_fp8.")
+        raise TypeError(f"The data is float8 ({dtypes.dtype.as_dtype(x.dtype).name}) but dtype={dtype}: decode it "
+                        "first with popxl.fp8_utils.host_pow2scale_cast_from_fp8.")
     if log2_scale is not None:
         raise RuntimeError("`log2_scale` is only supported for the float8 dtypes "
                            "popxl.float8_143 and popxl.float8_152.")
@@ -93,8 +93,8 @@ def _float8_to_numpy(x, dtype: "dtypes.dtype", copy: bool, log2_scale, nan_on_ov
             raise RuntimeError(f"The data is already {dtype.name}: log2_scale={log2_scale} cannot be applied to it.")
         return np.array(arr, order="C", copy=True if copy else None)
     if arr.dtype in (dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152):
-        raise TypeError(f"The data is {dtypes.dtype.as_dtype(arr.dtype).name} but dtype is {dtype.name}: decode it with "
-                        "popxl.fp8_utils.host_pow2scale_cast_from_fp8 first.")
+        raise TypeError(f"The data is {dtypes.dtype.as_dtype(arr.dtype).name} but dtype is {dtype.name}: decode it "
+                        "with popxl.fp8_utils.host_pow2scale_cast_from_fp8 first.")
     return host_pow2scale_cast_to_fp8(arr, dtype, 0 if log2_scale is None else log2_scale,
                                       True if nan_on_overflow is None else nan_on_overflow)
 

@@ -175,11 +175,11 @@ def window_output_shape(in_spatial: Shape, kernel: Shape, strides: Shape, pads: 
     elif auto_pad != "not_set":
         raise ValueError(f"{what}: pad type must be 'not_set', 'same_upper', 'same_lower' or 'valid', "
                          f"not {auto_pad!r}.")
-    out = []
+    dims = []
     for i in range(n):
         span = in_spatial[i] + pads[i] + pads[n + i] - dilations[i] * (kernel[i] - 1) - 1
         if span < 0:
             raise ValueError(f"{what}: the window (kernel {kernel}, dilation {dilations}) is larger than the "
                              f"padded input {in_spatial} (pads {pads}).")
-        out.append((-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1)
-    return tuple(out), tuple(pads)
+        dims.append((-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1)
+    return tuple(dims), tuple(pads)

@@ -110,7 +110,7 @@ class CallSiteInfo:
 
 
 def _flatten_inputs(inputs) -> List:
-    flat = []
+    flat: List = []  # tensors, and host values the caller checks
     for x in inputs or ():
         if isinstance(x, _Iterable) and not isinstance(x, (str, bytes, np.ndarray, Tensor)):
             flat.extend(x)
@@ -269,8 +269,9 @@ class ConditionalSiteInfo(CallSiteInfo):
     def _map(self, then_branch: bool) -> Dict[int, int]:
         return self._xop.attrs["then_input_map" if then_branch else "else_input_map"]
 
+    # PopXL's API: a conditional's "called graph" is the pair of branches
     @property
-    def called_graph(self) -> Tuple[Graph, Graph]:
+    def called_graph(self) -> Tuple[Graph, Graph]:  # type: ignore[override]
         return self._xop.attrs["then_branch"], self._xop.attrs["else_branch"]
 
     def graph_to_parent_input_index(self, idx: int, then_branch: bool = True) -> int:

@@ -221,6 +221,9 @@ def interpolate(t: Tensor, scale_factor: Optional[Tuple[float, ...]] = (1.0, 1.0
     if not isinstance(t, Tensor):
         raise not_a_tensor("t", t, "interpolate")
     check_float("interpolate", t)
+    if scale_factor is None:
+        raise TypeError(f"interpolate: scale_factor must give one float per axis of {t.id} (rank {t.rank}), "
+                        "not None.")
     scales = tuple(float(s) for s in scale_factor)
     if len(scales) != t.rank:
         raise ValueError(f"interpolate: {len(scales)} scale factors for a tensor of rank {t.rank}.")

@@ -8,7 +8,7 @@ output 0 aliasing input 0. The binary ops take their dtype rule from the table a
 
 import math
 import sys
-from typing import Union
+from typing import Callable, Dict, Union
 
 from popxl import dtypes, op_table
 from popxl.context import op_debug_context
@@ -239,7 +239,7 @@ def _unary_op(op_type: str, inplace: bool = False, doc: str = ""):
 
 # The functions of the unary ops by name: the defs above for the built-in entries; an entry
 # registered later (a user's own op) gets a function made here, in this module and in popxl.ops.
-UNARY_FUNCTIONS = {}
+UNARY_FUNCTIONS: Dict[str, Callable[..., Tensor]] = {}
 
 
 def _add_unary_functions(entry: op_table.UnaryOpType) -> None:
@@ -447,7 +447,8 @@ def _scaled_add(X: Tensor, Y: Tensor, a: Union[float, Tensor], b: Union[float, T
     shape = broadcast_shapes(X.shape, Y.shape, what="scaled_add operands")
     if inplace and shape != X.shape:
         raise ValueError(f"scaled_add_: the result shape {shape} must equal the shape {X.shape} of X.")
-    inputs, names, attrs = [X, Y], ["X", "Y"], {}
+    inputs, names = [X, Y], ["X", "Y"]
+    attrs: Dict[str, object] = {}  # a / b: the float scale, or None for a tensor input
     for key, value in (("a", a), ("b", b)):
         if isinstance(value, Tensor):
             if value.nelms != 1:

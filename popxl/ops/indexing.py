@@ -94,7 +94,7 @@ def scatter(t: Tensor, indices: Tensor, values: Tensor, axis: int = 0,
 
 
 def _scatter_reduce(data: Tensor, indices, reduction: str, initial_values: Optional[Tensor], axis: int,
-                    axis_size: Optional[int], group_size: int, enable_index_broadcast: bool,
+                    axis_size: Optional[int], group_size: int, enable_index_broadcast: int,
                     amp: Optional[float]) -> Tensor:
     op = "scatter_reduce" if group_size == 1 else "grouped_scatter_reduce"
     _tensor(op, data, "data")

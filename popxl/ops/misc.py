@@ -214,7 +214,6 @@ def ipu_copy(t: Tensor, destination: int, source: Optional[int] = None) -> Tenso
         raise ValueError(f"ipu_copy: IPU numbers must be >= 0, got source {source} and destination {destination}.")
     out = single("ipu_copy", [t], t.shape, t.dtype, {"source": source, "destination": destination},
                  out_names=[t.name + f"_c{destination}"], check_placement=False, out_meta_shapes=[t.meta_shape])
-    op = out.producer
-    op.ipu = source  # the copy reads on the source IPU; its output lives on the destination
+    out._producer_op().ipu = source  # the copy reads on the source IPU; its output lives on the destination
     out._set_ipu(destination)
     return out

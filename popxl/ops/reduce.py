@@ -59,7 +59,7 @@ sumsquare = _reduce_op("sumsquare", "Sum of the squares of the elements")
 median = _reduce_op("median", "Median of the elements (the lower one for an even count)")
 
 
-def _arg_reduce(op_type: str, t: Tensor, dim: Optional[int], keepdim: bool) -> Tensor:
+def _arg_reduce(op_type: str, t: Tensor, dim: Optional[int], keepdim: Optional[bool]) -> Tensor:
     check_numeric(op_type, t)
     axis = normalize_axis(0 if dim is None else dim, t.rank, "dim")
     shape = reduced_shape(t.shape, (axis,), bool(keepdim))

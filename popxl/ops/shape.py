@@ -91,13 +91,13 @@ def squeeze(t: Tensor, axes: Optional[List[int]] = None) -> Tensor:
     """Remove size-1 axes: ``axes`` (which must have size 1), or all of them if None."""
     _check_tensor("squeeze", t)
     if axes is None:
-        axes = tuple(i for i, d in enumerate(t.shape) if d == 1)
+        gone = tuple(i for i, d in enumerate(t.shape) if d == 1)
     else:
-        axes = normalize_axes(axes, t.rank, "squeeze axis")
-        for a in axes:
+        gone = normalize_axes(axes, t.rank, "squeeze axis")
+        for a in gone:
             if t.shape[a] != 1:
                 raise ValueError(f"squeeze: axis {a} of tensor {t.id} has size {t.shape[a]}, not 1.")
-    shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)
+    shape = tuple(d for i, d in enumerate(t.shape) if i not in gone)
     return _view("reshape", t, shape, {"shape": shape}, False, name="squeeze")
 
 
@@ -203,12 +203,15 @@ def subsample(t: Tensor, strides: Union[int, Iterable[int]]) -> Tensor:
     int is the list of one stride, as in PopXL, so it suits rank-1 tensors.
     """
     _check_tensor("subsample", t)
-    if isinstance(strides, (int, np.integer)) and not isinstance(strides, bool):
+    not_strides = TypeError(f"subsample: strides must be an int or an iterable of ints, not {strides!r}.")
+    if isinstance(strides, bool):
+        raise not_strides
+    if isinstance(strides, (int, np.integer)):
         strides = [strides]
     try:
         strides = tuple(int(s) for s in strides)
     except TypeError:
-        raise TypeError(f"subsample: strides must be an int or an iterable of ints, not {strides!r}.") from None
+        raise not_strides from None
     if len(strides) != t.rank:
         raise ValueError("The length of subsample `strides` must match the rank of the input tensor. "
                          f"Got {len(strides)} strides {strides} for a tensor of shape {t.shape}.")

@@ -192,6 +192,8 @@ def test_conv_and_pool(main, var):
     with pytest.raises(ValueError, match=r"kernel_size \(0, 2\) must be >= 1"):
         ops.max_pool(img, (0, 2))
     assert ops.interpolate(img, (1.0, 1.0, 2.0, 2.0)).shape == (2, 3, 18, 18)
+    with pytest.raises(TypeError, match="one float per axis"):  # was "'NoneType' object is not iterable"
+        ops.interpolate(img, None)
     rois = ops.roi_align(img, var((5, 4)), var((5,), np.int32), (2, 2), 1.0, 2)
     assert rois.shape == (5, 3, 2, 2)
     with pytest.raises(TypeError, match="float8"):

@@ -1,7 +1,7 @@
 """Shared pieces of the collective ops: operator names, the older CommGroup form of a grouping, and
 the rearrangements that let a collective work along any axis."""
 from enum import Enum
-from typing import List, Literal, Optional, Tuple
+from typing import Dict, List, Literal, Optional, Tuple
 
 from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensor import Tensor
@@ -12,11 +12,11 @@ CollectiveOps = Literal["add", "mean", "mul", "min", "max", "and", "or", "square
 
 # PopXL 3.x maps 'mul' to the MEAN collective operator (popxl/ops/collectives/collectives.py,
 # OP_MAP); scripts written for the SDK get the same result here.
-_OP_MAP = {"add": "add", "mean": "mean", "mul": "mean", "min": "min", "max": "max", "and": "and", "or": "or",
-           "square_add": "square_add", "local": "local"}
+_OP_MAP: Dict[str, CollectiveOps] = {"add": "add", "mean": "mean", "mul": "mean", "min": "min", "max": "max",
+                                     "and": "and", "or": "or", "square_add": "square_add", "local": "local"}
 
 
-def to_collective_op(op: CollectiveOps) -> str:
+def to_collective_op(op: CollectiveOps) -> CollectiveOps:
     """The collective operator an op name stands for (raises ValueError for an unknown name)."""
     if op not in _OP_MAP:
         raise ValueError(f"Not a valid op: {op}. Must choose from: {', '.join(k for k in _OP_MAP if k != 'local')}")

@@ -1,5 +1,5 @@
 """AllGather across replicas."""
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import numpy as np
 
@@ -14,7 +14,7 @@ __all__ = ["replicated_all_gather"]
 
 
 @op_debug_context
-def replicated_all_gather(t: Tensor, axis: int = 0, group: Optional[ReplicaGrouping] = None,
+def replicated_all_gather(t: Tensor, axis: Union[int, ReplicaGrouping] = 0, group: Optional[ReplicaGrouping] = None,
                           output_shape: Literal["new_axis", "concat", "meta_shape", "auto"] = "auto") -> Tensor:
     """Gather ``t`` from every replica of each group; every replica of the group gets all of them,
     in the order of the replicas in the group.
@@ -32,7 +32,8 @@ def replicated_all_gather(t: Tensor, axis: int = 0, group: Optional[ReplicaGroup
     if isinstance(axis, ReplicaGrouping) and group is None:
         # replicated_all_gather(t, group): the SDK 3.0 signature, whose output is
         # (group_size, *t.shape), or t.meta_shape for a shard
-        axis, group = 0, axis
+        group = axis
+        axis = 0
         if output_shape == "auto":
             output_shape = "meta_shape" if t.meta_shape else "new_axis"
     if not isinstance(t, Tensor):
