@@ -9,6 +9,7 @@ import os
 import sys
 from typing import List, Optional, Tuple
 
+import ipu
 from codelets import elementwise as codelet_ops
 from codelets import elementwise_costs
 
@@ -39,6 +40,9 @@ def where(fn) -> str:
 
 
 def _codelet_rows(entry: op_table.OpType) -> List[Tuple[str, str]]:
+    if isinstance(entry, op_table.UnaryOpType) and entry.codelet != "UnaryOp":  # a codelet of its own
+        codelet = ipu.get_codelet(entry.codelet)
+        return [("codelet", f"{entry.codelet}  {where(type(codelet))}"), ("cost", where(codelet.cycles))]
     if isinstance(entry, op_table.UnaryOpType):
         vertex, codes, poplibs = "UnaryOp", codelet_ops.UNARY_OPS, codelet_ops.POPLIBS_UNARY
     elif isinstance(entry, op_table.BinaryOpType):

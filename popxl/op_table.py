@@ -11,7 +11,8 @@ Unary element-wise ops are table-driven: from a `UnaryOpType` entry come the low
 vertex per piece with the entry's codelet op), the reference rule (the codelet's NumPy reference)
 and, when the entry gives a derivative, the gradient rule. The built-in ones have their `popxl.ops`
 functions written out in popxl/ops/elementwise.py; a unary entry registered later gets its
-function (and its in-place `_` form) made. docs/architecture.md has the recipe.
+function (and its in-place `_` form) made. An entry may name a codelet of its own instead of a
+UnaryOp op. docs/recipes.md has the recipe ("A unary op").
 
 `python -m popxl.op_table erf` prints where each rule of an op type lives (popxl/_op_sources.py).
 
@@ -67,6 +68,9 @@ class UnaryOpType(OpType):
     """A unary element-wise op: out = f(t), one UnaryOp vertex per piece of the output.
 
     codelet_op: the UnaryOp op (a name of codelets.elementwise.UNARY_OPS).
+    codelet: the vertex type: "UnaryOp" (with `codelet_op` as its op), or a registered codelet of
+    its own with fields `in` and `out` (a function UnaryOp lacks: its kernel, cost model and NumPy
+    reference, which is then the op's reference; docs/recipes.md "A unary op").
     inputs: "float" (float16 / float32 only), "numeric" (any non-bool), "bool" (cast to bool first).
     output: "same" (the input's dtype) or "bool".
     inplace: the frontend also has `<name>_`, which updates its input.
@@ -75,6 +79,7 @@ class UnaryOpType(OpType):
     """
     family: str = "elementwise"
     codelet_op: str = ""
+    codelet: str = "UnaryOp"
     inputs: str = "float"
     output: str = "same"
     inplace: bool = False
@@ -82,7 +87,10 @@ class UnaryOpType(OpType):
 
     def __post_init__(self):
         super().__post_init__()
-        if not self.codelet_op:
+        if self.codelet != "UnaryOp" and self.codelet_op:
+            raise ValueError(f"unary op {self.name!r}: codelet_op names a UnaryOp op; codelet {self.codelet!r} "
+                             "takes none")
+        if not self.codelet_op and self.codelet == "UnaryOp":
             object.__setattr__(self, "codelet_op", self.name)
         if self.inputs not in ("float", "numeric", "bool") or self.output not in ("same", "bool"):
             raise ValueError(f"unary op {self.name!r}: inputs is float / numeric / bool and output same / bool")

@@ -78,7 +78,7 @@ def test_the_table_refuses_a_second_entry_of_a_name():
 
 
 def test_a_unary_op_is_one_table_entry(monkeypatch):
-    """The recipe of docs/architecture.md: an entry naming an existing UnaryOp op gives the frontend
+    """docs/recipes.md, "A unary op": an entry naming an existing UnaryOp op gives the frontend
     function, its in-place form, the lowering, the reference rule and (with a derivative) the
     gradient rule. (Registered here as a user would, then taken out again.)"""
     entry = UnaryOpType("rsqrt_for_test", codelet_op="rsqrt", inplace=True,
@@ -202,3 +202,9 @@ def test_python_m_popxl_op_table():
     lines = out.stdout.splitlines()
     assert lines[0] == "reciprocal" and any("poplibs INVERSE" in x for x in lines)
     assert any(x.split()[:2] == ["onnx", "Reciprocal"] for x in lines)
+
+
+def test_a_unary_entry_with_a_codelet_of_its_own_takes_no_unary_op():
+    assert UnaryOpType("own_for_test", codelet="Softsign").codelet_op == ""
+    with pytest.raises(ValueError, match="takes none"):
+        UnaryOpType("own_for_test", codelet="Softsign", codelet_op="exp")

@@ -34,9 +34,11 @@ def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None
 
 
 def unary(ctx, op):
-    """Every UnaryOpType of the op table: a UnaryOp vertex per piece, with the entry's codelet op."""
-    code = UNARY_OPS[op_table.op_type(op.type).codelet_op]
-    map_elementwise(ctx, op, "UnaryOp", [ctx.value(op.inputs[0])], ["in"], ip={"op": code}, suffix=op.type)
+    """Every UnaryOpType of the op table: a vertex of the entry's codelet per piece (UnaryOp with
+    the entry's codelet op, or the entry's own in -> out codelet)."""
+    entry = op_table.op_type(op.type)
+    ip = {"op": UNARY_OPS[entry.codelet_op]} if entry.codelet == "UnaryOp" else None
+    map_elementwise(ctx, op, entry.codelet, [ctx.value(op.inputs[0])], ["in"], ip=ip, suffix=op.type)
 
 
 op_table.on_register(op_table.UnaryOpType, lambda entry: lowering_rule(entry.name)(unary))
