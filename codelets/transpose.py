@@ -6,7 +6,7 @@ one transposed (cols x rows). Any element type: the kernel moves elements, it do
 
 It is how layout changes run without element-by-element exchanges: a transposed operand travels
 as contiguous rows of its source (few, long exchange runs) and the tile that receives the block
-transposes it locally (`codelets.plans.matmul`, see docs/architecture.md).
+transposes it locally (`codelets.plans.matmul`, see docs/lowering.md).
 """
 from __future__ import annotations
 

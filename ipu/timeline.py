@@ -6,7 +6,7 @@ live in *segments*: a segment opens at a write that replaces the whole variable 
 last use before the next such write. A function's temporaries are written afresh in every call, so
 each call gives them a segment of their own: within a call they live and die as the call uses
 them, and between calls their bytes are free for others (as Poplar's liveness analysis treats the
-variables of a called function; see docs/architecture.md).
+variables of a called function; see docs/machine.md).
 
 Two things keep the segments safe:
 

@@ -4,7 +4,7 @@ Poplar) and the simulator's IPU_SIM_* environment variables. The session hands t
 lowering (index checks), the engine (compiled loop, threads) and the profiler (when and where to
 write a profile); none of them reads the environment or the Ir's options for itself.
 
-docs/architecture.md has the table of every environment variable the project reads.
+docs/options.md has the table of every environment variable the project reads.
 """
 from __future__ import annotations
 

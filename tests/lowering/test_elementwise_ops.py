@@ -35,7 +35,7 @@ UNARY = {
     "ceil": (ops.ceil, np.ceil, (-3, 3)),
     "sign": (ops.sign, np.sign, (-3, 3)),
     "swish": (ops.swish, lambda x: x / (1 + np.exp(-x)), (-3, 3)),
-    # ONNX ops beyond PopXL's API, each one op table entry (docs/architecture.md)
+    # ONNX ops beyond PopXL's API, each one op table entry (docs/codelets.md, "Adding an op code to UnaryOp")
     "sigmoid": (ops.sigmoid, lambda x: 1 / (1 + np.exp(-x)), (-6, 6)),
     "reciprocal": (ops.reciprocal, lambda x: 1 / x, (0.25, 4)),
     "erf": (ops.erf, _erf, (-3, 3)),
