@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from popxl.graph import Graph
     from popxl.ir import Ir
     from popxl.op import Op
+    from popxl._pb.views import Op as PbOp
 
 __all__ = [
     "Context", "ExecutionContext", "get_current_context", "get_current_graph", "get_main_graph",
@@ -63,7 +64,7 @@ class Context:
         self._io_tile_set: bool = False
         self._execution_context: ExecutionContext = ExecutionContext.Normal
         self._hook_handle: int = 0
-        self._op_created_hooks: Dict[int, Callable[["Op"], Any]] = {}
+        self._op_created_hooks: Dict[int, Callable[["PbOp"], Any]] = {}  # hooks get the _ir.Op view
 
     # -- settings picked up by new ops -------------------------------------------------------
     @contextmanager
@@ -188,7 +189,7 @@ class Context:
         return tuple(after)
 
     # -- hooks ------------------------------------------------------------------------------------
-    def register_op_created_hook(self, fn: Callable[["Op"], Any]) -> int:
+    def register_op_created_hook(self, fn: Callable[["PbOp"], Any]) -> int:
         self._hook_handle += 1
         self._op_created_hooks[self._hook_handle] = fn
         return self._hook_handle

@@ -9,6 +9,7 @@ from popxl.tensor import Constant, Tensor, Variable
 if TYPE_CHECKING:
     from popxl.ir import Ir
     from popxl.op import Op
+    from popxl._pb.views import Op as PbOp
 
 __all__ = ["Graph"]
 
@@ -217,7 +218,7 @@ class Graph:
         return g
 
     # -- hooks ------------------------------------------------------------------------------------
-    def register_op_created_hook(self, fn: Callable[["Op"], Any]) -> int:
+    def register_op_created_hook(self, fn: Callable[["PbOp"], Any]) -> int:
         """Call ``fn(op)`` after each op created in this graph, with the op as PopART's ``_ir.Op``
         (as PopXL does; ``op._op`` is the popxl Op). Returns a handle for removal."""
 

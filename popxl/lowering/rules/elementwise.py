@@ -36,7 +36,7 @@ def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None
 def unary(ctx, op):
     """Every UnaryOpType of the op table: a vertex of the entry's codelet per piece (UnaryOp with
     the entry's codelet op, or the entry's own in -> out codelet)."""
-    entry = op_table.op_type(op.type)
+    entry = op_table.unary_op_type(op.type)
     ip = {"op": UNARY_OPS[entry.codelet_op]} if entry.codelet == "UnaryOp" else None
     map_elementwise(ctx, op, entry.codelet, [ctx.value(op.inputs[0])], ["in"], ip=ip, suffix=op.type)
 

@@ -106,8 +106,8 @@ def pool(ctx, op, ins):
             pos = [o[i] * strides[i] - pads[i] + kidx[i] * dilations[i] for i in range(nd)]
             if all(0 <= p < x.shape[2 + i] for i, p in enumerate(pos)):
                 vals.append(x[(slice(None), slice(None)) + tuple(pos)])
-        vals = np.stack(vals, -1)
-        out[(slice(None), slice(None)) + o] = vals.max(-1) if op.type == "max_pool" else vals.mean(-1)
+        window = np.stack(vals, -1)
+        out[(slice(None), slice(None)) + o] = window.max(-1) if op.type == "max_pool" else window.mean(-1)
     return [out]
 
 

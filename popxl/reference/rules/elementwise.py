@@ -12,7 +12,7 @@ from ._util import wide
 
 
 def _unary(ctx, op, ins):
-    entry = op_table.op_type(op.type)
+    entry = op_table.unary_op_type(op.type)
     x = ins[0]
     if entry.inputs == "bool":
         x = x.astype(bool)
@@ -25,7 +25,7 @@ op_table.on_register(op_table.UnaryOpType, lambda entry: reference_rule(entry.na
 
 
 def _binary(ctx, op, ins):
-    entry = op_table.op_type(op.type)
+    entry = op_table.binary_op_type(op.type)
     a, b = ins
     if entry.kind == "logical":
         a, b = a.astype(bool), b.astype(bool)

@@ -23,6 +23,8 @@ def accumulate(ctx, op, ins):
         x = x * x
     if kind == "add":
         r = t + x
+    elif f is None:
+        raise ValueError(f"accumulate: accumulation type {kind!r} needs a factor (op {op.name})")
     elif kind in ("dampened_add", "dampened_add_square"):
         r = t + x * f
     elif kind in ("moving_average", "moving_average_square"):

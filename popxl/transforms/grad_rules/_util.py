@@ -1,5 +1,5 @@
 """Helpers shared by the gradient rules (all build ops in the current graph: the gradient graph)."""
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -7,8 +7,17 @@ import popxl.ops as ops
 from popxl import dtypes
 from popxl.tensor import Tensor, constant
 
-__all__ = ["zeros", "const", "unbroadcast", "expand", "mask", "keepdims_shape", "reshape_keepdims", "invert_perm",
-           "scatter_strided", "flip"]
+__all__ = ["Grads", "no_grads", "zeros", "const", "unbroadcast", "expand", "mask", "keepdims_shape",
+           "reshape_keepdims", "invert_perm", "scatter_strided", "flip"]
+
+
+Grads = List[Optional[Tensor]]
+"""What a rule returns: one gradient per forward input, None where none flows."""
+
+
+def no_grads(n: int) -> Grads:
+    """``n`` inputs without a gradient yet (a rule fills in the ones ``ctx.wants``)."""
+    return [None] * n
 
 
 def zeros(shape: Sequence[int], dtype: "dtypes.dtype", name: str = "zero_grad") -> Tensor:

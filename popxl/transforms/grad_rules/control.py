@@ -62,10 +62,10 @@ def _call(ctx, op, grads):
     C = op.attrs["graph"]
     info = ctx.grad_info(C)
     input_map = op.attrs["input_map"]
-    c_in = {}
+    c_in: Dict[Tensor, int] = {}  # the called graph's input -> its first index
     for i, t in enumerate(C.inputs):
         c_in.setdefault(t, i)
-    c_out = {}
+    c_out: Dict[Tensor, int] = {}
     for i, t in enumerate(C.outputs):
         c_out.setdefault(t, i)
     args = []
@@ -93,10 +93,10 @@ def _call(ctx, op, grads):
     res: Dict[int, Tensor] = {}
     for j, conn in enumerate(info.expected_outputs):
         t = conn.fwd_tensor
-        gi = c_in.get(t)
-        if gi is None or gi not in input_map:
+        ci = c_in.get(t)
+        if ci is None or ci not in input_map:
             continue
-        oi = input_map[gi]
+        oi = input_map[ci]
         if ctx.wants(oi):
             _add_to(res, oi, outs[j])
     return res
@@ -186,7 +186,7 @@ def _repeat(ctx, op, grads):
     gr = [B.inputs[i] for i in F] + [B.inputs[gi] for gi in inv_wanted]
     gb_graph, gb_in, _ = ctx.build_unstitched(B, gp, gr)
 
-    b_in = {}
+    b_in: Dict[Tensor, int] = {}  # the body's input -> its first index
     for i, t in enumerate(B.inputs):
         b_in.setdefault(t, i)
     stacked, invariant = [], []
@@ -238,7 +238,7 @@ def _repeat(ctx, op, grads):
     st_vals = [ctx.fwd(t) for t in stack_parents]
     inv_vals = [ctx.fwd(old_inputs[input_map[b_in[t]]]) for t in invariant]
     outs = ops.repeat(RB, n, *(dc0 + rc0 + acc0 + st_vals + inv_vals))
-    res: Dict[int, Tensor] = {}
+    res = {}
     for pos, i in enumerate(F):
         oi = input_map.get(i)
         if oi is not None and ctx.wants(oi):
@@ -264,7 +264,7 @@ def _conditional(ctx, op, grads):
         gp = [br.outputs[i] for i in F]
         gr_idx = [gi for gi, p in sorted(imap.items()) if p in wanted and br.inputs[gi].dtype.is_floating_point]
         gg, gin, gout = ctx.build_unstitched(br, gp, [br.inputs[gi] for gi in gr_idx])
-        b_in = {}
+        b_in: Dict[Tensor, int] = {}  # the body's input -> its first index
         for i, t in enumerate(br.inputs):
             b_in.setdefault(t, i)
         acts, needed_ins = [], []

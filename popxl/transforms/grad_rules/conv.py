@@ -9,7 +9,7 @@ import popxl.ops as ops
 from popxl.ops._interpolation import axis_matrix
 
 from ._registry import grad_rule
-from ._util import const, invert_perm, scatter_strided
+from ._util import const, invert_perm, no_grads, scatter_strided
 
 
 def _conv_input_grad(g, w, x_shape, strides, pads, dilations, groups):
@@ -56,7 +56,7 @@ def _conv(ctx, op, grads):
     x, w = op.inputs
     strides, pads, dilations, groups = (op.attrs["strides"], op.attrs["pads"], op.attrs["dilations"],
                                         op.attrs["groups"])
-    out = [None, None]
+    out = no_grads(2)
     if ctx.wants(0):
         out[0] = _conv_input_grad(g, ctx.input(1), x.shape, strides, pads, dilations, groups)
     if ctx.wants(1):
@@ -73,7 +73,7 @@ def _conv_transpose(ctx, op, grads):
     x, w = op.inputs
     strides, pads, dilations, groups = (op.attrs["strides"], op.attrs["pads"], op.attrs["dilations"],
                                         op.attrs["groups"])
-    out = [None, None]
+    out = no_grads(2)
     if ctx.wants(0):
         dx = ops.conv(g, ctx.input(1), stride=strides, padding=pads, dilation=dilations, groups=groups)
         if dx.shape != x.shape:
@@ -133,6 +133,7 @@ def _window_grad(ctx, op, g, kind):
         for a in range(n):
             c = scatter_strided(c, 2 + a, starts[a], strides[a], lengths[a])
         total = c if total is None else ops.add(total, c)
+    assert total is not None  # a window has at least one position (the pool ops check kernel >= 1)
     if any(pads[a] or lengths[a] != spatial[a] for a in range(n)):
         total = ops.slice(total, start=list(pads[:n]), stop=[pads[a] + spatial[a] for a in range(n)], step=[1] * n,
                           axis=list(range(2, 2 + n)))

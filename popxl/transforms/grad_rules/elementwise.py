@@ -5,7 +5,7 @@ import popxl.ops as ops
 from popxl import op_table
 
 from ._registry import grad_rule, non_differentiable
-from ._util import const, mask, unbroadcast, zeros
+from ._util import Grads, const, mask, no_grads, unbroadcast, zeros
 
 non_differentiable("equal", "greater", "less", "not_equal", "logical_and", "logical_or", "logical_not", "isnan",
                    "isinf", "isfinite", "increment_mod")
@@ -183,7 +183,7 @@ def _div(ctx, op, grads):
 def _pow(ctx, op, grads):
     g = grads[0]
     a, b = op.inputs
-    out = [None, None]
+    out = no_grads(2)
     if ctx.wants(0):  # b a^(b-1)
         av, bv = ctx.input(0), ctx.input(1)
         d = ops.mul(bv, ops.pow(av, ops.sub(bv, const(1.0, bv.dtype))))
@@ -203,7 +203,7 @@ def _fmod(ctx, op, grads):
 def _maximum(ctx, op, grads):
     """Each input equal to the maximum (minimum) receives the gradient."""
     g, y = grads[0], ctx.output(0)
-    out = []
+    out: Grads = []
     for i, x in enumerate(op.inputs):
         if not ctx.wants(i):
             out.append(None)
@@ -217,7 +217,7 @@ def _maximum(ctx, op, grads):
 def _where(ctx, op, grads):
     g = grads[0]
     _, a, b = op.inputs
-    out = [None, None, None]
+    out = no_grads(3)
     if ctx.wants(1) or ctx.wants(2):
         cond = ctx.input(0)
         zero = const(0.0, g.dtype)
@@ -263,13 +263,12 @@ def _scaled_add(ctx, op, grads):
         s = ops.reshape(ctx.input(idx[key]), ())
         return s if s.dtype == g.dtype else ops.cast(s, g.dtype)
 
-    out = [None] * len(op.inputs)
+    out = no_grads(len(op.inputs))
     if ctx.wants(0):
         out[0] = unbroadcast(ops.mul(g, scale("a")), X.shape)
     if ctx.wants(1):  # Y may be of the other float type (mixed precision): its gradient is of Y's
-        out[1] = unbroadcast(ops.mul(g, scale("b")), Y.shape)
-        if out[1].dtype != Y.dtype:
-            out[1] = ops.cast(out[1], Y.dtype)
+        gy = unbroadcast(ops.mul(g, scale("b")), Y.shape)
+        out[1] = gy if gy.dtype == Y.dtype else ops.cast(gy, Y.dtype)
     for key, data in (("a", 0), ("b", 1)):
         if key in idx and ctx.wants(idx[key]):
             if 0 in op.modified and data == 0:

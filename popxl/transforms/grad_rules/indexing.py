@@ -4,7 +4,7 @@ dynamic_update and onehot."""
 import popxl.ops as ops
 
 from ._registry import grad_rule
-from ._util import const, zeros
+from ._util import const, no_grads, zeros
 
 
 def _gather_grad(g, indices, x_shape, axis):
@@ -46,7 +46,7 @@ def _scatter(ctx, op, grads):
         raise NotImplementedError("autodiff: the gradient of ops.scatter with respect to `values` is not "
                                   "implemented (it needs a gather-elements op).")
     values = op.inputs[2]
-    out = [None, None, None]
+    out = no_grads(3)
     if ctx.wants(0):
         out[0] = ops.scatter(g, ctx.input(1), zeros(values.shape, g.dtype), axis=op.attrs["axis"])
     return out
@@ -61,7 +61,7 @@ def _scatter_reduce(ctx, op, grads):
                                   "gradient rule (only 'sum').")
     _data, indices = op.inputs[0], op.inputs[1]
     axis = op.attrs["axis"]
-    out = [None] * len(op.inputs)
+    out = no_grads(len(op.inputs))
     if ctx.wants(0):
         if indices.rank != 1:
             raise NotImplementedError("autodiff: scatter_reduce gradient needs 1-D indices along the axis.")
@@ -85,7 +85,7 @@ def _dynamic_update(ctx, op, grads):
     g = grads[0]
     u = op.inputs[2]
     axes, sizes, no_overlap = op.attrs["axes"], op.attrs["sizes"], op.attrs["no_overlap"]
-    out = [None, None, None]
+    out = no_grads(3)
     if ctx.wants(0):
         out[0] = ops.dynamic_update(g, ctx.input(1), zeros(u.shape, g.dtype), axes, sizes, no_overlap)
     if ctx.wants(2):

@@ -3,7 +3,7 @@ import popxl.ops as ops
 from popxl.ops._shapes import matmul_shape
 
 from ._registry import grad_rule
-from ._util import unbroadcast
+from ._util import no_grads, unbroadcast
 
 
 def _swap_last(t):
@@ -25,7 +25,7 @@ def _matmul(ctx, op, grads):
     g2 = g if g.shape == g2_shape else ops.reshape(g, g2_shape)
     if g2.dtype != a.dtype:
         g2 = ops.cast(g2, a.dtype)
-    out = [None, None]
+    out = no_grads(2)
     if ctx.wants(0):
         bv = ctx.input(1)
         b2 = bv if bv.shape == b2_shape else ops.reshape(bv, b2_shape)

@@ -8,7 +8,7 @@ from popxl.lowering.rules.nn import NLL_GRAD_EPS
 from popxl.tensor import Constant
 
 from ._registry import grad_rule
-from ._util import const, mask
+from ._util import const, mask, no_grads
 
 
 
@@ -52,7 +52,7 @@ def _group_norm(ctx, op, grads):
     mean3 = ops.reshape(ctx.output(1), (n, groups, 1))
     inv3 = ops.reshape(ctx.output(2), (n, groups, 1))
     xhat3 = ops.mul(ops.sub(x3, mean3), inv3)
-    out = [None, None, None]
+    out = no_grads(3)
     if ctx.wants(2):
         out[2] = ops.sum(g, _all_but_channel(x))
     if ctx.wants(1):
@@ -78,7 +78,7 @@ def _batch_norm_inference(ctx, op, grads):
     cs = _channel_shape(x, c)
     red = _all_but_channel(x)
     inv = ops.div(const(1.0, dt), ops.sqrt(ops.add(ctx.input(4), const(op.attrs["epsilon"], dt))))  # (C,)
-    out = [None] * 5
+    out = no_grads(5)
     if ctx.wants(0):
         out[0] = ops.mul(g, ops.reshape(ops.mul(ctx.input(1), inv), cs))
     if ctx.wants(2):
