@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -54,9 +54,10 @@ class CustomOp:
     doc: str = ""
 
     # -- the IR definition ----------------------------------------------------------------------
-    def infer(self, inputs: Sequence[TensorSpec], **attrs) -> Sequence:
+    def infer(self, inputs: Sequence[TensorSpec], *args: Any, **attrs: Any) -> Sequence:
         """Output specs: TensorSpec or (shape, dtype[, meta_shape]) per output. Raise ValueError /
-        TypeError with what is wrong and how to fix it."""
+        TypeError with what is wrong and how to fix it. (Called as ``infer(inputs, **attrs)``; a
+        subclass names its attributes as parameters.)"""
         raise NotImplementedError(f"{type(self).__name__}.infer")
 
     def modified(self, **attrs) -> Tuple[int, ...]:
@@ -73,10 +74,12 @@ class CustomOp:
         return None
 
     # -- running it -------------------------------------------------------------------------------
-    lower = None  # lower(self, lc: CustomLowering, op) -> None
-    expand = None  # expand(self, *inputs: Tensor, **attrs) -> Tensor | tuple of Tensors
-    grad = None  # grad(self, ctx, op, grads) -> one gradient (or None) per input
-    reference = None  # reference(self, *arrays, **attrs) -> array(s); or (self, ctx, op, arrays)
+    # methods a subclass may define (None: it has none); each subclass names its own parameters
+    lower: Optional[Callable[..., None]] = None  # lower(self, lc: CustomLowering, op)
+    expand: Optional[Callable[..., Any]] = None  # expand(self, *inputs: Tensor, **attrs) -> Tensor | tuple
+    grad: Optional[Callable[..., Any]] = None  # grad(self, ctx, op, grads) -> one gradient (or None) per input
+    # reference(self, *arrays, **attrs) -> array(s); or (self, ctx, op, arrays)
+    reference: Optional[Callable[..., Any]] = None
     reference_needs_context = False
 
     # -- recording --------------------------------------------------------------------------------
@@ -168,6 +171,8 @@ def _expansion(op_def: CustomOp, specs, attrs, name: str):
     g = cache.get(key)
     if g is None:
         def fn(*xs):
+            if op_def.expand is None:
+                raise TypeError(f"custom op {op_def.op_type!r} has no expand()")
             out = op_def.expand(*xs, **attrs)
             return out
 
@@ -312,6 +317,8 @@ def _reference(op_def: CustomOp):
 
 def _grad(op_def: CustomOp):
     def rule(ctx, op, grads):
+        if op_def.grad is None:  # register_custom_op refuses gradient='rule' without grad()
+            raise TypeError(f"custom op {op_def.op_type!r} has no grad()")
         return op_def.grad(ctx, op, grads)
 
     rule.__name__ = f"grad_{op_def.op_type}"
@@ -370,9 +377,10 @@ def register_custom_op(op_def):
 
 def _source(cls):
     try:
-        return os.path.realpath(inspect.getsourcefile(cls))
+        path = inspect.getsourcefile(cls)
     except (TypeError, OSError):
         return None
+    return os.path.realpath(path) if path is not None else None
 
 
 def custom_op(op_type: str) -> CustomOp:
