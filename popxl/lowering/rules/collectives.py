@@ -20,8 +20,8 @@ from .. import blocks
 from ..registry import lowering_rule
 
 
-def _groups(op) -> list:
-    return ipu.groups_from_assignment(op.attrs["group"].assignment)
+def _groups(op) -> tuple:
+    return tuple(ipu.groups_from_assignment(op.attrs["group"].assignment))
 
 
 def _whole(ctx, x: ipu.Tensor, suffix: str) -> ipu.Variable:

@@ -199,7 +199,9 @@ def conv_transpose(ctx, op):
     ctx.copy(zero.reshape(()).broadcast(big.shape), big, "spread_zero")
     bidx = big.index()
     xidx = x.index()
-    keys_b, keys_x = [slice(None), slice(None)], [slice(None), slice(None)]
+    # index keys of the spread input and of x: all of N and C, then the kept positions per axis
+    keys_b: list[slice | np.ndarray] = [slice(None), slice(None)]
+    keys_x: list[slice | np.ndarray] = [slice(None), slice(None)]
     for i in range(n):
         pos = lo[i] + np.arange(x.shape[2 + i]) * strides[i]
         ok = (pos >= 0) & (pos < ext[i])
@@ -259,5 +261,5 @@ def average_pool(ctx, op):
         counts = counts * inside.reshape(shape)
     inv = ctx.g.add_constant(ctx.name("inv_count"), (1.0 / np.maximum(counts, 1)).astype(x.dtype.numpy), x.dtype)
     ctx.tiles.map(ctx.g, inv)
-    shape = tuple(op.outputs[0].shape)
-    ctx.bind(op.outputs[0], B.binary(ctx, "mul", red.reshape(shape), inv, shape=shape, suffix="average"))
+    out_shape = tuple(op.outputs[0].shape)
+    ctx.bind(op.outputs[0], B.binary(ctx, "mul", red.reshape(out_shape), inv, shape=out_shape, suffix="average"))

@@ -108,7 +108,8 @@ def scaled_add(ctx, op):
 
     terms = []
     for key, val, src in (("a", a, X), ("b", b, Y)):
-        scale = scales[key] if val is None else B.scalar_constant(ctx, val, wide, key)
+        given = scales[key]  # a tensor scale, or None for a float one
+        scale = given if given is not None else B.scalar_constant(ctx, val, wide, key)
         scale = as_wide(scale.reshape(()), f"scale_{key}_wide")
         terms.append(B.binary(ctx, "mul", as_wide(src, f"{key}_wide"), scale, shape=shape, suffix=f"scale_{key}"))
     if wide == et:

@@ -370,7 +370,7 @@ def _dynamic_one(ctx, kind, table, offset, size, update=None, suffix="dynamic", 
     else:
         other, other_view = plan.place(update, f"{suffix}/update")
     b_starts, s_starts = plan.starts(N), plan.starts(size)
-    tiles, fb, fo, fs, ns, region, first = [], [], [], [], [], [], []
+    l_tiles, l_fb, l_fo, l_fs, l_ns, l_region, l_first = [], [], [], [], [], [], []  # per vertex
     for b in range(plan.num_blocks):
         w = int(plan.width[b])
         # DynamicSlice / DynamicUpdate are supervisor vertices (poplibs DynamicSlice1D): one per
@@ -379,16 +379,16 @@ def _dynamic_one(ctx, kind, table, offset, size, update=None, suffix="dynamic", 
         for s, c in zip(js, jc):
             if c == 0:
                 continue
-            tiles.append(plan.tile[b])
-            fb.append(b_starts[b])
-            fo.append(plan.pair[b])
-            fs.append(s_starts[b] + s * w)
-            ns.append(c * w)
-            region.append(w)
-            first.append(s)
-    if tiles:
+            l_tiles.append(plan.tile[b])
+            l_fb.append(b_starts[b])
+            l_fo.append(plan.pair[b])
+            l_fs.append(s_starts[b] + s * w)
+            l_ns.append(c * w)
+            l_region.append(w)
+            l_first.append(s)
+    if l_tiles:
         tiles, fb, fo, fs, ns, region, first = (np.asarray(x, np.int64)
-                                                for x in (tiles, fb, fo, fs, ns, region, first))
+                                                for x in (l_tiles, l_fb, l_fo, l_fs, l_ns, l_region, l_first))
         cs = ctx.compute_set(suffix)
         if kind == "slice":
             fields = {"base": (base, fb, region * N), "offset": (offs, fo, 1), "out": (other, fs, ns)}
@@ -497,17 +497,17 @@ def onehot(ctx, op):
     brk = np.flatnonzero(np.diff(row_tile)) + 1
     run_starts = np.concatenate(([0], brk))
     run_counts = np.diff(np.append(run_starts, n))
-    tiles, fi, fv, fo, cnt = [], [], [], [], []
+    l_tiles, l_fi, l_fv, l_fo, l_cnt = [], [], [], [], []  # per vertex
     for s0, c0 in zip(run_starts, run_counts):
         tile = int(row_tile[s0])
         ss, cc = split(int(c0), ctx.target.worker_contexts)
         for s, c in zip(ss, cc):
-            tiles.append(tile)
-            fi.append(s0 + s)
-            fv.append(2 * slot[tile])
-            fo.append((s0 + s) * C)
-            cnt.append(c)
-    tiles, fi, fv, fo, cnt = (np.asarray(x, np.int64) for x in (tiles, fi, fv, fo, cnt))
+            l_tiles.append(tile)
+            l_fi.append(s0 + s)
+            l_fv.append(2 * slot[tile])
+            l_fo.append((s0 + s) * C)
+            l_cnt.append(c)
+    tiles, fi, fv, fo, cnt = (np.asarray(x, np.int64) for x in (l_tiles, l_fi, l_fv, l_fo, l_cnt))
     cs = ctx.compute_set("onehot")
     ctx.g.add_vertices(cs, "EncodeOneHot", tiles,
                        {"indices": (idx, fi, cnt), "values": (vals, fv, 2), "out": (rows, fo, cnt * C)},

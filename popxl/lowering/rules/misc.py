@@ -97,14 +97,14 @@ def histogram(ctx, op):
         data.tile_of[:] = x.variable.tile_of[x.flat_index()]
         ctx.copy(x.reshape(x.numel), data, "histogram/data")
     p_tiles, p_starts, p_counts = ctx.pieces(data)
-    tiles, starts, counts = [], [], []
+    v_tiles, v_starts, v_counts = [], [], []  # of each vertex
     for t, s0, c0 in zip(p_tiles, p_starts, p_counts):
         ss, cc = split(int(c0), ctx.target.worker_contexts)
         for s, c in zip(ss, cc):
-            tiles.append(int(t))
-            starts.append(int(s0 + s))
-            counts.append(int(c))
-    tiles, starts, counts = (np.asarray(a, np.int64) for a in (tiles, starts, counts))
+            v_tiles.append(int(t))
+            v_starts.append(int(s0 + s))
+            v_counts.append(int(c))
+    tiles, starts, counts = (np.asarray(a, np.int64) for a in (v_tiles, v_starts, v_counts))
     nv = len(tiles)
     uniq = np.unique(tiles)
     limits = ctx.g.add_constant(ctx.name("histogram/limits"), np.tile(levels.astype(x.dtype.numpy), (len(uniq), 1)),

@@ -53,9 +53,9 @@ def logsumexp_view(ctx, x, axes, keepdims):
     e = blocks.unary(ctx, "exp", blocks.binary(ctx, "sub", x, m, shape=x.shape, suffix="shift"))
     s = blocks.reduce(ctx, e, axes, "sum", keepdims=True, suffix="sum")
     out = blocks.binary(ctx, "add", blocks.unary(ctx, "log", s), m, suffix="logsumexp")
-    if not keepdims:
-        out = out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
-    return out
+    if keepdims:
+        return out
+    return out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
 @lowering_rule("logsumexp")

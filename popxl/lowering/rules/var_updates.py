@@ -104,8 +104,8 @@ def adam_updater(ctx, op):
         ts = ctx.value(ins["time_step"])
         inc = B.binary(ctx, "add", ts, B.scalar_constant(ctx, 1, ts.dtype, "one_step"), suffix="step")
         ctx.copy(inc, ts, "step_update")
-        t = inc if ts.dtype == et else B.elementwise(ctx, "Cast", [inc], ["in"], inc.shape, et, suffix="step_cast")
-        t = t.reshape(())
+        step = inc if ts.dtype == et else B.elementwise(ctx, "Cast", [inc], ["in"], inc.shape, et, suffix="step_cast")
+        t = step.reshape(())
         b1 = _hyper(ctx, op, "beta1", et, 0.9)
         mc = B.binary(ctx, "div", m, B.binary(ctx, "sub", one, B.binary(ctx, "pow", b1, t, suffix="b1_t"),
                                               suffix="bias1"), shape=m.shape, suffix="mc")
