@@ -410,7 +410,7 @@ def op_debug_context(name: Fn) -> Fn:
     ...
 
 
-def op_debug_context(name):  # type: ignore[misc]
+def op_debug_context(name):
     """Decorator naming a debug context: ops created inside the decorated function record it.
 
     Use as ``@op_debug_context`` (the function's name is used) or ``@op_debug_context("name")``.

@@ -12,4 +12,4 @@ def NewAliasAnnotation(name: str, tp: T) -> T:
     Type checkers treat the alias as ``tp``; at run time it is its own object, so code can tell
     ``x: TensorByRef`` from ``x: Tensor`` by the identity of the annotation.
     """
-    return NewType(name, tp)  # type: ignore[return-value]
+    return NewType(name, tp)  # type: ignore[return-value]  # the alias is to pass for tp itself
