@@ -11,7 +11,7 @@
     engine = ipu.Engine(exe)
     engine.run()
 """
-from . import compile_progress, kernel_cache
+from . import compile_progress, env, kernel_cache
 
 kernel_cache.configure()  # before any cached kernel is defined: stale inlined helpers never run
 compile_progress.install()  # a line on stderr while a first run compiles kernels (not silence)

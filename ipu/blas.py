@@ -4,8 +4,8 @@ The matmul vertices call SciPy's BLAS `sgemm` (`scipy.linalg.cython_blas`, the r
 `np.dot` binds to; codelets/_sgemm.py); PyPI wheels of SciPy carry their own OpenBLAS, apart from NumPy's.
 The engine already spreads a compute set over host threads (ipu/native.py), so a BLAS pool inside
 each vertex only competes with them and with NumPy's pool: on a 2-core host the spinning pools
-stall each other (examples/mlp_inference.py ran 30% slower under load). While `Engine.run` runs,
-SciPy's BLAS is held to IPU_SIM_BLAS_THREADS threads (default 1; 0 leaves it alone) and put back
+stall each other. While `Engine.run` runs, SciPy's BLAS is held to the engine's `blas_threads`
+(default IPU_SIM_BLAS_THREADS, else 1; 0 leaves it alone) and put back
 as it was when the last concurrent run ends. NumPy's own BLAS is left alone unless SciPy shares it
 (a system or conda BLAS), and then only for the run; a host callback's SciPy calls during a run
 get the limit too. Results are bitwise the same either way (tests/machine/test_blas_threads.py).
@@ -18,9 +18,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from contextlib import contextmanager
 
 import numpy
 from threadpoolctl import ThreadpoolController
+
+from . import env
 
 __all__ = ["blas_threads", "kernel_blas_libraries", "single_threaded_kernel_blas"]
 
@@ -29,17 +32,7 @@ _BINDINGS = "scipy.linalg.cython_blas"  # what the kernels' sgemm comes from
 
 def blas_threads() -> int:
     """Threads the kernels' BLAS gets during a run: IPU_SIM_BLAS_THREADS (0: leave it alone)."""
-    env = os.environ.get("IPU_SIM_BLAS_THREADS", "").strip()
-    if not env:
-        return 1
-    try:
-        n = int(env)
-    except ValueError:
-        raise ValueError(f"IPU_SIM_BLAS_THREADS must be a whole number of threads (0 leaves BLAS alone), "
-                         f"not {env!r}") from None
-    if n < 0:
-        raise ValueError(f"IPU_SIM_BLAS_THREADS must be >= 0 (0 leaves BLAS alone), not {n}")
-    return n
+    return env.blas_threads()
 
 
 def _under(path: str, module) -> bool:
@@ -78,10 +71,22 @@ class _KernelBlasLimit:
         self._depth = 0
         self._saved: list[tuple[object, int]] = []
 
+    @contextmanager
+    def limited(self, threads: int | None = None):
+        """The limit at `threads` (None: IPU_SIM_BLAS_THREADS) for the first run to enter."""
+        self._enter(threads)
+        try:
+            yield self
+        finally:
+            self.__exit__()
+
     def __enter__(self):
+        return self._enter(None)
+
+    def _enter(self, threads: int | None):
         with self._lock:
             if self._depth == 0:
-                n = blas_threads()
+                n = blas_threads() if threads is None else threads
                 if self._libs is None:
                     self._libs = kernel_blas_libraries()
                 if n and self._libs:

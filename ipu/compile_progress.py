@@ -15,13 +15,14 @@ cache load); a daemon thread turns them into the display. `IPU_SIM_PROGRESS=0` t
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import threading
 import time
 
 from numba.core import event
 from rich.console import Console
+
+from . import env
 
 __all__ = ["install", "stats"]
 
@@ -179,7 +180,7 @@ def install() -> None:
     global _watcher
     if _watcher is not None:
         return
-    if os.environ.get("IPU_SIM_PROGRESS", "1").strip().lower() in ("0", "false", "no", "off"):
+    if not env.progress():
         return
     _watcher = _Watcher()
     event.register("numba:compile", _watcher)

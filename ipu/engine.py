@@ -8,12 +8,12 @@ order, bulk-synchronously, and every executed step is logged with its start cycl
 """
 from __future__ import annotations
 
-import os
 from array import array
 
 import numba
 import numpy as np
 
+from . import env
 from .blas import single_threaded_kernel_blas
 from .copytables import copy_runs
 from .errors import IpuError, StreamError
@@ -84,15 +84,12 @@ DEFAULT_TRACE_LIMIT = 1 << 20  # entries an Engine traces unless told otherwise 
 def default_compiled() -> bool:
     """Whether engines use the compiled step loop unless told: yes, unless IPU_SIM_COMPILED=0
     (the Python walk gives Python tracebacks from kernels and is the reference)."""
-    return os.environ.get("IPU_SIM_COMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
+    return env.compiled()
 
 
 def default_threads() -> int:
     """Host threads of the compiled step loop: IPU_SIM_THREADS, else the threads Numba has."""
-    env = os.environ.get("IPU_SIM_THREADS")
-    if env:
-        return max(1, int(env))
-    return max(1, numba.get_num_threads())
+    return env.threads() or max(1, numba.get_num_threads())
 
 
 class Engine:
@@ -100,7 +97,7 @@ class Engine:
 
     def __init__(self, executable: Executable, replicas: int = 1, log_steps: bool = True,
                  trace_limit: int | None = DEFAULT_TRACE_LIMIT, communicator=None, compiled: bool | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, blas_threads: int | None = None, huge_pages: bool | None = None):
         """communicator: which of a run's replicas this engine holds and how collectives reach the
         others (`collectives.Communicator`; default: all `replicas` are here).
 
@@ -108,7 +105,11 @@ class Engine:
         (ipu/native.py); False walks every step in Python (the reference: memory, cycles and the
         step log are identical); default IPU_SIM_COMPILED (on unless "0").
         threads: host threads for large compute sets and exchanges in the compiled loop (results
-        are identical on any count); default IPU_SIM_THREADS, else Numba's thread count."""
+        are identical on any count); default IPU_SIM_THREADS, else Numba's thread count.
+        blas_threads: threads of the kernels' BLAS while a run runs (ipu/blas.py; 0 leaves it alone);
+        default IPU_SIM_BLAS_THREADS, read at each run.
+        huge_pages: tile memory on transparent huge pages where the host has them (ipu/hostmem.py);
+        default IPU_SIM_HUGE_PAGES."""
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         self.exe = executable
@@ -122,7 +123,10 @@ class Engine:
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, not {threads}")
         nbytes = -(-max(executable.total_bytes, 8) // 8) * 8  # whole 8-byte words: views of any type fit
-        self.memory = zeroed_memory(self.replicas, nbytes)
+        if blas_threads is not None and blas_threads < 0:
+            raise ValueError(f"blas_threads must be >= 0 (0 leaves BLAS alone), not {blas_threads}")
+        self.blas_threads = blas_threads
+        self.memory = zeroed_memory(self.replicas, nbytes, huge_pages)
         self._views: list[dict] = [dict() for _ in range(self.replicas)]
         self._streams: dict[str, object] = {}
         self._stream_pos: dict[str, int] = {}
@@ -259,7 +263,8 @@ class Engine:
             root = self._plan.root(program)
         else:
             root = self.exe.programs[program]
-        with single_threaded_kernel_blas:  # the engine's threads, not BLAS's, share the host (ipu/blas.py)
+        # the engine's threads, not BLAS's, share the host (ipu/blas.py)
+        with single_threaded_kernel_blas.limited(self.blas_threads):
             self.cycles = self.walk(root, list(range(self.replicas)), self.cycles)
         self.runs += 1
         return self.cycles - start

@@ -12,23 +12,22 @@ same either way: only the host's address translation changes. IPU_SIM_HUGE_PAGES
 from __future__ import annotations
 
 import mmap
-import os
 
 import numpy as np
+
+from . import env
 
 __all__ = ["zeroed_memory"]
 
 HUGE_PAGE = 1 << 21
 
 
-def _wanted() -> bool:
-    return os.environ.get("IPU_SIM_HUGE_PAGES", "1").strip() != "0" and hasattr(mmap, "MADV_HUGEPAGE")
-
-
-def zeroed_memory(rows: int, row_bytes: int) -> np.ndarray:
-    """A zeroed uint8 array of shape (rows, row_bytes), on huge pages when the host grants them."""
+def zeroed_memory(rows: int, row_bytes: int, huge_pages: bool | None = None) -> np.ndarray:
+    """A zeroed uint8 array of shape (rows, row_bytes), on huge pages when the host grants them
+    (unless huge_pages is False; None: IPU_SIM_HUGE_PAGES decides)."""
     nbytes = rows * row_bytes
-    if nbytes < HUGE_PAGE or not _wanted():
+    wanted = env.huge_pages() if huge_pages is None else huge_pages
+    if nbytes < HUGE_PAGE or not wanted or not hasattr(mmap, "MADV_HUGEPAGE"):
         return np.zeros((rows, row_bytes), np.uint8)
     size = -(-nbytes // HUGE_PAGE) * HUGE_PAGE
     try:

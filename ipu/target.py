@@ -7,8 +7,9 @@ Bow-2000), `C600` (the Mk2 IPU with float8 on a C600 PCIe card), `GC2` (Mk1 on a
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, replace
+
+from . import env
 
 __all__ = ["BOW", "C600", "GC2", "GC200", "Target", "get_target", "small_target"]
 
@@ -186,7 +187,7 @@ def get_target(name: str | None = None) -> Target:
 
     With no name, the IPU_SIM_TARGET environment variable decides, else GC200.
     """
-    name = name or os.environ.get("IPU_SIM_TARGET") or "GC200"
+    name = name or env.target_name() or "GC200"
     key = name.strip().lower()
     if key in _NAMED:
         return _NAMED[key]

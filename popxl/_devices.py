@@ -12,7 +12,6 @@ full GC200s (or the target IPU_SIM_TARGET names) of a simulated IPU-POD64, liste
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import replace
 from typing import Dict, List, Optional
 
@@ -269,14 +268,15 @@ class DeviceManager:
 _SESSION_TARGETS = {"ipu_model": None, "ipu_hw": None, "cpu": "small:16"}
 
 
-def session_target(device_type: str) -> ipu.Target:
+def session_target(device_type: str, target_name: Optional[str] = None) -> ipu.Target:
+    """The target of a Session of `device_type`: the one `target_name` names (the session's
+    options: IPU_SIM_TARGET), else the device type's."""
     if device_type not in _SESSION_TARGETS:
         raise ValueError(
             f"Incorrect device type provided: {device_type}, must be one of: `ipu_hw`, `ipu_model`, `cpu`. "
             f"('ipu_model' is a simulated GC200, 'ipu_hw' too here, 'cpu' a small simulated IPU.)")
-    env = os.environ.get("IPU_SIM_TARGET")
-    if env:
-        return ipu.get_target(env)
+    if target_name:
+        return ipu.get_target(target_name)
     name = _SESSION_TARGETS[device_type]
     return ipu.get_target(name) if name else ipu.GC200
 
@@ -287,7 +287,7 @@ def to_device_info(device_type: str, num_ipus: int = 1, target: Optional[ipu.Tar
     available one of the same size."""
     if device_type == "cpu" and num_ipus > 1:
         raise ValueError(f"For a cpu device, multiple devices (provided: {num_ipus}) are not supported.")
-    target = target or session_target(device_type)
+    target = target or session_target(device_type, ipu.env.target_name())  # outside a Session: now
     if device_type == "ipu_hw":
         n = 1 << max(0, int(num_ipus) - 1).bit_length()  # IPU devices come in powers of two
         return DeviceInfo(DeviceType.OfflineIpu, n, target)

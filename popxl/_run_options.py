@@ -1,8 +1,9 @@
 """The options of one popxl Session, resolved once when the session is made: engine options (the
 Ir's session options, as PopART passes them, under POPLAR_ENGINE_OPTIONS, which wins as in
-Poplar) and the simulator's IPU_SIM_* environment variables. The session hands them to the
-lowering (index checks), the engine (compiled loop, threads) and the profiler (when and where to
-write a profile); none of them reads the environment or the Ir's options for itself.
+Poplar) and the simulator's IPU_SIM_* environment variables (read through `ipu.env`, the one
+place the machine reads them). The session hands them to the device (target), the lowering (index
+checks), the engine (compiled loop, threads, BLAS threads, huge pages) and the profiler (when and
+where to write a profile); none of them reads the environment or the Ir's options for itself.
 
 docs/options.md has the table of every environment variable the project reads.
 """
@@ -13,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional
 
+from ipu import env as machine_env
 from profiler.options import ProfileOptions
 from profiler.options import options as profile_options
 
@@ -27,12 +29,18 @@ class RunOptions:
     host checks of run-time indices (popxl/lowering/index_checks.py).
     profile: where and what to profile (IPU_SIM_PROFILE, autoReport.*), None when off.
     compiled / threads: the engine's step loop (IPU_SIM_COMPILED; IPU_SIM_THREADS, None: as many
-    as Numba has)."""
+    as Numba has).
+    target: the target name sessions compile for (IPU_SIM_TARGET; None: the device's own).
+    blas_threads / huge_pages: the engine's host resources (IPU_SIM_BLAS_THREADS, 0: BLAS left
+    alone; IPU_SIM_HUGE_PAGES)."""
     engine_options: Dict[str, str] = field(default_factory=dict)
     check_indices: bool = False
     profile: Optional[ProfileOptions] = None
     compiled: bool = True
     threads: Optional[int] = None
+    target: Optional[str] = None
+    blas_threads: int = 1
+    huge_pages: bool = True
 
 
 def _ir_engine_options(ir) -> Dict[str, str]:
@@ -68,10 +76,6 @@ def resolve(ir, environ: Optional[Mapping[str, str]] = None) -> RunOptions:
         auto = {k: v for k, v in _ir_engine_options(ir).items() if k.startswith("autoReport.")}
         if auto:
             profile = profile_options({"POPLAR_ENGINE_OPTIONS": json.dumps(auto)})
-    threads = (env.get("IPU_SIM_THREADS") or "").strip()
-    try:
-        n_threads = max(1, int(threads)) if threads else None
-    except ValueError:
-        raise ValueError(f"IPU_SIM_THREADS={threads!r}: give a number of host threads (1, 2, ...)") from None
-    compiled = env.get("IPU_SIM_COMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
-    return RunOptions(engine_options, check.strip().lower() in _TRUE, profile, compiled, n_threads)
+    return RunOptions(engine_options, check.strip().lower() in _TRUE, profile, machine_env.compiled(env),
+                      machine_env.threads(env), machine_env.target_name(env), machine_env.blas_threads(env),
+                      machine_env.huge_pages(env))

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Dict, Iterable, List, Mapping, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Union
 
 import numpy as np
 
@@ -33,7 +33,7 @@ d2hStreamBufferMaps = Mapping[DeviceToHostStream, np.ndarray]  # noqa: N816
 _hw_warned = False
 
 
-def _target_for(device_desc) -> ipu.Target:
+def _target_for(device_desc, target_name: Optional[str] = None) -> ipu.Target:
     if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's sessions)
         return device_desc
     if isinstance(device_desc, _devices.DeviceInfo):  # a device the caller made (PopXL accepts one)
@@ -43,7 +43,7 @@ def _target_for(device_desc) -> ipu.Target:
             f"Unknown device_desc {device_desc!r}. Choose 'ipu_model' (a simulated GC200), 'ipu_hw' "
             f"(also simulated here) or 'cpu' (a small simulated IPU)."
         )
-    return _devices.session_target(device_desc)
+    return _devices.session_target(device_desc, target_name)
 
 
 def _replica_space(ir):
@@ -93,7 +93,9 @@ class Session:
         if isinstance(device_desc, _devices.DeviceInfo):
             self.device_desc = _devices.device_kind(device_desc)
         self.weights_to_host_on_exit = weights_to_host_on_exit
-        self.target = _target_for(device_desc)
+        # engine options and IPU_SIM_* variables, read once here for the device, lowering, engine and profiler
+        self.options = _run_options.resolve(ir)
+        self.target = _target_for(device_desc, self.options.target)
         # a replica takes as many IPUs as its program is placed on (popxl.ipu(n), ops.ipu_copy)
         self.ipus_per_replica = _replication.ipus_per_replica(ir)
         if self.ipus_per_replica > 1:
@@ -111,8 +113,6 @@ class Session:
         if self.device_desc == "ipu_hw" and not _hw_warned:
             _hw_warned = True
             warnings.warn("No IPU hardware is attached: 'ipu_hw' runs on the simulated GC200.", stacklevel=2)
-        # engine options and IPU_SIM_* variables, read once here for the lowering, engine and profiler
-        self.options = _run_options.resolve(ir)
         t0 = time.perf_counter()
         t1 = self._compile_or_load(ir)
         ir._mark_prepared()  # the session owns the Ir from here on (Ir._check_not_prepared)
@@ -121,7 +121,8 @@ class Session:
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
         self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm,
-                                 compiled=self.options.compiled, threads=self.options.threads)
+                                 compiled=self.options.compiled, threads=self.options.threads,
+                                 blas_threads=self.options.blas_threads, huge_pages=self.options.huge_pages)
         self.num_ipus = self.replication_factor * self.ipus_per_replica
         _acquired(self)
         # the device the program runs on (PopXL's: the one given, or one for device_desc; "ipu_hw"
@@ -134,7 +135,8 @@ class Session:
             self._device = _devices.DeviceInfo(_devices.DeviceType.Cpu, self.num_ipus, self.target.with_ipus(1)
                                                if self.target.ipus > 1 else self.target)
         else:
-            self._device = _devices.to_device_info(device_desc, self.num_ipus, _target_for(device_desc))
+            self._device = _devices.to_device_info(device_desc, self.num_ipus,
+                                                   _target_for(device_desc, self.options.target))
         self._compiled_for = (_devices.device_kind(self._device), self._device.numIpus, self._device.tilesPerIPU)
         self._was_attached_stack: list = []
         # remote variables: their value is an entry of a remote buffer in streaming memory

@@ -37,6 +37,13 @@ def test_engine_options_from_the_ir_and_the_environment():
     assert resolve(_ir()[0], {}).profile is None
     with pytest.raises(ValueError, match="IPU_SIM_THREADS='many'"):
         resolve(_ir()[0], {"IPU_SIM_THREADS": "many"})
+    # the machine's variables: target, BLAS threads, huge pages
+    r = resolve(_ir()[0], {})
+    assert (r.target, r.blas_threads, r.huge_pages) == (None, 1, True)
+    r = resolve(_ir()[0], {"IPU_SIM_TARGET": "small:8", "IPU_SIM_BLAS_THREADS": "0", "IPU_SIM_HUGE_PAGES": "0"})
+    assert (r.target, r.blas_threads, r.huge_pages) == ("small:8", 0, False)
+    with pytest.raises(ValueError, match="IPU_SIM_BLAS_THREADS must be >= 0"):
+        resolve(_ir()[0], {"IPU_SIM_BLAS_THREADS": "-1"})
 
 
 def test_a_session_reads_its_options_once(monkeypatch, tmp_path):
@@ -47,8 +54,11 @@ def test_a_session_reads_its_options_once(monkeypatch, tmp_path):
     monkeypatch.setenv("IPU_SIM_THREADS", "2")
     monkeypatch.setenv("IPU_SIM_CHECK_INDICES", "1")
     ir, s, o = _ir()
+    monkeypatch.setenv("IPU_SIM_BLAS_THREADS", "0")
     session = popxl.Session(ir, "ipu_model")
-    assert (session.engine.compiled, session.engine.threads) == (False, 2)
+    assert (session.engine.compiled, session.engine.threads, session.engine.blas_threads) == (False, 2, 0)
+    assert session.target.num_tiles == 4 and session.options.target == "small:4"
+    assert session._compiled_for[2] == 4  # its device has the session's target
     # what the session resolved holds for its life: a profile asked for now is not written
     monkeypatch.setenv("IPU_SIM_PROFILE", str(tmp_path))
     monkeypatch.setenv("IPU_SIM_CHECK_INDICES", "0")
