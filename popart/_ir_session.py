@@ -26,9 +26,8 @@ class IrSession:
 
     def prepareDevice(self, loadEngine: bool = True, err=None) -> None:  # noqa: N802,N803
         if self._session is None:
-            from popxl import _replication
-            target = self.deviceInfo.target_for(self._ir.instance_replication_factor,
-                                                _replication.ipus_per_replica(self._ir))
+            from popxl._frontends import ipus_per_replica
+            target = self.deviceInfo.target_for(self._ir.instance_replication_factor, ipus_per_replica(self._ir))
             try:
                 self._session = popxl.Session(self._ir, target)
             except ipu.OutOfMemoryError as e:

@@ -1,11 +1,11 @@
 """popart.getLogger(name): PopART's per-module loggers ("session", "devicex", "ir", ...) and
-levels (TRACE, DEBUG, INFO, WARN, ERR, CRITICAL, OFF). The log itself is popxl/_logging.py: the
+levels (TRACE, DEBUG, INFO, WARN, ERR, CRITICAL, OFF). The log itself is popxl's (popxl/_logging.py,
+through the frontend seam popxl/_frontends.py): the
 simulator's sessions write PopART's lines there; POPART_LOG_LEVEL sets the default level."""
 from __future__ import annotations
 
-from popxl import _logging
-
-_LEVELS = _logging.LEVELS
+from popxl._frontends import LOG_LEVELS as _LEVELS
+from popxl._frontends import get_log_level, log, set_log_level
 
 
 class Logger:
@@ -13,14 +13,14 @@ class Logger:
         self._module = name
 
     def setLevel(self, level: str) -> None:  # noqa: N802 - PopART's name
-        _logging.set_level(self._module, level)
+        set_log_level(self._module, level)
 
     def getLevel(self) -> str:  # noqa: N802
-        lv = _logging.get_level(self._module)
+        lv = get_log_level(self._module)
         return min(_LEVELS, key=lambda k: abs(_LEVELS[k] - lv))
 
     def _log(self, level: str, msg: str) -> None:
-        _logging.log(self._module or "popart", level, msg)
+        log(self._module or "popart", level, msg)
 
     def trace(self, msg: str) -> None:
         self._log("TRACE", msg)

@@ -158,8 +158,8 @@ class _Session:
         """Compile the program for the device's simulated target."""
         if self._session is not None:
             return
-        from popxl import _replication
-        ipus = _replication.ipus_per_replica(self._program.ir)
+        from popxl._frontends import ipus_per_replica
+        ipus = ipus_per_replica(self._program.ir)
         target = self.deviceInfo.target_for(self._rf, ipus)
         if not self.deviceInfo.isAttached:
             self.deviceInfo.attach()
@@ -393,8 +393,8 @@ class _Session:
 
     def _profile_document(self) -> dict:
         s = self._require_prepared("a report")
-        from popxl import _profiling
-        return _profiling.build(s)
+        from popxl._frontends import build_profile
+        return build_profile(s)
 
     def getRandomSeed(self) -> int:  # noqa: N802
         seed = self._program.seed

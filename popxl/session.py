@@ -33,7 +33,8 @@ d2hStreamBufferMaps = Mapping[DeviceToHostStream, np.ndarray]  # noqa: N816
 _hw_warned = False
 
 
-def _target_for(device_desc, target_name: Optional[str] = None) -> ipu.Target:
+def _target_for(device_desc: Union[str, _devices.DeviceInfo, ipu.Target],
+                target_name: Optional[str] = None) -> ipu.Target:
     if isinstance(device_desc, ipu.Target):  # a target chosen by the caller (popart's sessions)
         return device_desc
     if isinstance(device_desc, _devices.DeviceInfo):  # a device the caller made (PopXL accepts one)

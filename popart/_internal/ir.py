@@ -7,7 +7,7 @@ The names keep PopART's layout: `_ir.Graph`, `_ir.Op`, `_ir.Tensor`, `_ir.op.Cal
 import sys
 import types
 
-from popxl._pb.op_classes import all_classes as all_op_classes
+from popxl._pb import all_op_classes
 from popxl._pb import (BwdGraphInfo, CallOp, ExecutionContext, ExpectedConnection, ExpectedConnectionType, Graph,
                        GraphId, HostLoadOp, HostStoreOp, IfOp, InitOp, IpuCopyOp, Ir, LoopOp, MatMulOp, Op,
                        OpSettings, Patterns, PatternsLevel, Region, Regions, RemoteLoadOp, RemoteStoreOp, Tensor,
@@ -28,7 +28,7 @@ def _module(name: str, doc: str, **names) -> types.ModuleType:
 def _op_module(sub: str, doc: str) -> types.ModuleType:
     """`_ir.op` / `_ir.op.<sub>`: the classes of the op table, and on first use the class of any op
     type registered later (custom ops)."""
-    from popxl._pb.op_classes import find_class
+    from popxl._pb import find_op_class as find_class
     m = _module("op" + (f".{sub}" if sub else ""), doc, **_op_classes[sub])
     m.__getattr__ = lambda name: find_class(sub, name)  # PEP 562: names the table did not list
     return m

@@ -198,8 +198,8 @@ def batch_norm(node):
         return ops.batch_norm_inference(x, scale, bias, mean, var, eps, momentum)
     # PopART's BatchNormOp in training: one op with the batch's mean and inverse standard deviation
     # (its gradient is one BatchNormGradOp: popxl's batch_norm_training / _grad)
-    from popxl.ops.nn import _batch_norm_training
-    y, bmean1, inv_std = _batch_norm_training(x, scale, bias, eps)
+    from popxl._frontends import batch_norm_training
+    y, bmean1, inv_std = batch_norm_training(x, scale, bias, eps)
     outs = [y]
     if node.num_outputs > 1:
         bvar1 = ops.sub(ops.div(_scalar(1.0, x), ops.mul(inv_std, inv_std)), _scalar(eps, x))

@@ -7,7 +7,8 @@ the popxl records (`popxl.Ir`, `popxl.Graph`, `popxl.Tensor`, `popxl.op.Op`) and
 told to (connect an input, clone an op into another graph, erase an op, remove a graph output,
 mark inputs modified), so the lowering sees the edited program. One view per object, so views
 compare and hash like the C++ objects do. `popart/_internal/ir.py` re-exports this module's
-names under PopART's layout (`_ir.op.CallOp`, `_ir.view.Region`, `_ir.patterns.Patterns`, ...).
+names under PopART's layout (`_ir.op.CallOp`, `_ir.view.Region`, `_ir.patterns.Patterns`, ...);
+with popxl/_frontends.py it is the seam PopART builds on (its `__all__` is what popart may use).
 """
 from popxl.context import ExecutionContext
 
@@ -18,9 +19,11 @@ from .views import Op, Tensor, graph_view, ir_view, op_view, tensor_view
 from .ops import (CallOp, HostLoadOp, HostStoreOp, IfOp, InitOp, IpuCopyOp, LoopOp, MatMulOp, RemoteLoadOp,
                   RemoteStoreOp, op_class_for)
 from .patterns import Patterns, PatternsLevel
+from .op_classes import all_classes as all_op_classes
+from .op_classes import find_class as find_op_class
 
 __all__ = ["BwdGraphInfo", "ExecutionContext", "ExpectedConnection", "ExpectedConnectionType", "Graph", "GraphId",
            "Ir", "Op", "OpSettings", "Region", "Regions", "Tensor", "TensorInfo", "TopoCons", "graph_view",
            "ir_view", "op_view", "tensor_view", "CallOp", "HostLoadOp", "HostStoreOp", "IfOp", "InitOp",
            "IpuCopyOp", "LoopOp", "MatMulOp", "RemoteLoadOp", "RemoteStoreOp", "op_class_for", "Patterns",
-           "PatternsLevel"]
+           "PatternsLevel", "all_op_classes", "find_op_class"]
