@@ -163,6 +163,10 @@ def test_embedding_layer_norm_and_adam_match_the_reference_interpreter(addons):
         def build(self, idx):
             return self.head(self.ln(self.emb(idx)))
 
+    # Embedding's initial weights come from scipy's truncnorm.rvs, which draws from NumPy's global
+    # generator: seeded, so every run compares the same two Adam steps (an unseeded draw can put a
+    # gradient near zero, where Adam's m / sqrt(v) flips sign on a rounding difference)
+    np.random.seed(0)
     n = 6
     ir = popxl.Ir()
     with ir.main_graph, popxl.in_sequence(True):
