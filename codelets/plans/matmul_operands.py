@@ -80,14 +80,19 @@ def _view(variable, index):
 
 
 def _is_transposed(src3) -> bool:
-    """True when a canonical operand [G, R, C] runs contiguously down its rows rather than along
-    them: a transposed view (autodiff's B^T and A^T, attention's K^T), whose blocks gathered row by
-    row would cross the exchange one element at a time."""
+    """True when a canonical operand [G, R, C] has more consecutive source elements down its columns
+    than along its rows: a transposed view (autodiff's B^T and A^T, attention's K^T), or one made of
+    transposed pieces (a weight gradient's dy^T over a batch: [N x P, M] runs down P positions of
+    each image, then jumps to the next image). Gathered row by row its blocks would cross the
+    exchange one element a run; in the source's order they cross as runs as long as the column
+    pieces. Consecutive pairs are counted on up to 8 matrices of the batch (they share a pattern)."""
     G, R, C = src3.shape
     if G == 0 or R < 2 or C < 2:
         return False
-    x = src3[0]
-    return bool(np.all(x[1:, :] - x[:-1, :] == 1)) and not bool(np.all(x[:, 1:] - x[:, :-1] == 1))
+    x = src3[:8]
+    down = np.count_nonzero(x[:, 1:, :] - x[:, :-1, :] == 1)
+    along = np.count_nonzero(x[:, :, 1:] - x[:, :, :-1] == 1)
+    return bool(down > along)
 
 
 _MIN_BAND = 32  # elements: shortest exchange run a band split may make
