@@ -163,10 +163,12 @@ def test_weight_gradient_over_a_batch_matches_numpy(shape, groups, m, kernel, st
     np.testing.assert_allclose(got, _weight_gradient_numpy(x, dy, kernel, stride, pads, groups), rtol=1e-4, atol=1e-4)
 
 
-def test_weight_gradient_over_a_batch_exchanges_dy_as_runs(rng):
-    """dy^T of a batch is transposed in pieces (one per image): it still crosses the exchange in its
-    own order, as runs along each image's positions, and Transpose2d vertices reorder it on the
-    tiles; gathered row by row it would be one 4-byte run per element."""
+def test_weight_gradient_over_a_batch_exchanges_its_operands_as_runs(rng):
+    """dW = dy @ windows: the windows of a batch ([N x P, C]) run down each image's positions and
+    jump at the next image, a transpose in pieces; they cross the exchange in their own order, as
+    runs along each image's positions, and Transpose2d vertices reorder them on the tiles (gathered
+    row by row they would be one 4-byte run per element). dy runs along its rows, and the partials
+    land in rows of dW."""
     x = rng.normal(0, 1, (4, 16, 12, 12)).astype(np.float32)
     w = rng.normal(0, 1, (24, 16, 1, 1)).astype(np.float32)
     dy = rng.normal(0, 1, (4, 24, 12, 12)).astype(np.float32)
@@ -175,8 +177,9 @@ def test_weight_gradient_over_a_batch_exchanges_dy_as_runs(rng):
                                rtol=1e-4, atol=1e-4)
     names = [st.name for st in exe.steps]
     assert any(n.startswith("conv_weights_grad") and n.endswith("exchange b/transpose") for n in names), names
-    moves = [st for st in exe.steps if st.kind == "exchange" and "conv_weights_grad" in st.name
-             and "exchange b" in st.name]
-    runs = sum(len(st.payload.nbytes) for st in moves)
-    moved = sum(int(st.payload.nbytes.sum()) for st in moves)
-    assert moved >= dy.nbytes and moved / runs >= 32, (moved, runs)
+    for operand, size in (("exchange a", dy.nbytes), ("exchange b", x.nbytes), ("exchange partials", w.nbytes)):
+        moves = [st for st in exe.steps if st.kind == "exchange" and st.name.startswith("conv_weights_grad")
+                 and operand in st.name]
+        runs = sum(len(st.payload.nbytes) for st in moves)
+        moved = sum(int(st.payload.nbytes.sum()) for st in moves)
+        assert moved >= size and moved / runs >= 32, (operand, moved, runs)
