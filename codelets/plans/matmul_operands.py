@@ -79,20 +79,28 @@ def _view(variable, index):
     return ipu.Tensor(variable, index, (n,))
 
 
-def _is_transposed(src3) -> bool:
-    """True when a canonical operand [G, R, C] has more consecutive source elements down its columns
-    than along its rows: a transposed view (autodiff's B^T and A^T, attention's K^T), or one made of
-    transposed pieces (a weight gradient's dy^T over a batch: [N x P, M] runs down P positions of
-    each image, then jumps to the next image). Gathered row by row its blocks would cross the
-    exchange one element a run; in the source's order they cross as runs as long as the column
-    pieces. Consecutive pairs are counted on up to 8 matrices of the batch (they share a pattern)."""
+def _mean_run(x, axis: int) -> float:
+    """Mean length of the runs of consecutive source elements along `axis` of x [G, R, C]."""
+    n = x.size
+    pairs = np.count_nonzero(np.diff(x, axis=axis) == 1)
+    return n / max(n - pairs, 1)
+
+
+def _is_transposed(src3, itemsize: int) -> bool:
+    """True when a canonical operand [G, R, C] runs through its source down its columns, in runs
+    at least twice as long as along its rows and of at least 32 bytes: a transposed view
+    (autodiff's B^T and A^T, attention's K^T) or one transposed in pieces (a batch's im2col windows
+    [N x P, C]: a run down each image's positions, then a jump to the next image). Gathered row by
+    row its blocks would cross the exchange one element a run; in the source's order they cross as
+    runs as long as the column pieces, and Transpose2d vertices reorder them on the tiles. Short
+    runs down (a stride-2 convolution's windows: one per kernel row) are not worth the transpose.
+    Measured on up to 8 matrices of the batch (they share a pattern)."""
     G, R, C = src3.shape
     if G == 0 or R < 2 or C < 2:
         return False
     x = src3[:8]
-    down = np.count_nonzero(x[:, 1:, :] - x[:, :-1, :] == 1)
-    along = np.count_nonzero(x[:, :, 1:] - x[:, :, :-1] == 1)
-    return bool(down > along)
+    down, along = _mean_run(x, 1), _mean_run(x, 2)
+    return down >= 2 * along and down * itemsize >= _MIN_REGROUP_BYTES
 
 
 _MIN_BAND = 32  # elements: shortest exchange run a band split may make
@@ -123,7 +131,7 @@ def _exchange_operand(graph, seq, src, src3, cells, axes, blocks, off, sizes, na
     block on the destination tile, and Transpose2d vertices (one per band of the block's rows, so
     all six workers share a block) turn it into [g, r, c] there (cycles from the poplibs
     estimator, codelets/transpose.py)."""
-    if not _is_transposed(src3):
+    if not _is_transposed(src3, blocks.dtype.itemsize):
         seq.add(ipu.Copy(_view(src.variable, _gather(src3, cells, axes)), blocks, name=name))
         return
     if _regroup(graph, seq, src, src3, cells, axes, blocks, name):

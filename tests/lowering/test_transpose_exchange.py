@@ -183,3 +183,21 @@ def test_weight_gradient_over_a_batch_exchanges_its_operands_as_runs(rng):
         runs = sum(len(st.payload.nbytes) for st in moves)
         moved = sum(int(st.payload.nbytes.sum()) for st in moves)
         assert moved >= size and moved / runs >= 32, (operand, moved, runs)
+
+
+def test_short_runs_down_are_not_transposed(rng):
+    """A stride-2 convolution's windows [C x K, P] run down only one kernel row (3 elements) and not
+    at all along the output positions: moving them in source order would save little exchange code
+    and cost a Transpose2d pass, so they are gathered as they are (no transpose step)."""
+    x = rng.normal(0, 1, (1, 3, 15, 15)).astype(np.float32)
+    w = rng.normal(0, 1, (8, 3, 3, 3)).astype(np.float32)
+    got, session = run_popxl(lambda a, b: ops.conv(a, b, stride=(2, 2), padding=(1, 1, 1, 1)), [x, w],
+                             target="small:16")
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+    ref = np.zeros((1, 8, 8, 8))
+    for kh in range(3):
+        for kw in range(3):
+            patch = xp[:, :, kh:kh + 15:2, kw:kw + 15:2]
+            ref += np.einsum("nchw,mc->nmhw", patch, w[:, :, kh, kw].astype(np.float64))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert not any(st.kind == "compute" and "transpose" in st.name for st in session.executable.steps)
