@@ -136,6 +136,32 @@ def exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles:
     return out
 
 
+def _bus_keys(src_off, nbytes, dst_tile):
+    """One int64 per run, (source run, receiving tile) = ((src_off * span + nbytes) * tiles + dst_tile),
+    with the `span` and `tiles` that decode it; None when the keys would not fit in int64."""
+    span = int(nbytes.max()) + 1
+    tiles = int(dst_tile.max()) + 2  # dst_tile ^ 1 fits below it
+    if int(src_off.max()) >= (2 ** 62) // (span * tiles):
+        return None
+    return (src_off * span + nbytes) * tiles + dst_tile, span, tiles
+
+
+def _partner_received(keys: np.ndarray, tiles: int) -> np.ndarray:
+    """For sorted (source run, receiving tile) keys (_bus_keys): whether the same run also lands
+    on the other tile of the receiver's bus pair (the key with the tile's lowest bit flipped,
+    the next or previous distinct key). Found from neighbours in the sorted keys: no search."""
+    first = np.ones(keys.size, bool)
+    first[1:] = keys[1:] != keys[:-1]
+    u = keys[first]  # the distinct keys, ascending
+    group = np.cumsum(first) - 1  # each key's place in u
+    up = np.zeros(u.size, bool)  # u[i] + 1 is a key too
+    up[:-1] = u[1:] == u[:-1] + 1
+    down = np.zeros(u.size, bool)  # u[i] - 1 is a key too
+    down[1:] = up[:-1]
+    odd = (u % tiles) & 1
+    return np.where(odd == 1, down, up)[group]
+
+
 def shared_bus_weights(src_off, nbytes, dst_tile, target: Target) -> np.ndarray:
     """Per run: 1.0, or 0.5 when the same source run also lands on the other tile of the
     receiver's exchange bus pair (tiles 2j and 2j + 1 on the Mk2): the pair then takes the data
@@ -150,17 +176,32 @@ def shared_bus_weights(src_off, nbytes, dst_tile, target: Target) -> np.ndarray:
         return weights
     nbytes = np.asarray(nbytes, np.int64)
     dst_tile = np.asarray(dst_tile, np.int64)
-    tiles = int(dst_tile.max()) + 2
-    span = int(nbytes.max()) + 1
-    if int(src_off.max()) < (2 ** 62) // (span * tiles):  # (source run, receiving tile) in one int64
-        run = src_off * span + nbytes
-    else:
-        run = distinct_run_ids(src_off, nbytes)
-    have = np.sort(run * tiles + dst_tile)
-    partner = run * tiles + (dst_tile ^ 1)  # the same run on the other tile of the bus pair
-    at = np.minimum(np.searchsorted(have, partner), have.size - 1)
-    weights[have[at] == partner] = 0.5
+    packed = _bus_keys(src_off, nbytes, dst_tile)
+    if packed is None:  # runs numbered by distinct_run_ids instead of their offsets
+        packed = _bus_keys(distinct_run_ids(src_off, nbytes), np.zeros_like(nbytes), dst_tile)
+        assert packed is not None  # run ids < runs: always fit
+    keys, _, tiles = packed
+    order = np.argsort(keys, kind="stable")
+    weights[order[_partner_received(keys[order], tiles)]] = 0.5
     return weights
+
+
+def _received_bytes(src_off, nbytes, dst_tile, target: Target, n: int) -> np.ndarray:
+    """Bytes each tile receives in one exchange phase (float64), a run that both tiles of a bus
+    pair receive counting half (shared_bus_weights). The sum is the same in any order (whole
+    and half bytes, exact in float64), so the runs are taken in the order of their sorted keys,
+    with their sizes and tiles decoded from them: one sort and no gather."""
+    if int(target.tiles_per_shared_exchange_bus) == 2 and src_off.size >= 2:
+        packed = _bus_keys(src_off, nbytes, dst_tile)
+        if packed is not None:
+            keys, span, tiles = packed
+            keys = np.sort(keys)
+            tile = keys % tiles
+            size = (keys // tiles) % span
+            w = np.where(_partner_received(keys, tiles), 0.5, 1.0)
+            return np.bincount(tile, weights=size * w, minlength=n)
+    w = shared_bus_weights(src_off, nbytes, dst_tile, target)
+    return np.bincount(dst_tile, weights=nbytes * w, minlength=n)
 
 
 def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, distinct=None) -> tuple[np.ndarray, int]:
@@ -192,8 +233,7 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, di
         s_tiles = src_tile[remote][first]
         s_bytes = nbytes[remote][first]
         sent = np.bincount(s_tiles, weights=s_bytes, minlength=n)
-        w = shared_bus_weights(src_off[remote], nbytes[remote], dst_tile[remote], target)
-        recv = np.bincount(dst_tile[remote], weights=nbytes[remote] * w, minlength=n)
+        recv = _received_bytes(np.asarray(src_off, np.int64)[remote], nbytes[remote], dst_tile[remote], target, n)
     else:
         sent = recv = np.zeros(n)
     copied = np.bincount(src_tile[local], weights=nbytes[local], minlength=n) if local.any() else np.zeros(n)
