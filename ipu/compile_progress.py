@@ -11,10 +11,20 @@ leave a silent terminal, a compile that lasts more than a second shows what it i
 (a rich status line on a terminal, one plain line otherwise), and one summary line when the burst
 ends. Numba's compile events drive it ("numba:compile" fires only for a real compile, never for a
 cache load); a daemon thread turns them into the display. `IPU_SIM_PROGRESS=0` turns it off.
+
+A program's own compile (a Session's lowering, memory plan and step tables: tens of seconds for a
+BERT-base stack) shows the same way, through `program()`:
+
+    compiling the program... lowering ops 312/1207, 4.1 s (layer1/attention/matmul)
+
+its phases reported by `phase()` and `tick()` (no-ops when no program compile is shown), then one
+line, `compiled the program in 12.3 s (lowering 5.0 s, ...)`. While it is on screen, a kernel
+compile in the middle of it joins its line instead of starting a second one.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import sys
 import threading
 import time
@@ -24,11 +34,12 @@ from rich.console import Console
 
 from . import env
 
-__all__ = ["install", "stats"]
+__all__ = ["install", "phase", "program", "stats", "tick"]
 
 SHOW_AFTER = 1.0  # seconds of compiling before anything is shown
 IDLE_END = 0.5  # seconds without a compile that end a burst
 TICK = 0.1
+_screen = threading.Lock()  # one status line at a time: a kernel burst's or a program compile's
 PACKAGES = ("ipu.", "codelets.", "popxl.", "popart.", "poptorch.", "popdist.", "profiler.")
 
 
@@ -55,8 +66,7 @@ class _Watcher(event.Listener):
         self.current = ""
         self.thread = None
         self.shown = False
-        self.status = None
-        self.width = 80  # the terminal's columns
+        self.line: _Line | None = None
         self.total_done = 0  # over the process (stats())
         self.total_seconds = 0.0
 
@@ -98,10 +108,6 @@ class _Watcher(event.Listener):
         return (f"compiling simulator kernels (once per install)... {self.done} done, "
                 f"{self._seconds(now):.1f} s{cur}")
 
-    def _line(self, now: float) -> str:
-        text = self._text(now)  # one line on a narrow terminal (the spinner takes 2 columns)
-        return text if len(text) <= self.width - 3 else text[:max(self.width - 6, 10)] + "..."
-
     def _run(self):
         while True:
             time.sleep(TICK)
@@ -113,7 +119,7 @@ class _Watcher(event.Listener):
                 ended = self.depth == 0 and now - self.last_end > IDLE_END
                 if not self.shown and not ended and now - self.burst_start > SHOW_AFTER:
                     self._show(now)
-                elif self.shown and not ended and self.status is not None:
+                elif self.shown and not ended and self.line is not None:
                     self._update(now)
                 if ended:
                     self._end_burst(now)
@@ -136,32 +142,62 @@ class _Watcher(event.Listener):
 
     def _show(self, now):
         self.shown = True
+        with _screen:
+            if _program_on_screen():  # the program compile's line shows this burst (_Program._text)
+                return
+            self.line = _Line(self._text(now))
+        if not self.line.live:
+            _write("compiling simulator kernels (once per install; later runs load them from the kernel cache)...")
+
+    def _update(self, now):
+        if self.line is not None:
+            self.line.update(self._text(now))
+
+    def _finish(self, now):
+        if self.line is not None:
+            self.line.stop()
+            self.line = None
+        _write(f"compiled {self.done} simulator kernels in {self._seconds(now):.1f} s "
+               f"(once per install: later runs load them from the kernel cache)")
+
+
+class _Line:
+    """A rich status line on standard error when it is a terminal (`live`), else nothing."""
+
+    def __init__(self, text: str):
+        self.status = None
+        self.width = 80
         try:
             console = Console(file=sys.stderr)
             if console.is_terminal and not console.is_dumb_terminal:
                 self.width = console.width
-                self.status = console.status(self._line(now), spinner="dots")
+                self.status = console.status(self.fit(text), spinner="dots")
                 self.status.start()
-                return
         except Exception:  # noqa: BLE001 - a display problem must never stop a compile
             self.status = None
-        _write("compiling simulator kernels (once per install; later runs load them from the kernel cache)...")
 
-    def _update(self, now):
-        try:
-            self.status.update(self._line(now))
-        except Exception:  # noqa: BLE001
-            pass
+    @property
+    def live(self) -> bool:
+        return self.status is not None
 
-    def _finish(self, now):
+    def fit(self, text: str) -> str:
+        """One line on a narrow terminal (the spinner takes 2 columns)."""
+        return text if len(text) <= self.width - 3 else text[:max(self.width - 6, 10)] + "..."
+
+    def update(self, text: str) -> None:
+        if self.status is not None:
+            try:
+                self.status.update(self.fit(text))
+            except Exception:  # noqa: BLE001
+                pass
+
+    def stop(self) -> None:
         if self.status is not None:
             try:
                 self.status.stop()
             except Exception:  # noqa: BLE001
                 pass
             self.status = None
-        _write(f"compiled {self.done} simulator kernels in {self._seconds(now):.1f} s "
-               f"(once per install: later runs load them from the kernel cache)")
 
 
 def _write(line: str) -> None:
@@ -170,6 +206,131 @@ def _write(line: str) -> None:
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass
+
+
+class _Program:
+    """The display of one program compile: its phases, the count within the current one, and a
+    daemon thread that shows them once the compile has lasted SHOW_AFTER seconds."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.lock = threading.Lock()
+        self.start = time.perf_counter()
+        self.phases: list = []  # [name, seconds] in order (a phase entered twice adds up)
+        self.current = ""
+        self.phase_start = self.start
+        self.count = 0
+        self.total = 0
+        self.detail = ""
+        self.line: _Line | None = None
+        self.shown = False
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="ipu-sim program compile progress", daemon=True)
+        self.thread.start()
+
+    def phase(self, name: str, total: int = 0) -> None:
+        with self.lock:
+            now = time.perf_counter()
+            self._close_phase(now)
+            self.current, self.phase_start, self.count, self.total, self.detail = name, now, 0, int(total), ""
+
+    def tick(self, detail: str = "") -> None:
+        self.count += 1  # (the display reads it under no lock: a count one behind is harmless)
+        if detail:
+            self.detail = detail
+
+    def _close_phase(self, now: float) -> None:
+        if self.current:
+            for p in self.phases:
+                if p[0] == self.current:
+                    p[1] += now - self.phase_start
+                    break
+            else:
+                self.phases.append([self.current, now - self.phase_start])
+
+    def _text(self, now: float) -> str:
+        n = f" {self.count}/{self.total}" if 0 < self.total and self.count <= self.total else (
+            f" {self.count}" if self.count else "")
+        detail = f" ({self.detail})" if self.detail else ""
+        kernels = ""
+        w = _watcher
+        if w is not None:
+            with w.lock:
+                if w.burst_start is not None and w.done + w.depth:
+                    kernels = f"; kernels {w.done} compiled (once per install)"
+        return f"compiling {self.what}... {self.current}{n}, {now - self.start:.1f} s{kernels}{detail}"
+
+    def _run(self):
+        while not self.done.wait(TICK):
+            now = time.perf_counter()
+            with self.lock:
+                if self.line is None and now - self.start > SHOW_AFTER:
+                    text = self._text(now)  # (takes the kernel watcher's lock: not under _screen)
+                    with _screen:
+                        if not _kernel_line_live():
+                            self.line = _Line(text)
+                            self.shown = True
+                elif self.line is not None:
+                    self.line.update(self._text(now))
+
+    def close(self, ok: bool) -> None:
+        self.done.set()
+        self.thread.join()
+        now = time.perf_counter()
+        with self.lock:
+            self._close_phase(now)
+            if self.line is not None:
+                self.line.stop()
+                self.line = None
+            seconds = now - self.start
+            if ok and (self.shown or seconds > SHOW_AFTER):
+                parts = ", ".join(f"{name} {t:.1f} s" for name, t in self.phases if t >= 0.05)
+                _write(f"compiled {self.what} in {seconds:.1f} s"
+                       + (f" ({parts})" if parts else ""))
+
+
+_program_now: _Program | None = None
+
+
+def _program_on_screen() -> bool:
+    p = _program_now
+    return p is not None and p.line is not None and p.line.live
+
+
+def _kernel_line_live() -> bool:
+    w = _watcher
+    return w is not None and w.line is not None and w.line.live
+
+
+@contextlib.contextmanager
+def program(what: str = "the program"):
+    """Progress of a program compile (see the module docstring); nested uses join the outer one."""
+    global _program_now
+    if _watcher is None or _program_now is not None:  # progress off (install), or already shown
+        yield
+        return
+    _program_now = p = _Program(what)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        _program_now = None
+        p.close(ok)
+
+
+def phase(name: str, total: int = 0) -> None:
+    """The program compile enters phase `name` (of `total` items when known)."""
+    p = _program_now
+    if p is not None:
+        p.phase(name, total)
+
+
+def tick(detail: str = "") -> None:
+    """One more item of the current phase (`detail`: what it is, e.g. the op's name)."""
+    p = _program_now
+    if p is not None:
+        p.tick(detail)
 
 
 _watcher = None

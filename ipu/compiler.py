@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import codeload, costs
+from . import codeload, compile_progress, costs
 from . import collectives, compute, exchange, remote, streams  # noqa: F401  (the built-in program kinds)
 from .errors import CompileError, MappingError
 from .executable import Executable, Layout, Step
@@ -237,6 +237,7 @@ class Compiler:
     def _leaf(self, p: Program):
         """A leaf through its program kind: it stands for one timeline position, its last step."""
         first = len(self._steps)
+        compile_progress.tick()
         out = program_kind_of(p).compile(self, p)
         for s in self._steps[first:-1]:
             s.in_timeline = False
@@ -344,13 +345,21 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
     for p in programs:
         if not isinstance(p, Program):
             raise TypeError(f"compile takes ipu programs, got {type(p).__name__}")
+    with compile_progress.program():  # (joins a Session's: its phases go on the same line)
+        return _compile(graph, programs)
+
+
+def _compile(graph: Graph, programs: list) -> Executable:
     target = graph.target
+    compile_progress.phase("planning memory")
     tl = Timeline()
     for p in programs:
         tl.walk(p)
     layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, tl.segments(), target)
+    compile_progress.phase("building exchange and compute tables")
     comp = Compiler(graph, layouts, plan)
     nodes = [comp.node(p) for p in programs]
+    compile_progress.phase("checking memory")
     plan.categories["vertex_code"] = comp.code_bytes
     plan.categories["vertex_state"] = comp.state_bytes
     plan.categories["exchange_code"] = comp.exchange_bytes

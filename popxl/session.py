@@ -182,17 +182,18 @@ class Session:
             self._lowered.fragments = {}
             return time.perf_counter()
         _logging.log("session", "DEBUG", "Starting compilation")
-        self._lowered = lower(ir, self.target, self.options)
-        t1 = time.perf_counter()
-        try:
-            # program 0 is the main program; the weights fragments (lowering/context.py) follow it
-            fragments = self._lowered.fragments
-            self._fragment_programs = {name: i + 1 for i, name in enumerate(fragments)}
-            graph, main = self._lowered.graph, self._lowered.main
-            assert graph is not None and main is not None  # a fresh lowering
-            self.executable = ipu.compile(graph, [main, *fragments.values()])
-        except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
-            raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
+        with ipu.compile_progress.program():  # a status line once it takes more than a second
+            self._lowered = lower(ir, self.target, self.options)
+            t1 = time.perf_counter()
+            try:
+                # program 0 is the main program; the weights fragments (lowering/context.py) follow it
+                fragments = self._lowered.fragments
+                self._fragment_programs = {name: i + 1 for i, name in enumerate(fragments)}
+                graph, main = self._lowered.graph, self._lowered.main
+                assert graph is not None and main is not None  # a fresh lowering
+                self.executable = ipu.compile(graph, [main, *fragments.values()])
+            except ipu.OutOfMemoryError as e:  # say which name scopes own what overflows
+                raise _memory_report.with_name_scopes(e, ir, self._lowered) from None
         _logging.log("session", "DEBUG", "Compilation complete")
         if directory is not None and key is not None:
             path = _cache.store(directory, key, self.executable, self._lowered)

@@ -91,6 +91,7 @@ class Lowering:
     # -- entry point ---------------------------------------------------------------------------
     def lower(self) -> LoweredIr:
         main = self.ir.main_graph
+        ipu.compile_progress.phase("lowering ops", sum(len(g.ops) for g in self.ir.graphs))
         from .rules.matmul import precheck_matmuls
         precheck_matmuls(self, main)  # a matmul that cannot fit is refused before any tensor is mapped
         for v in main.variables:
@@ -149,6 +150,7 @@ class Lowering:
                 mark = self.placement.begin(op, self)
                 if self.check_indices:  # the debug.checkIndices engine option (index_checks.py)
                     index_checks.emit(self, op)
+                ipu.compile_progress.tick(op.name)
                 get_rule(op.type)(self, op)
                 self.placement.end(mark, op)  # onto the op's IPU (placement.py)
                 self.op = prev

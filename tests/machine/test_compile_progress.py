@@ -53,3 +53,67 @@ def test_a_process_ending_while_it_compiles_still_prints_the_summary():
     out, err = _run(0.0, wait=0.3)  # shown after a tick, the burst not over when the process exits
     assert "compiling simulator kernels (once per install" in err
     assert "compiled 1 simulator kernels in" in err
+
+
+# A program's own compile (lowering, memory plan, step tables) shows its phases the same way.
+PROGRAM = """
+import numpy as np
+import popxl
+import popxl.ops as ops
+from ipu import compile_progress
+compile_progress.SHOW_AFTER = {show_after}
+ir = popxl.Ir()
+with ir.main_graph:
+    x = popxl.variable(np.ones((8, 8), np.float32), name="x")
+    y = ops.matmul(ops.relu(x), x)
+    s = popxl.d2h_stream(y.shape, y.dtype, "s")
+    ops.host_store(s, y)
+with popxl.Session(ir, "ipu_model") as session:
+    print(session.run()[s].sum())
+"""
+
+
+def _program(show_after, progress="1", tty=False):
+    env = dict(os.environ, PYTHONPATH=ROOT, IPU_SIM_PROGRESS=progress, TERM="xterm")
+    cmd = [sys.executable, "-c", PROGRAM.format(show_after=show_after)]
+    if not tty:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        return p.stdout.strip(), p.stderr
+    import pty
+    leader, follower = pty.openpty()  # standard error on a terminal: rich's status line
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=follower, text=True, check=True)
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                b = os.read(leader, 65536)
+            except OSError:  # the terminal closed
+                break
+            if not b:
+                break
+            chunks.append(b)
+        return p.stdout.strip(), b"".join(chunks).decode(errors="replace")
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+
+
+def test_a_program_compile_shows_its_phases_and_one_summary_line():
+    out, err = _program(0.0)  # not a terminal: one plain line at the end, no status line
+    assert out == "512.0"
+    lines = [ln for ln in err.splitlines() if "the program" in ln]
+    assert len(lines) == 1 and lines[0].startswith("compiled the program in "), err
+    assert "planning memory" in lines[0] and "building exchange and compute tables" in lines[0]
+    out, err = _program(0.0, tty=True)  # a terminal: the live line names the phase, then the summary
+    assert out == "512.0"
+    assert "compiling the program... " in err and "compiled the program in " in err
+
+
+def test_a_short_program_compile_or_progress_off_prints_nothing():
+    out, err = _program(60.0)
+    assert out == "512.0" and "program" not in err
+    out, err = _program(0.0, progress="0")
+    assert out == "512.0" and "program" not in err
