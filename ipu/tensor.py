@@ -272,7 +272,9 @@ class Variable(Tensor):
         keeps them (no per-element table is made)."""
         flat = np.asarray(flat, np.int64)
         if self._tile_of is None and self._pieces is not None:
-            starts, _, tiles = self._pieces
+            starts, stops, tiles = self._pieces
+            if 4 * flat.size >= self._numel:  # most of it: a table of the pieces' tiles, indexed
+                return np.repeat(tiles.astype(np.int32), stops - starts)[flat]  # (the pieces cover it all)
             return tiles[np.searchsorted(starts, flat, side="right") - 1].astype(np.int32)
         return self.tile_of[flat]
 

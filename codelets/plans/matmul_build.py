@@ -102,9 +102,30 @@ def mapping_for_output(plan: MatMulPlan, out_shape=None) -> np.ndarray:
     return tiles
 
 
+def _plan_key(plan: MatMulPlan):
+    """What mapping_for_output and _owner_canonical read of a plan (None for a serial plan)."""
+    if plan.sub is not None:
+        return None
+    return (plan.G, plan.M, plan.N, plan.parts, plan.chunks, plan.tiles.shape, plan.tiles.tobytes(), plan.problem)
+
+
+def _memo(graph: ipu.Graph, key, build) -> np.ndarray:
+    """build() once per key in this graph (a model's layers repeat the same products): the
+    array is read only, so no caller can change what the next one gets."""
+    if key is None:
+        return build()
+    cache = graph.__dict__.setdefault("_matmul_mapping_memo", {})
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = build()
+        hit.flags.writeable = False
+    return hit
+
+
 def map_output(graph: ipu.Graph, out: ipu.Tensor, plan: MatMulPlan) -> None:
     """Map `out` (a view of the product's shape) with mapping_for_output(plan)."""
-    tiles = mapping_for_output(plan, out.shape)
+    key = _plan_key(plan)
+    tiles = _memo(graph, key and ("output", key, tuple(out.shape)), lambda: mapping_for_output(plan, out.shape))
     if tiles.size != out.numel:
         raise ValueError(f"map_output: {out.name!r} has {out.numel} elements, the plan makes {tiles.size}")
     _set_mapping(graph, out, tiles)
@@ -289,7 +310,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     even = -(-owners.size // target.num_tiles)
     spread = np.bincount(owners, minlength=target.num_tiles).max() <= 2 * even + 16
     if not spread:
-        owners = _owner_canonical(plan).reshape(-1)
+        key = _plan_key(plan)
+        owners = _memo(graph, key and ("owner", key), lambda: _owner_canonical(plan)).reshape(-1)
     # the output elements in order of (reducing tile, position in out's variable)
     key_sorted = np.all(owners[1:] >= owners[:-1]) if owners.size > 1 else True
     if key_sorted and (c_flat.size < 2 or np.all(c_flat[1:] > c_flat[:-1])):
