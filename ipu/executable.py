@@ -67,10 +67,12 @@ def _piece_of(e, starts):
 @njit(cache=True)
 def _split_runs(rs, rl, starts, stops, addr, tiles, isz):
     n = 0
+    first = np.empty(rs.shape[0], np.int64)  # each run's first piece, searched for once
     for i in range(rs.shape[0]):  # count the (run, piece) parts
         e = rs[i]
         left = rl[i]
         p = _piece_of(e, starts) if left > 0 else 0
+        first[i] = p
         while left > 0:
             k = min(left, stops[p] - e)
             n += 1
@@ -84,7 +86,7 @@ def _split_runs(rs, rl, starts, stops, addr, tiles, isz):
     for i in range(rs.shape[0]):
         e = rs[i]
         left = rl[i]
-        p = _piece_of(e, starts) if left > 0 else 0
+        p = first[i]
         while left > 0:
             k = min(left, stops[p] - e)
             out_a[j] = addr[p] + (e - starts[p]) * isz
