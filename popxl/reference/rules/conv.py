@@ -16,15 +16,21 @@ def conv(x, w, strides, pads, dilations, groups):
     out = np.zeros((n, m) + tuple(out_sp), dtype=np.result_type(x, w))
     cg, mg = c // groups, m // groups
     for g in range(groups):
-        for kidx in np.ndindex(*kernel):
-            sl = [slice(None), slice(g * cg, (g + 1) * cg)]
-            for i in range(nd):
-                start = kidx[i] * dilations[i]
-                sl.append(slice(start, start + strides[i] * (out_sp[i] - 1) + 1, strides[i]))
-            patch = xp[tuple(sl)]  # (n, cg, *out)
+        for kidx, patch in _patches(xp, g, cg, kernel, strides, dilations, out_sp):
             wk = w[(slice(g * mg, (g + 1) * mg), slice(None)) + kidx]  # (mg, cg)
             out[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", patch, wk)
     return out
+
+
+def _patches(xp, g, cg, kernel, strides, dilations, out_sp):
+    """Each kernel position of group g with the padded input's elements it meets: (kidx, patch),
+    patch (n, cg, *out) the strided window of xp's channels of the group."""
+    for kidx in np.ndindex(*kernel):
+        sl = [slice(None), slice(g * cg, (g + 1) * cg)]
+        for i, k in enumerate(kidx):
+            start = k * dilations[i]
+            sl.append(slice(start, start + strides[i] * (out_sp[i] - 1) + 1, strides[i]))
+        yield kidx, xp[tuple(sl)]
 
 
 def conv_transpose(x, w, strides, pads, dilations, groups, out_shape):
@@ -72,12 +78,7 @@ def conv_weights_grad(x, dy, kernel, strides, pads, dilations, groups):
     cg, mg = c // groups, m // groups
     dw = np.zeros((m, cg) + tuple(kernel), dtype=np.result_type(x, dy))
     for g in range(groups):
-        for kidx in np.ndindex(*kernel):
-            sl = [slice(None), slice(g * cg, (g + 1) * cg)]
-            for i in range(nd):
-                start = kidx[i] * dilations[i]
-                sl.append(slice(start, start + strides[i] * (out_sp[i] - 1) + 1, strides[i]))
-            patch = xp[tuple(sl)]  # (n, cg, *out)
+        for kidx, patch in _patches(xp, g, cg, kernel, strides, dilations, out_sp):
             dw[(slice(g * mg, (g + 1) * mg), slice(None)) + kidx] = np.einsum(
                 "ncp,nmp->mc", patch.reshape(n, cg, -1), dy[:, g * mg:(g + 1) * mg].reshape(n, mg, -1))
     return dw
