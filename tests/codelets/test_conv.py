@@ -42,14 +42,20 @@ def _direct(x, w, case, lo):
     return out
 
 
+def _worklists(make, case):
+    """The case's input window and the worklists `make` (hmac_worklists / vmac_worklists) builds for
+    it: (lo, rows, out_w, lists, entries, packed table)."""
+    batch, ncg, nog, nig, image, (r0, r1), kernel, strides, dil, pads = case
+    lo, rows, out_w = _window(case)
+    lists, ent = make(batch, (r0, 0), (r1, out_w), (lo, 0), (rows, image[1]), kernel, strides, dil, pads, image)
+    return lo, rows, out_w, lists, ent, C.pack_worklists(lists, ent)
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_hmac_matches_reference_and_convolution(case, dtype, rng, cl):
     batch, ncg, nog, nig, image, (r0, r1), kernel, strides, dil, pads = case
-    lo, rows, out_w = _window(case)
-    lists, ent = C.hmac_worklists(batch, (r0, 0), (r1, out_w), (lo, 0), (rows, image[1]), kernel, strides, dil, pads,
-                                  image)
-    table = C.pack_worklists(lists, ent)
+    lo, rows, out_w, lists, ent, table = _worklists(C.hmac_worklists, case)
     x = rng.normal(size=(batch, ncg, nig, rows, image[1])).astype(dtype)
     w = rng.normal(size=(ncg, nog, nig) + kernel).astype(dtype)
     K = int(np.prod(kernel))
@@ -76,10 +82,7 @@ def test_hmac_matches_reference_and_convolution(case, dtype, rng, cl):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_vmac_matches_reference_and_weight_gradient(case, dtype, rng, cl):
     batch, ncg, nog, nig, image, (r0, r1), kernel, strides, dil, pads = case
-    lo, rows, out_w = _window(case)
-    lists, ent = C.vmac_worklists(batch, (r0, 0), (r1, out_w), (lo, 0), (rows, image[1]), kernel, strides, dil, pads,
-                                  image)
-    table = C.pack_worklists(lists, ent)
+    lo, rows, out_w, lists, ent, table = _worklists(C.vmac_worklists, case)
     x = rng.normal(size=(ncg, nig, batch, rows, image[1])).astype(dtype)
     dy = rng.normal(size=(ncg, nog, batch, r1 - r0, out_w)).astype(dtype)
     K = int(np.prod(kernel))
