@@ -8,7 +8,7 @@ the batch axis) and returns the outputs the output mode asks for.
 Weights live on the device. As in PopTorch, the wrapped model's parameters and buffers follow:
 after a training run the host copy is marked stale and is read back the first time the model,
 a parameter or a buffer is touched (the model's class and its parameters' classes are swapped
-for subclasses that check, as PopTorch does); copyWeightsToHost / copyWeightsToDevice move them
+for subclasses that check, as PopTorch does: _weight_sync.py); copyWeightsToHost / copyWeightsToDevice move them
 explicitly. An inference model of a model that another PopTorch model trains re-uploads the
 weights when they changed.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import pickle
 import time
-import weakref
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -32,6 +31,7 @@ from popart.options import SyntheticDataMode
 from . import _capture, _optimizer_convert, _program, enums, optim
 from ._logging import logger
 from ._translate import host_array
+from ._weight_sync import raw_params, raw_state, unwrap, unwrapped, wrap_for_weight_sync
 from .errors import Error, RecoverableError, createPoptorchError
 from .options import Options, PipelinedExecution, ShardedExecution
 
@@ -113,7 +113,7 @@ class PoplarExecutor:
         self.per_replica_params: Dict[str, tuple] = {}
         self._options._freeze()
         if training:
-            _wrap_for_weight_sync(self)
+            wrap_for_weight_sync(self)
             self._attach_optimizer(optimizer)
 
     # -- properties --------------------------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ class PoplarExecutor:
                                "backward pass via inputs is not supported.")
         micro = [self._narrow(t.detach(), i) for i, t in enumerate(inputs.tensors)]
         args, kwargs = inputs.unflatten(micro)
-        with _unwrapped(self):
+        with unwrapped(self):
             self._sync_host_for_capture()
             captured = _capture.capture(self._model, args, kwargs, self._training, o._execution_strategy,
                                         namescopes=o._module_namescope_enabled)
@@ -400,7 +400,7 @@ class PoplarExecutor:
         as in `inferenceModel(net)` after `trainingModel(NetWithLoss(net))`)."""
         trainer_ref = self._user_model.__dict__.get("_poptorch_trainer")
         if trainer_ref is None:
-            for _, p in _raw_params(self._user_model):
+            for _, p in raw_params(self._user_model):
                 trainer_ref = p.__dict__.get("_poptorch_trainer")
                 break
         trainer = trainer_ref() if trainer_ref is not None else None
@@ -501,7 +501,7 @@ class PoplarExecutor:
         if not self.isCompiled():
             raise createPoptorchError(NO_EXECUTABLE_ERR)
         self._dirty_host_weights = False
-        state = _raw_state(self._model)
+        state = raw_state(self._model)
         for name in self._state_names():
             arr = self._read(self._program.weights[name])
             dst = state[name]
@@ -514,7 +514,7 @@ class PoplarExecutor:
         if not self.isCompiled():
             raise createPoptorchError(NO_EXECUTABLE_ERR)
         self._dirty_host_weights = False
-        state = _raw_state(self._model)
+        state = raw_state(self._model)
         for name in self._state_names():
             self._write(self._program.weights[name], host_array(torch.Tensor.detach(state[name]), name))
 
@@ -548,7 +548,7 @@ class PoplarExecutor:
     def _write_optimizer_if_needed(self) -> None:
         if not self._training or not getattr(self, "_optimizer_dirty", False) or not self.isCompiled():
             return
-        named = dict(_raw_params(self._model))
+        named = dict(raw_params(self._model))
         new, trained, clip = _optimizer_convert.convert(self._optimizer, named)
         old = self._compiled_optimizer
         if new.structure() != old.structure():
@@ -627,7 +627,7 @@ class PoplarExecutor:
         self._session = None
         self._program = None
         if self._training:
-            _unwrap(self)
+            unwrap(self)
 
     # -- random numbers -------------------------------------------------------------------------------------------------
     def _write_seed(self, seed: int) -> None:
@@ -723,7 +723,7 @@ class PoplarExecutor:
         data = {"version": self._poptorch_version, "training": self._training,
                 "example": ex.unflatten([_TensorSpec(t) for t in ex.tensors]),
                 "options": self._options, "rng_state": self.rng_state if save_rng_state else None}
-        with _unwrapped(self):
+        with unwrapped(self):
             if export_model:
                 data["model"] = self._user_model
                 data["optimizer"] = self._optimizer if self._training else None
@@ -809,169 +809,3 @@ def _example_inputs(data: dict) -> _Inputs:
     args, kwargs = pytree.tree_map(lambda x: torch.zeros(x.shape, dtype=x.dtype) if isinstance(x, _TensorSpec) else x,
                                    data["example"])
     return _Inputs(args, kwargs)
-
-
-# -- keeping the wrapped model's weights in sync (training) ------------------------------------------------------
-
-def _raw_state(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
-    """name -> parameter / buffer tensor, without triggering a weight copy."""
-    out = {}
-    for mname, m in _raw_modules(model):
-        for n, p in object.__getattribute__(m, "_parameters").items():
-            if p is not None:
-                out.setdefault(f"{mname}.{n}" if mname else n, p)
-        for n, b in object.__getattribute__(m, "_buffers").items():
-            if b is not None:
-                out.setdefault(f"{mname}.{n}" if mname else n, b)
-    return out
-
-
-def _raw_params(model: torch.nn.Module):
-    seen = set()
-    for mname, m in _raw_modules(model):
-        for n, p in object.__getattribute__(m, "_parameters").items():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                yield (f"{mname}.{n}" if mname else n), p
-
-
-def _raw_modules(model, prefix=""):
-    yield prefix, model
-    for n, child in object.__getattribute__(model, "_modules").items():
-        if child is not None:
-            yield from _raw_modules(child, f"{prefix}.{n}" if prefix else n)
-
-
-_WRAPPED_CLASSES: Dict[type, type] = {}
-
-
-def _wrap_for_weight_sync(executor: PoplarExecutor) -> None:
-    """Swap the classes of the model, its parameters and buffers for subclasses that read the
-    device's weights back when the host copy is stale."""
-    model = executor._user_model
-    ref = weakref.ref(executor)
-    model.__dict__["_poptorch_trainer"] = ref
-    original = type(model)
-    if getattr(original, "_poptorch_wrapped", False):
-        original = original._poptorch_original
-    key = original
-    cls = _WRAPPED_CLASSES.get(key)
-    if cls is None:
-        def __getattribute__(self, name):
-            if name in ("_parameters", "_buffers", "forward", "state_dict"):
-                _sync(self)
-            return object.__getattribute__(self, name)
-
-        def __reduce_ex__(self, protocol):
-            # pickled (torch.save, deepcopy) as the original class
-            state = dict(self.__dict__)
-            state.pop("_poptorch_trainer", None)
-            return (_rebuild_module, (original, state))
-
-        cls = type(f"Poptorch{original.__name__}", (original,),
-                   {"__getattribute__": __getattribute__, "__reduce_ex__": __reduce_ex__,
-                    "_poptorch_wrapped": True, "_poptorch_original": original,
-                    "__module__": original.__module__})
-        _WRAPPED_CLASSES[key] = cls
-    model.__class__ = cls
-    for _, p in _raw_params(model):
-        if type(p) is torch.nn.Parameter:
-            p.__class__ = _PoptorchParameter
-        p.__dict__["_poptorch_trainer"] = ref
-    for _, b in _raw_state(model).items():
-        if type(b) is torch.Tensor:
-            b.__class__ = _PoptorchBuffer
-            b.__dict__["_poptorch_trainer"] = ref
-
-
-def _rebuild_module(cls, state):
-    m = cls.__new__(cls)
-    m.__dict__.update(state)
-    return m
-
-
-def _sync(obj) -> None:
-    ref = obj.__dict__.get("_poptorch_trainer") if hasattr(obj, "__dict__") else None
-    ex = ref() if ref is not None else None
-    if ex is not None and ex._dirty_host_weights:
-        ex.copyWeightsToHostIfNeeded()
-
-
-class _PoptorchParameter(torch.nn.Parameter):
-    def __getattribute__(self, name):
-        if name != "__dict__":
-            _sync(self)
-        return object.__getattribute__(self, name)
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        for a in pytree.tree_leaves((args, kwargs or {})):
-            if isinstance(a, _PoptorchParameter):
-                _sync(a)
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **(kwargs or {}))
-
-    def __reduce_ex__(self, protocol):
-        return (torch.nn.Parameter, (torch.Tensor(self.detach()).clone(), self.requires_grad))
-
-    def __repr__(self, *args, **kwargs):  # as torch.nn.Parameter prints, with the device's values
-        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
-
-
-class _PoptorchBuffer(torch.Tensor):
-    def __getattribute__(self, name):
-        if name != "__dict__":
-            _sync(self)
-        return object.__getattribute__(self, name)
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        for a in pytree.tree_leaves((args, kwargs or {})):
-            if isinstance(a, _PoptorchBuffer):
-                _sync(a)
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **(kwargs or {}))
-
-    def __repr__(self, *args, **kwargs):
-        return repr(self.detach())
-
-    def __reduce_ex__(self, protocol):
-        with torch._C.DisableTorchFunctionSubclass():
-            return torch.Tensor.__reduce_ex__(self.as_subclass(torch.Tensor), protocol)
-
-
-class _unwrapped:
-    """The model with its original classes while it is captured or pickled."""
-
-    def __init__(self, executor: PoplarExecutor):
-        self.ex = executor
-
-    def __enter__(self):
-        ex = self.ex
-        if ex._training and getattr(type(ex._user_model), "_poptorch_wrapped", False):
-            if ex._dirty_host_weights:
-                ex.copyWeightsToHost()
-            _unwrap(ex)
-            self.rewrap = True
-        else:
-            self.rewrap = False
-        return self
-
-    def __exit__(self, *exc):
-        if self.rewrap:
-            _wrap_for_weight_sync(self.ex)
-        return False
-
-
-def _unwrap(executor: PoplarExecutor) -> None:
-    model = executor._user_model
-    cls = type(model)
-    if getattr(cls, "_poptorch_wrapped", False):
-        model.__class__ = cls._poptorch_original
-    model.__dict__.pop("_poptorch_trainer", None)
-    for _, t in _raw_state(model).items():
-        if type(t) is _PoptorchParameter:
-            t.__class__ = torch.nn.Parameter
-        elif type(t) is _PoptorchBuffer:
-            t.__class__ = torch.Tensor
-        t.__dict__.pop("_poptorch_trainer", None)
