@@ -55,10 +55,16 @@ class Value:
     """A tensor of the captured program: an input, a parameter, a buffer, a constant or the
     output of a node."""
 
-    __slots__ = ("id", "shape", "dtype", "kind", "name", "const", "node", "index")
+    __slots__ = ("id", "shape", "dtype", "kind", "name", "const", "node", "index", "stride", "offset")
 
     def __init__(self, vid: int, t: torch.Tensor, kind: str, name: str = "", const=None, node=None, index=0):
         self.id, self.shape, self.dtype = vid, tuple(t.shape), t.dtype
+        # its layout in PyTorch's storage (for as_strided); None where the tensor has none
+        try:
+            self.stride: Optional[tuple] = tuple(t.stride())
+            self.offset: Optional[int] = int(t.storage_offset())
+        except (RuntimeError, NotImplementedError):
+            self.stride, self.offset = None, None
         self.kind, self.name, self.const, self.node, self.index = kind, name, const, node, index
 
     @property

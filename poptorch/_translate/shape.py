@@ -73,6 +73,42 @@ def t(op: Op):
     return ops.transpose(x, list(range(x.rank))[::-1]) if x.rank > 1 else ops.identity(x)
 
 
+def _storage_positions(shape, stride, offset: int) -> np.ndarray:
+    """The storage position of each element of a strided tensor, in row-major element order."""
+    grid = np.indices(shape, dtype=np.int64).reshape(len(shape), -1)
+    return offset + (np.asarray(stride, np.int64).reshape(-1, 1) * grid).sum(axis=0)
+
+
+@aten("as_strided")  # and as_strided_, by its functional form (find_rule)
+def as_strided(op: Op):
+    """A view by explicit strides into `self`'s storage. PyTorch writes it when it restrides a result
+    to a memory format (adaptive_avg_pool2d on a channels-last input), and user code writes it to
+    take windows. Tensors on the IPU are dense, so the view becomes a gather: each storage position
+    it reads is found among the positions of `self`'s elements (recorded at capture). A position
+    that no element of `self` holds (a view into a larger storage) cannot be expressed."""
+    x, v = op.t("self"), op.value("self")
+    size, stride = tuple(int(d) for d in op.arg("size")), tuple(int(d) for d in op.arg("stride"))
+    if v is None or v.stride is None or v.offset is None:
+        raise op.error("the storage layout of its input was not recorded; use view, permute or unfold instead")
+    offset = v.offset if op.args.get("storage_offset") is None else int(op.arg("storage_offset"))
+    held = _storage_positions(v.shape, v.stride, v.offset)
+    want = _storage_positions(size, stride, offset)
+    if np.array_equal(held, want) and size == tuple(v.shape):
+        return ops.identity(x)  # the same elements in the same order (a memory-format restride)
+    order = np.argsort(held, kind="stable")
+    ranked = held[order]
+    if np.unique(ranked).size != ranked.size:
+        raise op.error(f"its input's elements share storage (strides {list(v.stride)} for shape {list(v.shape)}, an "
+                       f"expanded tensor); call .contiguous() on it first")
+    slot = np.minimum(np.searchsorted(ranked, want), ranked.size - 1) if ranked.size else want
+    if want.size and (ranked.size == 0 or not np.array_equal(ranked[slot], want)):
+        raise op.error(f"the view (size {list(size)}, stride {list(stride)}, offset {offset}) reads storage that its "
+                       f"input (shape {list(v.shape)}, strides {list(v.stride)}) does not hold; only views within "
+                       f"the tensor are supported")
+    idx = popxl.constant(order[slot].reshape(size).astype(np.int32), popxl.int32, name="as_strided_index")
+    return ops.gather(ops.reshape(x, (int(ranked.size),)), idx)
+
+
 @aten("clone", "detach", "_to_copy")
 def copy_cast(op: Op):
     x = op.t("self")

@@ -1,7 +1,9 @@
 """Layout, indexing and reduction ATen ops, forward and backward, against PyTorch on the CPU."""
+import pytest
 import torch
 import torch.nn.functional as F
 
+import poptorch
 from poptorch_helpers import Case, check_cases, t
 
 
@@ -39,6 +41,12 @@ def view_cases():
         Case("inplace_chain", lambda x: _inplace(x), [t(3, 4)]),
         Case("to_half_and_back", lambda x: x.half().float() * 2, [t(5)], rtol=1e-3, atol=1e-3),
         Case("cast_int", lambda x: (x * 3).int() + (x > 0).long(), [t(6)], grad=False),
+        # adaptive pooling of a channels-last tensor restrides its result in place (aten::as_strided_)
+        Case("pool_channels_last", lambda x: F.adaptive_avg_pool2d(x.contiguous(memory_format=torch.channels_last),
+                                                                    1) * 2, [t(2, 3, 4, 5)]),
+        Case("as_strided_windows", lambda x: torch.as_strided(x, (4, 3), (2, 1), 1) * 2, [t(3, 4)]),
+        Case("as_strided_prime", lambda x: torch.as_strided(x, (2, 3, 2), (5, 1, 3), 2) + 1, [t(13)]),
+        Case("as_strided_of_transposed", lambda x: torch.as_strided(x.t(), (2, 5), (1, 3)) * 3, [t(5, 3)]),
     ]
 
 
@@ -113,3 +121,12 @@ def test_index_ops(small_ipu):
 
 def test_reductions(small_ipu):
     check_cases(reduce_cases())
+
+
+def test_as_strided_past_its_input_says_so(small_ipu):
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.as_strided(x[1:], (3, 4), (4, 1), 0) * 2  # reads the row the slice left out
+
+    with pytest.raises(poptorch.Error, match="does not hold"):
+        poptorch.inferenceModel(M())(t(3, 4))
