@@ -45,7 +45,7 @@ def expand_to(t: popxl.Tensor, shape) -> popxl.Tensor:
 
 # -- views ------------------------------------------------------------------------------------------------------
 
-@aten("view", "_unsafe_view", "unsqueeze", "squeeze")
+@aten("view", "_unsafe_view", "unsqueeze", "squeeze", "alias")
 def view(op: Op):
     x = op.t("self")
     return ops.reshape(x, op.out_shape()) if tuple(x.shape) != op.out_shape() else ops.identity(x)

@@ -21,6 +21,7 @@ def view_cases():
         Case("unsqueeze_squeeze", lambda x: x.unsqueeze(1).squeeze(0) * 3, [t(1, 6)]),
         Case("flatten", lambda x: torch.flatten(x, 1) - 1, [t(2, 3, 5)]),
         Case("slice", lambda x: x[1:4, ::2] * 2, [t(5, 7)]),
+        Case("alias", lambda x: x[...] * 2 + x[:, :], [t(3, 2)]),  # whole-tensor indexing: aten::alias
         Case("slice_neg", lambda x: x[..., -3:] + x[..., :3], [t(2, 6)]),
         Case("select", lambda x: x[:, 2] * x[0], [t(3, 3)]),
         Case("narrow", lambda x: x.narrow(1, 1, 2) * 4, [t(3, 4)]),
