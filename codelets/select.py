@@ -120,7 +120,8 @@ def select_cycles(n, t, scalar_a, scalar_b) -> np.ndarray:
 def clamp_cycles(n, t) -> np.ndarray:
     """Thread cycles of one Clamp vertex over n elements of type t.
 
-    Source: poplibs popopsCycleEstimators.cpp Clamp / BroadcastClamp (one region): 5 + 6 +
+    Source: poplibs popopsCycleEstimators.cpp Clamp / BroadcastClamp (one region; a further region of
+    a multi-region vertex costs all but the 5, Clamp.vertex_overhead_cycles): 5 + 6 +
     basicOpLoopCycles(n, vectorWidth, cyclesPerVector) = cyclesPerVector x (n + vectorWidth - 1) /
     vectorWidth (integer arithmetic, multiplied first), with float 2 per vector of 2, half 2 per
     vector of 4, int 7 per element ("ld, ld, ld, cmp, movz, cmp, st").
@@ -188,6 +189,7 @@ class Clamp(Codelet):
     fields = (Field("in", IN), Field("out", OUT))
     float_params = ("lo", "hi")
     supervisor = False
+    multi_region = True  # popops Clamp / BroadcastClamp: vectors of regions (2D vertices)
     allowed_types = (_CLAMP_TYPES, _CLAMP_TYPES)
     poplibs_vertices = ("popops::Clamp",)
 
@@ -210,6 +212,10 @@ class Clamp(Codelet):
     def calibration_vertex(self, vertex, types, n, params):
         (t,) = types
         return ipu.Vertex({"in": t, "out": t}, {"in": n, "out": n}, {"lo": 0.0, "hi": 1.0})
+
+    def vertex_overhead_cycles(self, types):
+        # popopsCycleEstimators.cpp Clamp: 5 once per vertex, then clampCycles (6 + the loop) a region
+        return 5
 
     def code_bytes(self, types):
         # popops Clamp / BroadcastClamp worker code: ~0.25 KiB (assumption)

@@ -184,6 +184,22 @@ class Codelet:
         (Poplar vertex state layout: ScaledPtr32 + count)."""
         return 6 * len(self.fields) + 4 * (len(self.float_params) + len(self.int_params))
 
+    # A multi-region codelet is a poplibs 2D vertex: each field is a vector of regions, and one vertex
+    # (one per worker context on a tile, poplibs' splitRegionsBetweenWorkers) walks several regions.
+    # Its rows are regions (VertexChunk.region says which start a vertex): `cycles` costs a row as a
+    # one-region vertex, and a further region costs that less `vertex_overhead_cycles`; the state is
+    # the vertex's (`state_bytes`: its outer vectors and parameters) plus `region_state_bytes` a region.
+    multi_region: bool = False
+
+    def vertex_overhead_cycles(self, types) -> int:
+        """Cycles a multi-region vertex pays once, not per region (its estimator's fixed part)."""
+        return 0
+
+    def region_state_bytes(self) -> int:
+        """Bytes of state per region of a multi-region vertex: each field's inner vector, a pointer
+        and a size (as `state_bytes` counts a field)."""
+        return 6 * len(self.fields)
+
     def vertex_state_bytes(self, types, cnt: np.ndarray, ip: np.ndarray) -> np.ndarray:
         """Bytes of state of each vertex (int64[V]): `state_bytes()` each, unless the codelet's state
         grows with its parameters (a vertex whose fields are vectors of regions, or that carries

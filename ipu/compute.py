@@ -65,7 +65,7 @@ def _compile_compute_set(comp, cs: ComputeSet):
             off[:, j] = _field_offsets(comp, cs, chunk, j, var)
         by_key.setdefault((c.name, chunk.types), []).append((chunk, off))
     groups = []
-    all_tiles, all_cycles, all_sup = [], [], []
+    all_tiles, all_cycles, all_sup, all_further = [], [], [], []
     target = comp.target
     for (name, types), items in by_key.items():
         c = items[0][0].codelet
@@ -78,16 +78,25 @@ def _compile_compute_set(comp, cs: ComputeSet):
         if vc.shape[0] != tiles.shape[0]:
             raise CompileError(f"codelet {name}: cost model returned {vc.shape[0]} values for "
                                f"{tiles.shape[0]} vertices")
+        further = np.concatenate([np.zeros(len(ch.tiles), np.bool_) if ch.region is None else ch.region > 0
+                                  for ch, _ in items])  # the further regions of multi-region vertices
+        state = np.asarray(c.vertex_state_bytes(types, cnt, ip), np.int64)
+        if further.any():
+            vc = np.where(further, vc - c.vertex_overhead_cycles(types), vc)
+            state = np.where(further, 0, state)
+        if c.multi_region:
+            state = state + c.region_state_bytes()
         groups.append(KernelGroup(c, types, tiles, np.ascontiguousarray(off), np.ascontiguousarray(cnt),
                                   np.ascontiguousarray(fp), np.ascontiguousarray(ip), vc))
         all_tiles.append(tiles)
         all_cycles.append(vc)
         all_sup.append(np.full(len(tiles), c.supervisor))
+        all_further.append(further)
         # memory: vertex state per vertex, code once per (codelet, types) per tile
-        comp.add_vertex_memory(tiles, (name, types), c.code_bytes(types), c.vertex_state_bytes(types, cnt, ip), cs.name)
+        comp.add_vertex_memory(tiles, (name, types), c.code_bytes(types), state, cs.name)
     if all_tiles:
         tile_cycles = costs.compute_set_tile_cycles(np.concatenate(all_tiles), np.concatenate(all_cycles),
-                                                    np.concatenate(all_sup), target)
+                                                    np.concatenate(all_sup), target, np.concatenate(all_further))
     else:
         tile_cycles = np.zeros(target.num_tiles, np.int64)
     return groups, tile_cycles, cs.num_vertices

@@ -16,29 +16,34 @@ __all__ = ["branch_cycles", "compute_set_tile_cycles", "distinct_runs", "exchang
 
 
 @njit(cache=True)
-def _schedule(tiles, cycles, supervisor, num_tiles, workers, launch):
+def _schedule(tiles, cycles, supervisor, further, num_tiles, workers, launch):
     """Tile cycles of a compute set.
 
     Worker vertices go, in the order they were added, to the least loaded of the tile's worker
-    contexts; the contexts share the tile's issue slots round robin, so a context advances one
-    instruction every `workers` tile cycles and the tile is busy for workers x (the most loaded
-    context's thread cycles). Supervisor vertices occupy the whole tile one after another and their
+    contexts (a further region of a multi-region vertex, `further`, to its vertex's context); the
+    contexts share the tile's issue slots round robin, so a context advances one instruction every
+    `workers` tile cycles and the tile is busy for workers x (the most loaded context's thread
+    cycles). Supervisor vertices occupy the whole tile one after another and their
     cycles are already tile cycles. Source: Poplar Vertex programming guide (barrel scheduling of
     6 worker contexts); poplibs estimators return worker cycles for worker vertices and
     supervisor + 6 x max(worker) for supervisor vertices.
     """
     load = np.zeros((num_tiles, workers), np.int64)
     sup = np.zeros(num_tiles, np.int64)
+    last = np.zeros(num_tiles, np.int64)  # each tile's context of its latest worker vertex
     for v in range(tiles.shape[0]):
         t = tiles[v]
         if supervisor[v]:
             sup[t] += cycles[v]
+        elif further[v]:
+            load[t, last[t]] += cycles[v]
         else:
             w = 0
             for k in range(1, workers):
                 if load[t, k] < load[t, w]:
                     w = k
             load[t, w] += cycles[v]
+            last[t] = w
     out = np.zeros(num_tiles, np.int64)
     for t in range(num_tiles):
         m = 0
@@ -55,13 +60,15 @@ def _schedule(tiles, cycles, supervisor, num_tiles, workers, launch):
     return out
 
 
-def compute_set_tile_cycles(tiles, cycles, supervisor, target: Target) -> np.ndarray:
+def compute_set_tile_cycles(tiles, cycles, supervisor, target: Target, further=None) -> np.ndarray:
     """Tile cycles of a compute set: its vertices scheduled as `_schedule` says, plus the fixed
     cost of starting the compute set on every tile that runs a vertex
-    (Target.compute_set_launch_cycles, measured on hardware: see its source)."""
-    return _schedule(np.asarray(tiles, np.int64), np.asarray(cycles, np.int64),
-                     np.asarray(supervisor, np.bool_), target.num_tiles, target.worker_contexts,
-                     target.compute_set_launch_cycles)
+    (Target.compute_set_launch_cycles, measured on hardware: see its source). `further` marks the
+    rows that continue a multi-region vertex (VertexChunk.region > 0)."""
+    tiles = np.asarray(tiles, np.int64)
+    further = np.zeros(tiles.shape[0], np.bool_) if further is None else np.asarray(further, np.bool_)
+    return _schedule(tiles, np.asarray(cycles, np.int64), np.asarray(supervisor, np.bool_), further,
+                     target.num_tiles, target.worker_contexts, target.compute_set_launch_cycles)
 
 
 def distinct_runs(src_off, nbytes) -> np.ndarray:

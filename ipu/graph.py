@@ -198,12 +198,16 @@ class Graph:
                         np.array([fp], np.float64).reshape(1, len(c.float_params)),
                         np.array([ip], np.int64).reshape(1, len(c.int_params)))
 
-    def add_vertices(self, compute_set: ComputeSet, codelet, tiles, fields: dict, fp=None, ip=None) -> None:
+    def add_vertices(self, compute_set: ComputeSet, codelet, tiles, fields: dict, fp=None, ip=None,
+                     region=None) -> None:
         """Add many vertices of one codelet at once (what lowering rules use).
 
         fields: {field_name: (variable, starts, counts)} with arrays over vertices of the first
         element (flat index in the variable) and the element count of each vertex's field.
         fp / ip: float / int parameters, arrays of shape (n, P) / (n, Q) or per-parameter dicts.
+        region: for a multi-region codelet (poplibs' 2D vertices: one vertex over several regions),
+        each row's place among its vertex's regions (0 starts a vertex, and the rows of a vertex
+        follow it on the same tile with the same parameters); None: one vertex per row.
         """
         c = get_codelet(codelet)
         tiles = np.asarray(tiles, dtype=np.int64).reshape(-1)
@@ -225,7 +229,25 @@ class Graph:
             counts.append(np.broadcast_to(np.asarray(k, np.int64), (n,)))
         fp = self._params(fp, c.float_params, n, np.float64, c.name)
         ip = self._params(ip, c.int_params, n, np.int64, c.name)
-        self._add_chunk(compute_set, c, tiles, tuple(field_vars), np.stack(starts, 1), np.stack(counts, 1), fp, ip)
+        if region is not None:
+            region = self._check_regions(c, tiles, np.asarray(region, np.int64).reshape(-1), fp, ip)
+        self._add_chunk(compute_set, c, tiles, tuple(field_vars), np.stack(starts, 1), np.stack(counts, 1), fp, ip,
+                        region)
+
+    @staticmethod
+    def _check_regions(c, tiles, region, fp, ip):
+        if not c.multi_region:
+            raise ValueError(f"vertices {c.name}: the codelet takes one region per vertex (region= is for "
+                             f"multi-region codelets)")
+        if region.shape != tiles.shape or region.size and (region[0] != 0 or np.any(region < 0)):
+            raise ValueError(f"vertices {c.name}: region must give every row its place in its vertex, starting at 0")
+        cont = np.flatnonzero(region[1:] > 0) + 1
+        same = (region[cont] == region[cont - 1] + 1) & (tiles[cont] == tiles[cont - 1])
+        same &= np.all(fp[cont] == fp[cont - 1], axis=1) & np.all(ip[cont] == ip[cont - 1], axis=1)
+        if not same.all():
+            raise ValueError(f"vertices {c.name}: the regions of one vertex must follow each other (0, 1, 2, ...) "
+                             f"on one tile with the same parameters")
+        return np.ascontiguousarray(region)
 
     @staticmethod
     def _params(p, names, n, dtype, cname):
@@ -245,7 +267,7 @@ class Graph:
             arr = arr.reshape(-1, len(names)) if arr.size == n * len(names) else arr.reshape(1, -1)
         return np.ascontiguousarray(np.broadcast_to(arr, (n, len(names))))
 
-    def _add_chunk(self, cs, c, tiles, field_vars, starts, counts, fp, ip):
+    def _add_chunk(self, cs, c, tiles, field_vars, starts, counts, fp, ip, region=None):
         if not isinstance(cs, ComputeSet):
             raise TypeError("add_vertex needs a ComputeSet from add_compute_set")
         if c.allowed_types is not None:
@@ -265,7 +287,7 @@ class Graph:
                 raise ValueError(f"codelet {c.name}: field {c.fields[j].name!r} reaches outside {v.name!r}")
         c.check(tuple(v.dtype for v in field_vars), counts, fp, ip)
         cs.chunks.append(VertexChunk(c, tiles, field_vars, np.ascontiguousarray(starts),
-                                     np.ascontiguousarray(counts), fp, ip))
+                                     np.ascontiguousarray(counts), fp, ip, region))
 
     # -- host streams and functions ----------------------------------------------------------
     def _add_stream(self, name, shape, dtype, to_device, callback=None) -> HostStream:

@@ -35,6 +35,10 @@ class VertexChunk:
     field_count: np.ndarray  # int64[n, F]
     fp: np.ndarray  # float64[n, P]
     ip: np.ndarray  # int64[n, Q]
+    # multi-region vertices (Codelet.multi_region): each row's place among the regions of its
+    # vertex (0 starts a vertex; k > 0 is the k-th further region of the vertex started by the
+    # nearest row above with 0); None: every row is a vertex of its own
+    region: np.ndarray | None = None
 
     @property
     def types(self) -> tuple:
@@ -49,7 +53,7 @@ class ComputeSet:
 
     @property
     def num_vertices(self) -> int:
-        return sum(len(c.tiles) for c in self.chunks)
+        return sum(len(c.tiles) if c.region is None else int(np.count_nonzero(c.region == 0)) for c in self.chunks)
 
 
 @dataclass(eq=False)

@@ -24,13 +24,18 @@ def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=N
         out = ctx.new_var(shape, et, ctx.name(suffix or codelet), like=like)
     if out.numel:
         c = ipu.get_codelet(codelet)
-        tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
         runs = {name: _trailing_run(v, shape) for name, v in zip(field_names, inputs)
                 if (codelet, name) in SCALAR_BROADCAST_FIELDS and v.numel < out.numel}
         scalars = {name for name, v in zip(field_names, inputs) if v.numel == 1}
         runs = {name: r for name, r in runs.items() if r >= MIN_BROADCAST_RUN or name in scalars}
-        if runs:
-            tiles, starts, counts = _cut(out, starts, counts, runs.values())
+        region = None
+        if c.multi_region and not runs:  # poplibs' 2D vertices: a tile's regions split between workers
+            tiles, starts, counts, region = worker_regions(out, ctx.target.worker_contexts,
+                                                           grain=max(1, 8 // out.dtype.itemsize))
+        else:
+            tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
+            if runs:
+                tiles, starts, counts = _cut(out, starts, counts, runs.values())
         fields = {}
         for name, v in zip(field_names, inputs):
             if name in runs:
@@ -39,9 +44,51 @@ def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=N
                 fields[name] = (ctx.like(v if v.shape == shape else v.broadcast(shape), out), starts, counts)
         fields[out_field] = (out, starts, counts)
         cs = ctx.compute_set(suffix or codelet)
-        ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip)
+        ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip, region=region)
         ctx.emit(ipu.Execute(cs, name=cs.name))
     return out
+
+
+def worker_regions(var: ipu.Variable, workers: int, grain: int = 1):
+    """(tiles, starts, counts, region) of multi-region worker vertices over `var`'s pieces: each
+    tile's pieces, in order, dealt to at most `workers` vertices of about equal size, a piece cut
+    where a vertex is full; `region` numbers each vertex's regions from 0.
+
+    Source: poplibs poputil::splitRegionsBetweenWorkers (as popops' lowering of Clamp and its other
+    2D vertices calls it): a vertex takes ceil(grains / workers) grains of `grain` elements (the
+    vector width, 8 bytes), and at least 2 grains (its minElementsPerPartition)."""
+    starts, stops, tiles = var.pieces()
+    starts, counts, tiles = starts.astype(np.int64), (stops - starts).astype(np.int64), tiles.astype(np.int64)
+    if starts.size == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z, z
+    order = np.argsort(tiles, kind="stable")
+    starts, counts, tiles = starts[order], counts[order], tiles[order]
+    first = np.concatenate(([True], tiles[1:] != tiles[:-1]))
+    tile_start = np.flatnonzero(first)
+    total = np.add.reduceat(counts, tile_start)
+    grains = -(-total // grain)
+    per = np.maximum(-(-grains // workers), 2) * grain  # elements a vertex takes, per tile
+    # element offset of each piece within its tile's sequence; cut at multiples of `per`
+    seq_start = np.cumsum(counts) - counts
+    base = np.repeat(seq_start[tile_start], np.diff(np.append(tile_start, len(starts))))
+    per_p = np.repeat(per, np.diff(np.append(tile_start, len(starts))))
+    lo = seq_start - base
+    hi = lo + counts
+    first_cut = (lo // per_p + 1) * per_p  # the first vertex boundary after each piece's start
+    ncut = np.where(hi > first_cut, (hi - 1 - first_cut) // per_p + 1, 0)
+    parts = ncut + 1
+    idx = np.repeat(np.arange(len(starts)), parts)
+    k = np.arange(idx.size) - np.repeat(np.cumsum(parts) - parts, parts)  # part number in its piece
+    p_lo = np.where(k == 0, lo[idx], first_cut[idx] + (k - 1) * per_p[idx])
+    p_hi = np.minimum(first_cut[idx] + k * per_p[idx], hi[idx])
+    vertex = p_lo // per_p[idx]
+    t = tiles[idx]
+    new_vertex = (k > 0) | np.concatenate(([True], (t[1:] != t[:-1]) | (vertex[1:] != vertex[:-1])))
+    # number regions from 0 within each vertex
+    pos = np.arange(idx.size)
+    region = pos - np.maximum.accumulate(np.where(new_vertex, pos, 0))
+    return t, starts[idx] + (p_lo - lo[idx]), p_hi - p_lo, region
 
 
 # vertex fields that take a single element and apply it to every output element
