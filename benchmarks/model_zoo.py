@@ -460,6 +460,40 @@ class SqueezeNet(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------------
+# VGG-11 / VGG-16 (no batch norm): weight-bound, 133 M / 138 M parameters, most in the first Linear
+
+_VGG_LAYERS = {"vgg11": (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"),
+               "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")}
+
+
+class VGG(nn.Module):
+    def __init__(self, layers, num_classes=1000, dropout=0.5):
+        super().__init__()
+        features, cin = [], 3
+        for c in layers:
+            if c == "M":
+                features.append(nn.MaxPool2d(2, 2))
+            else:
+                features += [nn.Conv2d(cin, c, 3, padding=1), nn.ReLU(inplace=True)]
+                cin = c
+        self.features = nn.Sequential(*features)
+        self.avgpool = nn.AdaptiveAvgPool2d((7, 7))
+        self.classifier = nn.Sequential(
+            nn.Linear(512 * 7 * 7, 4096), nn.ReLU(True), nn.Dropout(dropout),
+            nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(dropout), nn.Linear(4096, num_classes))
+        for m in self.modules():  # torchvision's initialisation
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0, 0.01)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+# ------------------------------------------------------------------------------------------------
 # ViT-B/16
 
 
@@ -515,6 +549,8 @@ MODELS = {
     "shufflenet_v2_x1_0": ShuffleNetV2,
     "densenet121": DenseNet,
     "vit_b_16": VisionTransformer,
+    "vgg11": lambda: VGG(_VGG_LAYERS["vgg11"]),
+    "vgg16": lambda: VGG(_VGG_LAYERS["vgg16"]),
 }
 
 OPSET = {"vit_b_16": 14}  # PyTorch's exporter needs 14 for its attention; the CNNs export at 11

@@ -165,7 +165,10 @@ class Engine:
         return var, L
 
     def read_tensor(self, var, replica: int = 0) -> np.ndarray:
-        """A copy of a variable's contents as a NumPy array of its shape."""
+        """A copy of a variable's contents as a NumPy array of its shape; of a view (a variable
+        laid out by its consumer: popxl/lowering/creators.py), the view's elements in its shape."""
+        if _is_view(var):
+            return self.read_tensor(var.variable, replica).reshape(-1)[var.flat_index()].reshape(var.shape)
         var, L = self._layout(var)
         out = np.empty(var.numel, var.dtype.numpy)
         if L is not None:
@@ -174,7 +177,23 @@ class Engine:
         return out.reshape(var.shape)
 
     def write_tensor(self, var, data, replica: int | None = None) -> None:
-        """Write host data (converted to the tensor's type) into a variable on all or one replica."""
+        """Write host data (converted to the tensor's type) into a variable on all or one replica;
+        into a view, its elements (the rest of the variable keeps its contents)."""
+        if _is_view(var):
+            arr = np.asarray(data)
+            if arr.size != var.numel:
+                raise ValueError(f"cannot write data of shape {arr.shape} into {var.name!r} of shape {var.shape}")
+            vals = np.asarray(arr, dtype=var.dtype.numpy).reshape(-1)
+            if var.numel == var.variable.numel:  # a permutation of the variable (creators.py)
+                whole = np.empty(var.numel, var.dtype.numpy)
+                whole[var.flat_index()] = vals
+                self.write_tensor(var.variable, whole, replica)
+                return
+            for r in (range(self.replicas) if replica is None else [replica]):
+                whole = self.read_tensor(var.variable, r).reshape(-1)
+                whole[var.flat_index()] = vals
+                self.write_tensor(var.variable, whole, r)
+            return
         var, L = self._layout(var)
         arr = np.asarray(data)
         if arr.size != var.numel:
@@ -356,3 +375,8 @@ class Engine:
     def reset_cycles(self) -> None:
         self.cycles = 0
         self.log = StepLog(len(self.exe.steps), self.log.limit)
+
+
+def _is_view(t) -> bool:
+    """True for a view of a variable through an index (not the variable itself, nor a reshape)."""
+    return not isinstance(t, Variable) and not t.is_identity

@@ -19,7 +19,7 @@ from ipu.tensor import TEMPORARY, IndexRuns
 
 from ..matmul import reduce_partials_cycles
 
-from .matmul_operands import _blocks_variable, _exchange_operand, _view
+from .matmul_operands import _blocks_variable, _exchange_operand, _view, blocks_in_place
 from .matmul_plan import (_ALIGN, _CODE_MARGIN, _EXCHANGE_BYTES_PER_RUN, MatMulPlan, Problem,  # noqa: F401
                           _align, _canon_a, _canon_b, _canon_c, _ceil, _phase, canonical_problem,
                           plan_for_shapes, plan_matmul)
@@ -268,14 +268,22 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         a_sizes = cells["gs"] * cells["ms"] * cells["ks"]
         b_sizes = cells["gs"] * cells["ks"] * cells["ns"]
         p_sizes = cells["gs"] * cells["ms"] * cells["ns"]
-        a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
-        b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", b.dtype, tiles, b_sizes)
+        a_axes, b_axes = (("m0", "ms"), ("k0", "ks")), (("k0", "ks"), ("n0", "ns"))
+        # an operand created in the plan's layout (a weight: popxl/lowering/creators.py) is read
+        # where it lives; the others are gathered into blocks on the cells' tiles
+        a_blocks = a_in_place = blocks_in_place(a, A, cells, a_axes, a_sizes)
+        b_blocks = b_in_place = blocks_in_place(b, B, cells, b_axes, b_sizes)
+        a_off, b_off = np.cumsum(a_sizes) - a_sizes, np.cumsum(b_sizes) - b_sizes
+        if a_blocks is None:
+            a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
+        if b_blocks is None:
+            b_blocks, b_off = _blocks_variable(graph, f"{name}/b_blocks", b.dtype, tiles, b_sizes)
         pdt = ipu.FLOAT32 if float8 else plan.partials_dtype  # (the float8 AMP writes float32 partials)
         partials, p_off = _blocks_variable(graph, f"{name}/partials", pdt, tiles, p_sizes)
-        _exchange_operand(graph, seq, a, A, cells, (("m0", "ms"), ("k0", "ks")), a_blocks, a_off, a_sizes,
-                          f"{name}/exchange a")
-        _exchange_operand(graph, seq, b, B, cells, (("k0", "ks"), ("n0", "ns")), b_blocks, b_off, b_sizes,
-                          f"{name}/exchange b")
+        if a_in_place is None:
+            _exchange_operand(graph, seq, a, A, cells, a_axes, a_blocks, a_off, a_sizes, f"{name}/exchange a")
+        if b_in_place is None:
+            _exchange_operand(graph, seq, b, B, cells, b_axes, b_blocks, b_off, b_sizes, f"{name}/exchange b")
 
         # 2. the AMP: one MatMulBlock per (cell, batch element of the cell)
         cs = graph.add_compute_set(f"{name}/amp")

@@ -28,6 +28,36 @@ def _blocks_variable(graph, name, dtype, tiles, sizes):
     return var, off
 
 
+def _merged_runs(tiles, counts):
+    """(tiles, counts) with empty runs dropped and neighbouring runs on one tile joined."""
+    tiles = np.asarray(tiles, np.int64)[np.asarray(counts) > 0]
+    counts = np.asarray(counts, np.int64)[np.asarray(counts) > 0]
+    if tiles.size == 0:
+        return tiles, counts
+    first = np.flatnonzero(np.concatenate(([True], tiles[1:] != tiles[:-1])))
+    return tiles[first], np.add.reduceat(counts, first)
+
+
+def blocks_in_place(src, src3, cells, axes, sizes):
+    """The variable of operand view `src` when its storage already is the plan's blocks (a variable
+    its consumer created: popxl/lowering/creators.py): every cell's block [g, r, c] row-major, one
+    after another in cell order, each on its cell's tile. Else None (the blocks must be gathered)."""
+    var = src.variable
+    total = int(np.sum(sizes))
+    if total == 0 or var.numel != total or var.unmapped():
+        return None
+    want_t, want_c = _merged_runs(cells["tile"], sizes)
+    starts, stops, tiles = var.pieces()
+    have_t, have_c = _merged_runs(tiles, stops - starts)
+    if not (np.array_equal(want_t, have_t) and np.array_equal(want_c, have_c)):
+        return None
+    index = _gather(src3, cells, axes)
+    if isinstance(index, IndexRuns):
+        starts, lengths = index.starts.astype(np.int64), index.lengths.astype(np.int64)
+        return var if np.array_equal(starts, np.cumsum(lengths) - lengths) else None
+    return var if np.array_equal(index, np.arange(total, dtype=np.int64)) else None
+
+
 def _gather(src3, cells, axes):
     """Concatenated flat blocks src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of every cell: an IndexRuns
     (one run per block row) when the source's rows are consecutive elements, so host memory grows

@@ -186,7 +186,7 @@ def _phase(target, send_bytes, recv_bytes):
 
 
 def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, ck, out_live=None,
-              partials_dtype=ipu.FLOAT32):
+              partials_dtype=ipu.FLOAT32, in_place=""):
     """Estimated cycles (by phase) and peak bytes per tile of candidate splits (arrays).
 
     Memory is counted as the memory plan (ipu/compile.py, ipu/memory.py) counts it: the output
@@ -194,7 +194,12 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     share mapping_for_output gives each of a block's pk tiles), the operand blocks and partials
     (live together), then the partials and the reduction's inputs, the exchange code (one
     instruction pair per run a tile sends or receives, kept for the whole program), the vertex
-    code and state of the two codelets, and the stack."""
+    code and state of the two codelets, and the stack.
+
+    in_place names the operands ("a", "b") that will be created in the plan's layout (a variable
+    laid out by its consumer: popxl/lowering/creators.py) where no two cells share their blocks (an
+    n-split shares A blocks, an m-split B blocks): such an operand is not moved, so it costs no
+    exchange, no exchange code and no temporary, only its blocks held where they are read."""
     T = target.num_tiles
     isz = dtype.itemsize
     osz = out_dtype.itemsize
@@ -237,15 +242,22 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
                                                 partials_float=p_float), 0)
         # the reduction's input [pk, outputs] and (when out's elements are scattered) a result
         red_bytes = np.where(needs_reduce, _align(pk * out_pt * psz) + _align(out_pt * osz), 0)
+    a_fixed = (pn == 1) if "a" in in_place else np.zeros_like(pn, dtype=bool)
+    b_fixed = (pm == 1) if "b" in in_place else np.zeros_like(pm, dtype=bool)
+    ex_a = np.where(a_fixed, 0, ex_a)
+    ex_b = np.where(b_fixed, 0, ex_b)
     total = ex_a + ex_b + compute + ex_p + red
     # exchange code: a run per block row received and about as many sent, for both operands; a
     # partial row sent per block row, and pk runs per output row piece received
-    runs = 2 * cg * cm + 2 * cg * ck + cg * cm + pk * (_ceil(out_pt, np.maximum(cn, 1)) + 2)
-    data = np.maximum(_align(a_blk) + _align(b_blk) + _align(p_blk), _align(p_blk) + red_bytes)
+    runs = (np.where(a_fixed, 0, 2 * cg * cm) + np.where(b_fixed, 0, 2 * cg * ck) + cg * cm
+            + pk * (_ceil(out_pt, np.maximum(cn, 1)) + 2))
+    moved = np.where(a_fixed, 0, _align(a_blk)) + np.where(b_fixed, 0, _align(b_blk))
+    data = np.maximum(moved + _align(p_blk), _align(p_blk) + red_bytes)
+    held = np.where(a_fixed, _align(a_blk), 0) + np.where(b_fixed, _align(b_blk), 0)  # always live
     if out_live is None:  # the output mapped by mapping_for_output: a block shared by its pk tiles
         out_live = _align(_ceil(cg * cm * cn, np.maximum(pk, 1)) * osz)
     code = runs * _EXCHANGE_BYTES_PER_RUN + 4 * 16  # exchange code: per run, and per phase
-    mem = data + out_live + code + _CODE_MARGIN + target.stack_bytes_per_tile
+    mem = data + held + out_live + code + _CODE_MARGIN + target.stack_bytes_per_tile
     phases = {"exchange_a": ex_a, "exchange_b": ex_b, "compute": compute, "exchange_partials": ex_p,
               "reduce": red}
     return total, phases, mem, code, data
@@ -265,7 +277,7 @@ def _splits(D: int, grain: int, max_parts: int):
 def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 1, out_dtype=None,
                 reserved_bytes: int = 0, max_tiles: int | None = None, serial_ok: bool = True,
                 out_live_bytes: int | None = None, available_memory_proportion: float | None = None,
-                partials_dtype=None) -> MatMulPlan:
+                partials_dtype=None, in_place: str = "") -> MatMulPlan:
     """Choose how to spread `batch` products [m, k] x [k, n] of `dtype` (float32 or float16) over the
     tiles of `target`, with float32 partials and an `out_dtype` result (float32 by default for
     float32 operands, float16 for float16 ones).
@@ -278,6 +290,8 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     limit but the tile's). PopXL's matmul passes its own, or poplibs' default 0.6.
     partials_dtype: the AMP's partials, float32 (default) or float16 (half operands only: float32
     operands keep float32 partials, as poplin promotes the partials type to the input type).
+    in_place: the operands ("a", "b", "ab") a variable will be created for in the plan's layout
+    (_estimate); reserved_bytes then leaves that variable out.
     When no split fits in one pass, the product is split serially (see MatMulPlan.serial); with
     serial_ok=False, or when even that does not fit, raises OutOfMemoryError."""
     dtype = ipu.element_type(dtype)
@@ -324,7 +338,7 @@ def plan_matmul(m: int, k: int, n: int, dtype, target: ipu.Target, batch: int = 
     P = (gp[ig], mp[im], np_[in_], kp[ik])
     C = (gc[ig], mc[im], nc[in_], kc[ik])
     total, phases, mem, code, temps = _estimate(target, dtype, out_dtype, G, M, K, N, *P, *C, out_live=out_live_bytes,
-                                                partials_dtype=partials_dtype)
+                                                partials_dtype=partials_dtype, in_place=in_place)
     mem = mem + int(reserved_bytes)
     temp_limit = _temp_limit(target, available_memory_proportion)
     fits = (mem <= target.bytes_per_tile) & (temps <= temp_limit)
@@ -463,11 +477,13 @@ def _serial_plan(target, dtype, out_dtype, G, M, K, N, reserved_bytes, max_tiles
 
 def plan_for_shapes(a_shape, b_shape, dtype, target: ipu.Target, out_dtype=None, reserved_bytes: int = 0,
                     max_tiles: int | None = None, out_live_bytes: int | None = None,
-                    available_memory_proportion: float | None = None, partials_dtype=None) -> MatMulPlan:
+                    available_memory_proportion: float | None = None, partials_dtype=None,
+                    in_place: str = "") -> MatMulPlan:
     """plan_matmul for a NumPy-style matmul of operands of these shapes (batch dims broadcast)."""
     p = canonical_problem(a_shape, b_shape)
     plan = plan_matmul(p.M, p.K, p.N, dtype, target, batch=p.G, out_dtype=out_dtype,
                        reserved_bytes=reserved_bytes, max_tiles=max_tiles, out_live_bytes=out_live_bytes,
-                       available_memory_proportion=available_memory_proportion, partials_dtype=partials_dtype)
+                       available_memory_proportion=available_memory_proportion, partials_dtype=partials_dtype,
+                       in_place=in_place)
     plan.problem = p
     return plan

@@ -23,7 +23,7 @@ from popxl.context import ExecutionContext
 
 from .mapping import TileAllocator
 from .placement import IpuPlacement, tensor_ipu
-from . import index_checks
+from . import creators, index_checks
 from .registry import get_rule
 
 
@@ -87,6 +87,7 @@ class Lowering:
         self.op = None  # the op being lowered (for names)
         self.check_indices = index_checks.enabled(ir)
         self._graph_uses: dict[int, int] | None = None  # id(graph) -> how many ops name it (inlinable)
+        self.planned: dict = {}  # op -> the matmul plan a variable it reads was laid out for (creators.py)
 
     # -- entry point ---------------------------------------------------------------------------
     def lower(self) -> LoweredIr:
@@ -94,6 +95,7 @@ class Lowering:
         ipu.compile_progress.phase("lowering ops", sum(len(g.ops) for g in self.ir.graphs))
         from .rules.matmul import precheck_matmuls
         precheck_matmuls(self, main)  # a matmul that cannot fit is refused before any tensor is mapped
+        reserved = creators.reserved_estimate(self, main)
         for v in main.variables:
             # replica-sharded: its shard op holds it (rules/collectives.py)
             if getattr(v, "_rts_shard", None) is not None:
@@ -102,7 +104,9 @@ class Lowering:
                 from .rules.remote import remote_variable
                 remote_variable(self, v)
                 continue
-            self.values[v] = self.variables[v] = self._persistent(v, ipu.VARIABLE)
+            # laid out by the op that reads it when that op creates it, else linearly (creators.py)
+            created = creators.create_variable(self, v, reserved) if self.placement.ipus == 1 else None
+            self.values[v] = self.variables[v] = created if created is not None else self._persistent(v, ipu.VARIABLE)
         seq = self.lower_ops(main)
         for op in main.ops:
             if op.execution_context in self._fragments:

@@ -101,7 +101,8 @@ def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log
     if groups == 1:
         cols_t, wg, dst = cols_t.reshape(Cg * Kk, N * P), wg.reshape(Mg, Cg * Kk), dst.reshape(Mg, N * P)
     check = log2_scale is not None and check_log2_scale_range(ctx)
-    ctx.emit(build_matmul(ctx.g, wg, cols_t, dst, name=ctx.name("matmul"), log2_scale=log2_scale, check_range=check))
+    ctx.emit(build_matmul(ctx.g, wg, cols_t, dst, plan=ctx.planned.get(ctx.op), name=ctx.name("matmul"),
+                          log2_scale=log2_scale, check_range=check))
 
 
 def _check_float(op, x):

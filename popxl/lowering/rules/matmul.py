@@ -30,7 +30,8 @@ def matmul(ctx, op):
     # poplibs' availableMemoryProportion: the op's own, else poplibs' default (0.6 of a tile)
     amp = op.attrs.get("available_memory_proportion")
     if out.numel:
-        ctx.emit(build_matmul(ctx.g, a2, b2, out, name=ctx.name(),
+        # the plan a variable operand was laid out for (creators.py), else planned now
+        ctx.emit(build_matmul(ctx.g, a2, b2, out, plan=ctx.planned.get(op), name=ctx.name(),
                               available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp,
                               partials_dtype=partials_type(op)))
     ctx.bind(t_out, out.reshape(tuple(t_out.shape)))
