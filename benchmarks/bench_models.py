@@ -39,7 +39,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)  # as NumPy's BLAS (_timing.one_blas_thread): two pools stall each other on a shared host
 
 ZOO = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2_x1_0",
-       "densenet121", "squeezenet1_1", "vit_b_16"]
+       "densenet121", "squeezenet1_1", "vit_b_16", "vgg11", "vgg16"]
 CATEGORIES = ("variables", "constants", "temporaries", "vertex_code", "vertex_state", "exchange_code",
               "control_code", "stack")
 TILES = 1472

@@ -153,7 +153,10 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 
 
 def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
-    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`).
+    """The most always-live bytes any tile already holds: variables and constants (but `exclude`),
+    and the code of the program's products when the lowering estimated it up front
+    (`graph._products_code_bytes`, popxl/lowering/rules/matmul.py reserve_products_code: code is
+    loaded for the whole program, never freed, so every product is planned around all of it).
 
     Each variable's bytes per tile are counted once and remembered with the tiles of its pieces
     (a model with many matmuls would otherwise recount every variable at every matmul)."""
@@ -168,7 +171,7 @@ def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
         if hit is None or not np.array_equal(hit[0], key):
             hit = cache[v.id] = (key, v.tiles_per_element_count(T) * v.dtype.itemsize)
         per_tile += hit[1]
-    return int(per_tile.max(initial=0))
+    return int(per_tile.max(initial=0)) + graph.__dict__.get("_products_code_bytes", 0)
 
 
 def _mapped_bytes(t: ipu.Tensor):

@@ -93,7 +93,7 @@ class Lowering:
     def lower(self) -> LoweredIr:
         main = self.ir.main_graph
         ipu.compile_progress.phase("lowering ops", sum(len(g.ops) for g in self.ir.graphs))
-        from .rules.matmul import precheck_matmuls
+        from .rules.matmul import precheck_matmuls, reserve_products_code
         precheck_matmuls(self, main)  # a matmul that cannot fit is refused before any tensor is mapped
         reserved = creators.reserved_estimate(self, main)
         for v in main.variables:
@@ -107,6 +107,7 @@ class Lowering:
             # laid out by the op that reads it when that op creates it, else linearly (creators.py)
             created = creators.create_variable(self, v, reserved) if self.placement.ipus == 1 else None
             self.values[v] = self.variables[v] = created if created is not None else self._persistent(v, ipu.VARIABLE)
+        reserve_products_code(self)  # every product's code, kept free when each is planned
         seq = self.lower_ops(main)
         for op in main.ops:
             if op.execution_context in self._fragments:

@@ -105,8 +105,8 @@ def _walk(ctx, t, index: np.ndarray) -> _Use | None:
 
 
 def _conv_problem(ctx, op, w_index):
-    """(a index, a shape, b shape, out dtype, options) of the matmul rules/conv.py builds for a
-    dense convolution, or None when the convolution is lowered otherwise."""
+    """(a index, a shape, b shape) of the matmul rules/conv.py builds for a dense convolution
+    (w_index: the weights' elements), or None when the convolution is lowered otherwise."""
     from .rules.conv import _direct
 
     x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]

@@ -77,3 +77,68 @@ def precheck_matmuls(ctx, graph) -> None:
                             available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp)
         except ipu.OutOfMemoryError as e:
             raise type(e)(f"{op.name}: {e}", getattr(e, "report", [])) from None
+
+
+def reserve_products_code(ctx) -> None:
+    """Estimate, before any product is built, the exchange code every matmul and dense convolution
+    of the Ir will leave on a tile (MatMulPlan.code_bytes of each op's plan: the busiest tile's, as
+    plans spread over all the tiles) and keep it free when each of them is planned: Poplar loads a
+    program's code for the whole run, so a product lowered early shares its tiles with the code of
+    the ones lowered after it (VGG-11: ~60 KB of a tile whose weights take 360 KB)."""
+    from codelets.plans import canonical_problem, plan_for_shapes
+
+    from ..creators import _conv_problem
+
+    T = ctx.g.target.num_tiles
+    persistent = sum(int(np.prod(t.shape, dtype=np.int64)) * ctx.etype(t).itemsize
+                     for t in list(ctx.ir.main_graph.variables) + list(ctx.ir.main_graph.constants))
+    reserved = -(-persistent // T)
+    plans: dict = {}
+    total = 0
+    for graph in ctx.ir.graphs:
+        for op in graph.ops:
+            plan = ctx.planned.get(op)
+            if plan is None and op.type in ("matmul", "conv"):
+                try:
+                    key = _product(ctx, op, _conv_problem)
+                except TypeError:  # a dtype the IPU has not: the op's rule says so
+                    continue
+                if key is None:
+                    continue
+                if key not in plans:
+                    a_shape, b_shape, et, options = key[0], key[1], key[2], dict(key[3])
+                    if int(np.prod(canonical_problem(a_shape, b_shape).out_shape, dtype=np.int64)) == 0:
+                        plans[key] = None
+                    else:
+                        try:
+                            plans[key] = plan_for_shapes(a_shape, b_shape, et, ctx.g.target,
+                                                         reserved_bytes=reserved, **options)
+                        except ipu.OutOfMemoryError:
+                            plans[key] = None  # the op's rule reports it
+                plan = plans[key]
+            if plan is not None:
+                total += plan.code_bytes
+    ctx.g.__dict__["_products_code_bytes"] = int(total)
+
+
+def _product(ctx, op, conv_problem):
+    """(a shape, b shape, dtype, options) of the product an op's rule plans, or None."""
+    if op.type == "matmul":
+        a, b = op.inputs[0], op.inputs[1]
+        a_shape = (1, int(np.prod(a.shape))) if len(a.shape) == 1 else tuple(a.shape)
+        b_shape = (int(np.prod(b.shape)), 1) if len(b.shape) == 1 else tuple(b.shape)
+        et = ctx.etype(a)
+        amp = op.attrs.get("available_memory_proportion")
+        options = (("out_dtype", ctx.etype(op.outputs[0])), ("partials_dtype", partials_type(op)),
+                   ("available_memory_proportion", DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp))
+    else:
+        w = op.inputs[1]
+        got = conv_problem(ctx, op, np.zeros(tuple(w.shape), np.int8))
+        if got is None:
+            return None
+        _, a_shape, b_shape = got
+        et = ctx.etype(op.inputs[0])
+        options = (("out_dtype", ctx.etype(op.outputs[0])),)
+    if et not in (ipu.FLOAT32, ipu.FLOAT16) or 0 in a_shape or 0 in b_shape:
+        return None
+    return a_shape, b_shape, et, options
