@@ -166,3 +166,19 @@ def test_weight_bound_product_holds_its_weight_once(small_target):
     assert with_var < 0.25 * per_tile, (with_var, per_tile)
     plan = session.executable.plan
     assert plan.categories["variables"].max() <= 1.1 * per_tile + 64
+
+
+def test_plan_costs_an_operand_created_in_place_as_held_not_moved():
+    """plan_matmul(in_place="b"): where no two cells share a B block (no m-split) the weight is not
+    exchanged and is no temporary; the plan's memory counts its blocks as held."""
+    import ipu
+    from codelets.plans import plan_for_shapes
+    from ipu.target import GC200
+
+    moved = plan_for_shapes((1, 4096), (4096, 4096), ipu.FLOAT32, GC200)
+    held = plan_for_shapes((1, 4096), (4096, 4096), ipu.FLOAT32, GC200, in_place="b")
+    assert moved.estimate["exchange_b"] > 0
+    assert held.parts[1] == 1 and held.estimate["exchange_b"] == 0
+    assert held.estimate["total"] < moved.estimate["total"]
+    pm, pn, pk = held.parts[1:]
+    assert held.bytes_per_tile >= 4 * -(-4096 // pk) * -(-4096 // pn)  # its B block is on the tile
