@@ -152,11 +152,15 @@ def _set_mapping(graph, t: ipu.Tensor, tiles: np.ndarray) -> None:
 # building the programs
 
 
+def _products_code(graph: ipu.Graph) -> int:
+    """The exchange code of the program's products when the lowering estimated it up front
+    (popxl/lowering/rules/matmul.py reserve_products_code): code is loaded for the whole program,
+    never freed, so a product is planned around all of it."""
+    return int(graph.__dict__.get("_products_code_bytes", 0))
+
+
 def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
-    """The most always-live bytes any tile already holds: variables and constants (but `exclude`),
-    and the code of the program's products when the lowering estimated it up front
-    (`graph._products_code_bytes`, popxl/lowering/rules/matmul.py reserve_products_code: code is
-    loaded for the whole program, never freed, so every product is planned around all of it).
+    """The most always-live bytes (variables, constants) any tile already holds (but `exclude`).
 
     Each variable's bytes per tile are counted once and remembered with the tiles of its pieces
     (a model with many matmuls would otherwise recount every variable at every matmul)."""
@@ -171,7 +175,7 @@ def _reserved_bytes(graph: ipu.Graph, exclude=None) -> int:
         if hit is None or not np.array_equal(hit[0], key):
             hit = cache[v.id] = (key, v.tiles_per_element_count(T) * v.dtype.itemsize)
         per_tile += hit[1]
-    return int(per_tile.max(initial=0)) + graph.__dict__.get("_products_code_bytes", 0)
+    return int(per_tile.max(initial=0))
 
 
 def _mapped_bytes(t: ipu.Tensor):
@@ -228,11 +232,19 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     if tuple(out.shape) != prob.out_shape:
         raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
     if plan is None:
-        plan = plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype,
-                               reserved_bytes=_reserved_bytes(graph, exclude=out.variable),
-                               out_live_bytes=_mapped_bytes(out),
-                               available_memory_proportion=available_memory_proportion,
-                               partials_dtype=partials_dtype)
+        def planned(reserved):
+            return plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype, reserved_bytes=reserved,
+                                   out_live_bytes=_mapped_bytes(out),
+                                   available_memory_proportion=available_memory_proportion,
+                                   partials_dtype=partials_dtype)
+
+        reserved = _reserved_bytes(graph, exclude=out.variable)
+        try:  # around the program's code; when nothing fits so, the memory plan says what overflows
+            plan = planned(reserved + _products_code(graph))
+        except ipu.OutOfMemoryError:
+            if not _products_code(graph):
+                raise
+            plan = planned(reserved)
     else:
         if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
             raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
