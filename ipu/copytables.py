@@ -13,6 +13,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import interpreted
+
 __all__ = ["CopyTable", "copy_runs", "copy_runs_staged", "merge_runs", "runs"]
 
 
@@ -38,7 +40,7 @@ def runs(sa, da, st, dt, isz):
     runs contiguous at both ends on fixed tiles:
     (source offsets, destination offsets, bytes, source tiles, destination tiles)."""
     args = [np.ascontiguousarray(np.asarray(a, np.int64)) for a in (sa, da, st, dt)]
-    return _runs_kernel(*args, isz)
+    return interpreted.call(_runs_kernel, args[0].size, *args, isz)
 
 
 def merge_runs(src, dst, isz):
@@ -46,7 +48,8 @@ def merge_runs(src, dst, isz):
     addresses, tiles and element counts of stretches in the copy's element order): the same
     table `runs` makes from per-element addresses, built in one pass over the runs."""
     (sa, st, sn), (da, dt, dn) = src, dst
-    return _merge_kernel(*(np.ascontiguousarray(a, np.int64) for a in (sa, st, sn, da, dt, dn)), isz)
+    args = [np.ascontiguousarray(a, np.int64) for a in (sa, st, sn, da, dt, dn)]
+    return interpreted.call(_merge_kernel, args[0].size + args[3].size, *args, isz)
 
 
 @njit(cache=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import interpreted
 from .links import link_phase_cycles
 from .target import Target
 
@@ -67,8 +68,9 @@ def compute_set_tile_cycles(tiles, cycles, supervisor, target: Target, further=N
     rows that continue a multi-region vertex (VertexChunk.region > 0)."""
     tiles = np.asarray(tiles, np.int64)
     further = np.zeros(tiles.shape[0], np.bool_) if further is None else np.asarray(further, np.bool_)
-    return _schedule(tiles, np.asarray(cycles, np.int64), np.asarray(supervisor, np.bool_), further,
-                     target.num_tiles, target.worker_contexts, target.compute_set_launch_cycles)
+    return interpreted.call(_schedule, tiles.size + target.num_tiles, tiles, np.asarray(cycles, np.int64),
+                            np.asarray(supervisor, np.bool_), further, target.num_tiles, target.worker_contexts,
+                            target.compute_set_launch_cycles)
 
 
 def distinct_runs(src_off, nbytes) -> np.ndarray:

@@ -13,7 +13,7 @@ from array import array
 import numba
 import numpy as np
 
-from . import env
+from . import env, interpreted
 from .blas import single_threaded_kernel_blas
 from .copytables import copy_runs
 from .errors import IpuError, StreamError
@@ -23,6 +23,7 @@ from .kinds import run_payload
 from .native import Plan
 from .nodes import Branch, CallRef, Loop, MultiBranch, Segment, Seq, StepRef
 from .remote import StreamingMemory
+from .step_loop import run_ops
 from .tensor import Variable
 
 __all__ = ["Engine", "StepLog"]
@@ -79,6 +80,11 @@ class StepLog:
 
 
 DEFAULT_TRACE_LIMIT = 1 << 20  # entries an Engine traces unless told otherwise (16 MiB)
+# An engine left to choose (compiled=None) walks a run in Python while the compiled step loop
+# would first have to be compiled (about 8 s of CPU on a new install) and the run executes at most
+# this many steps: the README's MLP executes 60, which take 0.45 s walked where the compiled loop
+# takes 0.16 s. The engine's next run compiles the loop.
+WALK_BEFORE_COMPILE_STEPS = 5_000
 
 
 def default_compiled() -> bool:
@@ -103,7 +109,9 @@ class Engine:
 
         compiled: run the straight-line parts of programs in the compiled step loop
         (ipu/native.py); False walks every step in Python (the reference: memory, cycles and the
-        step log are identical); default IPU_SIM_COMPILED (on unless "0").
+        step log are identical); default (None) IPU_SIM_COMPILED (on unless "0"), with a small
+        first run walked in Python while the step loop is not compiled yet
+        (WALK_BEFORE_COMPILE_STEPS: a short script then never waits for that compile).
         threads: host threads for large compute sets and exchanges in the compiled loop (results
         are identical on any count); default IPU_SIM_THREADS, else Numba's thread count.
         blas_threads: threads of the kernels' BLAS while a run runs (ipu/blas.py; 0 leaves it alone);
@@ -118,6 +126,7 @@ class Engine:
         self.communicator = communicator
         self.log_steps = log_steps
         self.compiled = default_compiled() if compiled is None else bool(compiled)
+        self._may_walk_first = compiled is None
         self._plan: Plan | None = None  # native.Plan of the executable, once a compiled run needs it
         self.threads = default_threads() if threads is None else int(threads)
         if self.threads < 1:
@@ -277,7 +286,7 @@ class Engine:
         for k in self._stream_pos:
             self._stream_pos[k] = 0
         start = self.cycles
-        if self.compiled:
+        if self.compiled and not self._walks_first(program):
             self._plan = Plan.of(self.exe)
             root = self._plan.root(program)
         else:
@@ -287,6 +296,33 @@ class Engine:
             self.cycles = self.walk(root, list(range(self.replicas)), self.cycles)
         self.runs += 1
         return self.cycles - start
+
+    def _walks_first(self, program: int) -> bool:
+        """Whether this run walks in Python rather than compile the step loop (see __init__)."""
+        if not self._may_walk_first or self.runs or self.exe.native is not None or interpreted.ready(run_ops):
+            return False
+        return self._most_steps(self.exe.programs[program], {}) <= WALK_BEFORE_COMPILE_STEPS
+
+    def _most_steps(self, node, functions: dict) -> int:
+        """The most steps a run of `node` can execute (loops counted in full, the longest arm of a
+        branch)."""
+        match node:
+            case StepRef():
+                return 1
+            case Seq(items):
+                return sum(self._most_steps(n, functions) for n in items)
+            case Loop(count, body):
+                return count * self._most_steps(body, functions)
+            case CallRef(function):
+                if function not in functions:
+                    functions[function] = self._most_steps(self.exe.functions[function], functions)
+                return functions[function]
+            case Branch(_, _, then, otherwise):
+                return 1 + max(self._most_steps(then, functions), self._most_steps(otherwise, functions))
+            case MultiBranch(_, _, arms, default):
+                return 1 + max([self._most_steps(n, functions) for _, n in arms]
+                               + [self._most_steps(default, functions)])
+        raise IpuError(f"corrupt program node {node!r}")
 
     def walk(self, node, reps, clock):
         """Run a node tree (ipu.compile's, or a plan's with compiled segments) on replicas `reps`

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from . import interpreted
 from .memory import MemoryPlan
 from .target import Target
 from .tensor import Variable
@@ -36,8 +37,8 @@ class Layout:
         out_addr = np.empty(idx.size, np.int64)
         out_tile = np.empty(idx.size, np.int64)
         if idx.size:
-            _lookup_addresses(idx, self.starts, self.stops, self.addr, self.tiles.astype(np.int64),
-                              self.variable.dtype.itemsize, out_addr, out_tile)
+            interpreted.call(_lookup_addresses, idx.size, idx, self.starts, self.stops, self.addr,
+                             self.tiles.astype(np.int64), self.variable.dtype.itemsize, out_addr, out_tile)
         return out_addr, out_tile
 
 
@@ -47,8 +48,8 @@ class Layout:
         long the runs are."""
         starts = np.ascontiguousarray(starts, np.int64)
         lengths = np.ascontiguousarray(lengths, np.int64)
-        return _split_runs(starts, lengths, self.starts, self.stops, self.addr, self.tiles.astype(np.int64),
-                           self.variable.dtype.itemsize)
+        return interpreted.call(_split_runs, starts.size + self.starts.size, starts, lengths, self.starts, self.stops,
+                                self.addr, self.tiles.astype(np.int64), self.variable.dtype.itemsize)
 
 
 @njit(cache=True)

@@ -23,9 +23,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import interpreted
+
 __all__ = ["place"]
 
 _CAP = 32  # pieces a block of the active list holds before it splits (measured: 16-32 fastest)
+# pieces placed by the kernels' Python bodies before they are compiled (ipu/interpreted.py): the
+# README's MLP has 18,260 (0.5 s in Python), where compiling the placement kernels takes 8-10 s
+_PYTHON_PIECES = 60_000
 
 
 @njit(cache=True)
@@ -493,5 +498,8 @@ def place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
     use) and each tile's high-water mark. Piece p is live over segments seg_start/seg_end
     [seg_ptr[p]:seg_ptr[p + 1]] (sorted, disjoint); a first segment starting below 0 is always live."""
     args = [np.ascontiguousarray(x, np.int64) for x in (order, tile, size, seg_ptr, seg_start, seg_end)]
-    pid, least, off_ptr, offsets, widest = _patterns(args[3], args[4], args[5])
-    return _place(*args, int(num_tiles), pid, least, off_ptr, offsets, widest)
+    n = args[0].size
+    pid, least, off_ptr, offsets, widest = interpreted.call(_patterns, n, args[3], args[4], args[5],
+                                                            budget=_PYTHON_PIECES)
+    return interpreted.call(_place, n, *args, int(num_tiles), pid, least, off_ptr, offsets, widest,
+                            budget=_PYTHON_PIECES)

@@ -122,7 +122,7 @@ class Session:
         self.compile_seconds = t2 - t0
         self.lowering_seconds = t1 - t0
         self.engine = ipu.Engine(self.executable, replicas=self.replication_factor, communicator=self._comm,
-                                 compiled=self.options.compiled, threads=self.options.threads,
+                                 compiled=None if self.options.compiled else False, threads=self.options.threads,
                                  blas_threads=self.options.blas_threads, huge_pages=self.options.huge_pages)
         self.num_ipus = self.replication_factor * self.ipus_per_replica
         _acquired(self)

@@ -63,6 +63,7 @@ import popxl
 import popxl.ops as ops
 from ipu import compile_progress
 compile_progress.SHOW_AFTER = {show_after}
+compile_progress.TICK = 0.001  # this small program compiles in a few hundredths of a second
 ir = popxl.Ir()
 with ir.main_graph:
     x = popxl.variable(np.ones((8, 8), np.float32), name="x")
