@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional
 
-__all__ = ["compiled", "threads", "blas_threads", "huge_pages", "target_name", "progress"]
+__all__ = ["compiled", "threads", "blas_threads", "huge_pages", "target_name", "progress", "compile_ahead"]
 
 _OFF = ("0", "false", "no", "off")
 
@@ -65,3 +65,9 @@ def target_name(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
 def progress(environ: Optional[Mapping[str, str]] = None) -> bool:
     """IPU_SIM_PROGRESS: a status line while kernels compile, unless "0"."""
     return _get(environ, "IPU_SIM_PROGRESS").lower() not in _OFF
+
+
+def compile_ahead(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """IPU_SIM_COMPILE_AHEAD: a second process compiles the kernels a program will call that are
+    not in the kernel cache yet (ipu/compile_ahead.py), unless "0"."""
+    return _get(environ, "IPU_SIM_COMPILE_AHEAD").lower() not in _OFF

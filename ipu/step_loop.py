@@ -30,7 +30,8 @@ from numba.extending import intrinsic
 from .copytables import copy_runs, copy_runs_staged
 
 __all__ = ["BIG", "BOOL", "COPY", "END", "FLOAT", "IF", "JUMP", "KERNEL", "LOOP", "MAX_DEPTH", "MAX_FIELDS", "SIGNED",
-           "SMALL", "SPLIT", "STAGED", "STEP", "STREAM", "SWITCH", "UNSIGNED", "kernel_address", "run_ops"]
+           "SMALL", "SPLIT", "STAGED", "STEP", "STREAM", "SWITCH", "UNSIGNED", "kernel_address", "kernel_signature",
+           "run_ops"]
 
 # OpenMP workers that spin between parallel steps take the core the step loop itself needs (and
 # stall badly when the host is shared): let them sleep unless the user chose otherwise. Read by
@@ -111,14 +112,19 @@ _A2I = typeof(np.zeros((1, 1), np.int64))
 _A2F = typeof(np.zeros((1, 1), np.float64))
 
 
+def kernel_signature(storages) -> tuple:
+    """The argument types the Python path calls a codelet kernel with: views of tile memory as
+    the fields' storage dtypes, then the vertices' offsets, counts and parameters."""
+    return (typeof(tuple(np.zeros(1, s) for s in storages)), _A2I, _A2I, _A2F, _A2I)
+
+
 def kernel_address(group):
     """The native entry point of the group's kernel for the Python path's argument types, or
     None when the kernel cannot be called from compiled code."""
     kern = group.codelet.kernel()
     if not isinstance(kern, Dispatcher) or not 1 <= len(group.types) <= MAX_FIELDS:
         return None
-    views = typeof(tuple(np.zeros(1, t.storage) for t in group.types))
-    sig = (views, _A2I, _A2I, _A2F, _A2I)
+    sig = kernel_signature([t.storage for t in group.types])
     try:
         kern.compile(sig)
         cres = kern.overloads[sig]

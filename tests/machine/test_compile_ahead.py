@@ -1,0 +1,77 @@
+"""ipu/compile_ahead.py: the worker that compiles, in a second process, the kernels a program will
+call that are not in the kernel cache yet."""
+import fcntl
+import glob
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+
+import ipu
+from ipu import compile_ahead, env, interpreted
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _graph():
+    g = ipu.Graph(ipu.small_target(2))
+    x = g.add_variable("x", (16,), "float32")
+    g.map_linearly(x)
+    h = g.add_variable("h", (16,), "float16")
+    g.map_linearly(h)
+    for k in range(2):  # the same kernel and types twice: one job
+        cs = g.add_compute_set(f"inc{k}")
+        starts, stops, tiles = x.pieces()
+        for a, b, t in zip(starts, stops, tiles):
+            one = g.add_constant(f"one{k}_{a}", np.ones(b - a, np.float32), tile=int(t))
+            g.add_vertex(cs, "ScaledAdd", int(t), data=x.flatten()[a:b], deltas=one, a=1.0, b=1.0)
+    cs = g.add_compute_set("fill")
+    g.add_vertex(cs, "Fill", 0, out=h.flatten()[0:8], value=2.0)
+    return g
+
+
+def test_jobs_list_each_kernel_and_types_once_in_order_then_the_compile_time_kernels(monkeypatch):
+    monkeypatch.setattr(interpreted, "ready", lambda kernel: False)  # as on a new install
+    got = compile_ahead.jobs(_graph())
+    codelet_jobs = [j for j in got if j[2] is not None]
+    assert [(m.split(".")[0], s) for m, _, s in codelet_jobs] == [
+        ("codelets", (np.dtype(np.float32), np.dtype(np.float32))),
+        ("codelets", (ipu.FLOAT16.storage,))]
+    assert [(m, n) for m, n, s in got if s is None] == [
+        ("ipu.placement", "_patterns"), ("ipu.placement", "_place"), ("ipu.copytables", "_merge_kernel"),
+        ("ipu.copytables", "_runs_kernel"), ("ipu.executable", "_split_runs"),
+        ("ipu.executable", "_lookup_addresses"), ("ipu.costs", "_schedule")]
+    monkeypatch.setattr(interpreted, "ready", lambda kernel: True)  # all cached: nothing to do
+    assert compile_ahead.jobs(_graph()) == []
+
+
+def test_turned_off_or_nothing_to_compile_starts_no_worker(monkeypatch):
+    monkeypatch.setenv("IPU_SIM_COMPILE_AHEAD", "0")
+    assert not env.compile_ahead() and compile_ahead.start(_graph()) is None
+    monkeypatch.delenv("IPU_SIM_COMPILE_AHEAD")
+    monkeypatch.setattr(interpreted, "ready", lambda kernel: True)
+    assert env.compile_ahead() and compile_ahead.start(_graph()) is None
+
+
+def _worker(tmp_path, todo):
+    path = tmp_path / "cache" / "x.jobs"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(pickle.dumps(todo))
+    environ = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT, IPU_SIM_PROGRESS="0")
+    subprocess.run([sys.executable, "-m", "ipu.compile_ahead", str(path)], env=environ, check=True, timeout=600)
+    assert not path.exists()  # the worker removes its job file
+    return sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "cache" / "**" / "*.nbi"), recursive=True))
+
+
+def test_the_worker_compiles_its_jobs_into_the_cache(tmp_path):
+    todo = [("ipu.costs", "_schedule", None)]
+    assert [n.split("-")[0] for n in _worker(tmp_path, todo)] == ["costs._schedule"]
+
+
+def test_a_second_worker_leaves_the_cache_to_the_first(tmp_path):
+    (tmp_path / "cache").mkdir()
+    with open(tmp_path / "cache" / compile_ahead.LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a worker holds the lock
+        assert _worker(tmp_path, [("ipu.costs", "_schedule", None)]) == []
