@@ -35,7 +35,9 @@ from .step_loop import kernel_signature
 __all__ = ["jobs", "main", "start"]
 
 LOCK = "compile_ahead.lock"
+PACKAGES = ("codelets.", "ipu.")  # whose kernels a worker compiles (it imports them by name)
 _worker: subprocess.Popen | None = None  # this process's worker, while it runs
+_handed: set = set()  # jobs this process has handed to a worker: each once (one may never be cached)
 
 
 def _cache_dir() -> str:
@@ -45,23 +47,25 @@ def _cache_dir() -> str:
 def jobs(graph) -> list:
     """What a worker would compile for the graph: (module, function name, storage dtypes of the
     fields) of every codelet kernel its compute sets call, in the order they first appear, then
-    (module, function name, None) of the compile-time kernels. Only kernels not in the kernel
-    cache yet, and importable by name (a kernel made inside a function cannot be found by the
-    worker: this process compiles it as before)."""
+    (module, function name, None) of the compile-time kernels. Only the project's kernels
+    (PACKAGES) not in the kernel cache yet, found by name (a user's codelet, or a kernel made
+    inside a function, is compiled by this process as before)."""
     out: list = []
     seen: set = set()
     for cs in graph.compute_sets:
         for chunk in cs.chunks:
-            kern = chunk.codelet.kernel()
-            storages = tuple(np.dtype(t.storage) for t in chunk.types)
-            key = (id(kern), storages)
-            if key in seen or not isinstance(kern, Dispatcher):
+            key = (chunk.codelet.name, chunk.types)
+            if key in seen:
                 continue
             seen.add(key)
+            kern = chunk.codelet.kernel()
+            if not isinstance(kern, Dispatcher):
+                continue
+            storages = tuple(np.dtype(t.storage) for t in chunk.types)
             name = _importable(kern)
             if name is not None and not interpreted.ready(kern):
                 out.append((*name, storages))
-    for kern in _compile_time_kernels():
+    for kern, _ in interpreted.compile_time_kernels():
         name = _importable(kern)
         if name is not None and not interpreted.ready(kern):
             out.append((*name, None))
@@ -70,6 +74,8 @@ def jobs(graph) -> list:
 
 def _importable(kern: Dispatcher) -> tuple | None:
     f = kern.py_func
+    if not f.__module__.startswith(PACKAGES):
+        return None
     mod = sys.modules.get(f.__module__)
     return (f.__module__, f.__qualname__) if mod is not None and getattr(mod, f.__qualname__, None) is kern else None
 
@@ -83,7 +89,7 @@ def start(graph) -> subprocess.Popen | None:
     if _worker is not None and _worker.poll() is None:
         return None
     cache = _cache_dir()
-    todo = jobs(graph) if cache else []
+    todo = [j for j in jobs(graph) if j not in _handed] if cache else []
     if not todo:
         return None
     try:
@@ -96,37 +102,19 @@ def start(graph) -> subprocess.Popen | None:
         fd, path = tempfile.mkstemp(prefix="compile_ahead.", suffix=".jobs", dir=cache)
         with os.fdopen(fd, "wb") as f:
             pickle.dump(todo, f)
-        environ = dict(os.environ, NUMBA_CACHE_DIR=cache, IPU_SIM_PROGRESS="0")
+    except OSError:  # no worker: this process compiles everything itself, as without one
+        return None
+    environ = dict(os.environ, NUMBA_CACHE_DIR=cache, IPU_SIM_PROGRESS="0")
+    try:
         _worker = subprocess.Popen([sys.executable, "-m", "ipu.compile_ahead", path], env=environ,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True,
                                    cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    except OSError:  # no worker: this process compiles everything itself, as without one
+    except OSError:
+        os.unlink(path)
         return None
+    _handed.update(todo)
     return _worker
-
-
-def _compile_time_kernels() -> list:
-    from . import copytables, costs, executable, placement
-    return [placement._patterns, placement._place, copytables._merge_kernel, copytables._runs_kernel,
-            executable._split_runs, executable._lookup_addresses, costs._schedule]
-
-
-def _example_arguments(name: str) -> tuple:
-    """Arguments of the types the compiler passes a compile-time kernel (int64 arrays, Python
-    ints, a bool array), so the worker compiles the same signature; empty arrays: the compile is
-    all that runs."""
-    z = np.zeros(0, np.int64)
-    one = np.zeros(1, np.int64)  # an empty pointer table (n + 1 entries)
-    return {
-        "_patterns": (one, z, z),
-        "_place": (z, z, z, one, z, z, 1, z, z, one, z, z),
-        "_merge_kernel": (z, z, z, z, z, z, 4),
-        "_runs_kernel": (z, z, z, z, 4),
-        "_split_runs": (z, z, z, z, z, z, 4),
-        "_lookup_addresses": (z, z, z, z, z, 4, z, z),
-        "_schedule": (z, z, np.zeros(0, np.bool_), 1, 6, 1),
-    }[name]
 
 
 def main(path: str) -> int:
@@ -146,12 +134,13 @@ def main(path: str) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return 0
+        examples = {id(k): args for k, args in interpreted.compile_time_kernels()}
         codelet_jobs = [j for j in todo if j[2] is not None]
         for mod, name, storages in codelet_jobs[::-1] + [j for j in todo if j[2] is None]:
             try:
                 kern = getattr(importlib.import_module(mod), name)
                 if storages is None:
-                    kern(*_example_arguments(name))
+                    kern(*examples[id(kern)])
                 else:
                     kern.compile(kernel_signature(storages))
             except Exception:  # noqa: BLE001 - the program's process compiles it if it must

@@ -116,6 +116,11 @@ def _runs_kernel(sa, da, st, dt, isz):
     return so, do, nb, ts, td
 
 
+_Z = np.zeros(0, np.int64)
+interpreted.register(_merge_kernel, _Z, _Z, _Z, _Z, _Z, _Z, 4)
+interpreted.register(_runs_kernel, _Z, _Z, _Z, _Z, 4)
+
+
 @intrinsic
 def _memcpy(typingctx, dst, dst_off, src, src_off, count):
     """memcpy(dst + dst_off, src + src_off, count elements of the arrays' type)."""

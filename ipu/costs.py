@@ -61,6 +61,10 @@ def _schedule(tiles, cycles, supervisor, further, num_tiles, workers, launch):
     return out
 
 
+interpreted.register(_schedule, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.bool_),
+                     np.zeros(0, np.bool_), 1, 6, 1)
+
+
 def compute_set_tile_cycles(tiles, cycles, supervisor, target: Target, further=None) -> np.ndarray:
     """Tile cycles of a compute set: its vertices scheduled as `_schedule` says, plus the fixed
     cost of starting the compute set on every tile that runs a vertex

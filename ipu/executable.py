@@ -120,6 +120,11 @@ def _lookup_addresses(idx, starts, stops, addr, tiles, isz, out_addr, out_tile):
         out_tile[i] = tiles[p]
 
 
+_Z = np.zeros(0, np.int64)
+interpreted.register(_split_runs, _Z, _Z, _Z, _Z, _Z, _Z, 4)
+interpreted.register(_lookup_addresses, _Z, _Z, _Z, _Z, _Z, 4, _Z, _Z)
+
+
 @dataclass
 class Step:
     """One leaf of the program: what the engine runs and what the profile shows."""

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
-__all__ = ["BUDGET", "call", "python_body", "ready"]
+__all__ = ["BUDGET", "call", "compile_time_kernels", "python_body", "ready", "register"]
 
 # Items of work an uncompiled kernel's Python body takes per process before the kernel is compiled:
 # measured on the README's MLP, the bodies visit 140,000-270,000 items a second (placement: 38,000
@@ -32,6 +32,18 @@ BUDGET = 150_000
 
 _bodies: dict[int, Callable] = {}
 _spent: dict[int, int] = {}  # work given to each kernel's Python body so far
+_registered: list = []  # (kernel, example arguments) of the kernels that go through `call`
+
+
+def register(kernel: Dispatcher, *example_args: Any) -> None:
+    """Declare a kernel that goes through `call`, with arguments of the types its callers pass
+    (empty arrays will do): ipu/compile_ahead.py compiles it for those ahead of need."""
+    _registered.append((kernel, example_args))
+
+
+def compile_time_kernels() -> list:
+    """(kernel, example arguments) of every registered kernel, in registration order."""
+    return list(_registered)
 
 
 def python_body(kernel: Dispatcher) -> Callable:

@@ -503,3 +503,9 @@ def place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
                                                             budget=_PYTHON_PIECES)
     return interpreted.call(_place, n, *args, int(num_tiles), pid, least, off_ptr, offsets, widest,
                             budget=_PYTHON_PIECES)
+
+
+_Z = np.zeros(0, np.int64)
+_ONE = np.zeros(1, np.int64)  # an empty pointer table (n + 1 entries)
+interpreted.register(_patterns, _ONE, _Z, _Z)
+interpreted.register(_place, _Z, _Z, _Z, _ONE, _Z, _Z, 1, _Z, _Z, _ONE, _Z, _Z)

@@ -39,10 +39,11 @@ def test_jobs_list_each_kernel_and_types_once_in_order_then_the_compile_time_ker
     assert [(m.split(".")[0], s) for m, _, s in codelet_jobs] == [
         ("codelets", (np.dtype(np.float32), np.dtype(np.float32))),
         ("codelets", (ipu.FLOAT16.storage,))]
-    assert [(m, n) for m, n, s in got if s is None] == [
-        ("ipu.placement", "_patterns"), ("ipu.placement", "_place"), ("ipu.copytables", "_merge_kernel"),
-        ("ipu.copytables", "_runs_kernel"), ("ipu.executable", "_split_runs"),
-        ("ipu.executable", "_lookup_addresses"), ("ipu.costs", "_schedule")]
+    assert got[:2] == codelet_jobs  # the codelet kernels first
+    assert sorted((m, n) for m, n, s in got if s is None) == [
+        ("ipu.copytables", "_merge_kernel"), ("ipu.copytables", "_runs_kernel"), ("ipu.costs", "_schedule"),
+        ("ipu.executable", "_lookup_addresses"), ("ipu.executable", "_split_runs"),
+        ("ipu.placement", "_patterns"), ("ipu.placement", "_place")]
     monkeypatch.setattr(interpreted, "ready", lambda kernel: True)  # all cached: nothing to do
     assert compile_ahead.jobs(_graph()) == []
 
@@ -53,6 +54,26 @@ def test_turned_off_or_nothing_to_compile_starts_no_worker(monkeypatch):
     monkeypatch.delenv("IPU_SIM_COMPILE_AHEAD")
     monkeypatch.setattr(interpreted, "ready", lambda kernel: True)
     assert env.compile_ahead() and compile_ahead.start(_graph()) is None
+
+
+def test_each_job_goes_to_a_worker_once_per_process(monkeypatch, tmp_path):
+    started = []
+
+    class Finished:
+        def __init__(self, argv, **kw):
+            started.append(pickle.loads(open(argv[-1], "rb").read()))
+
+        def poll(self):
+            return 0  # done: the next compile may start another
+
+    monkeypatch.setattr(interpreted, "ready", lambda kernel: False)
+    monkeypatch.setattr(compile_ahead, "_cache_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(compile_ahead, "_handed", set())
+    monkeypatch.setattr(compile_ahead, "_worker", None)
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", Finished)
+    assert compile_ahead.start(_graph()) is not None
+    assert compile_ahead.start(_graph()) is None  # the same kernels: not handed again
+    assert started == [compile_ahead.jobs(_graph())]
 
 
 def _worker(tmp_path, todo):
@@ -75,3 +96,24 @@ def test_a_second_worker_leaves_the_cache_to_the_first(tmp_path):
     with open(tmp_path / "cache" / compile_ahead.LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a worker holds the lock
         assert _worker(tmp_path, [("ipu.costs", "_schedule", None)]) == []
+
+
+def test_the_example_arguments_give_the_signatures_the_compiler_calls_with(monkeypatch):
+    kernels = interpreted.compile_time_kernels()
+    for kern, args in kernels:
+        kern(*args)
+    monkeypatch.setattr(interpreted, "ready", lambda kernel: True)  # the compiled kernels from here on
+    import popxl
+    import popxl.ops as ops
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        s = popxl.h2d_stream((8, 5), popxl.float32, "x")
+        x = ops.host_load(s)
+        y = ops.matmul(ops.relu(x), popxl.variable(np.ones((5, 3), np.float32)))
+        o = popxl.d2h_stream(y.shape, y.dtype, "y")
+        ops.host_store(o, y)
+    with popxl.Session(ir, "ipu_model") as session:
+        session.run({s: np.ones((8, 5), np.float32)})
+    for kern, _ in kernels:  # a second signature would be a compile the worker did not do
+        assert len(kern.signatures) == 1, (kern, kern.signatures)
