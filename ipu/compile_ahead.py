@@ -18,7 +18,6 @@ and outlives this process if it must. IPU_SIM_COMPILE_AHEAD=0 turns it off.
 from __future__ import annotations
 
 import fcntl
-import importlib
 import os
 import pickle
 import subprocess
@@ -101,7 +100,7 @@ def start(graph) -> subprocess.Popen | None:
                 return None
         fd, path = tempfile.mkstemp(prefix="compile_ahead.", suffix=".jobs", dir=cache)
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(todo, f)
+            _ByReference(f).dump([(getattr(sys.modules[m], n), s) for m, n, s in todo])
     except OSError:  # no worker: this process compiles everything itself, as without one
         return None
     environ = dict(os.environ, NUMBA_CACHE_DIR=cache, IPU_SIM_PROGRESS="0")
@@ -117,13 +116,23 @@ def start(graph) -> subprocess.Popen | None:
     return _worker
 
 
+class _ByReference(pickle.Pickler):
+    """Pickles a kernel as the module-level name it is (unpickling imports its module), not as
+    Numba pickles a dispatcher (a copy of its function, which Numba would not cache)."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, Dispatcher):
+            return obj.__qualname__  # a global of obj.__module__
+        return NotImplemented
+
+
 def main(path: str) -> int:
     """The worker: compile the codelet kernels of the jobs in `path` last first, then the
     compile-time kernels; nothing when another worker holds the cache's lock."""
     cache = _cache_dir()
     try:
         with open(path, "rb") as f:
-            todo = pickle.load(f)
+            todo = pickle.load(f)  # (kernel, storage dtypes or None: a compile-time kernel)
     finally:
         try:
             os.unlink(path)
@@ -135,10 +144,9 @@ def main(path: str) -> int:
         except OSError:
             return 0
         examples = {id(k): args for k, args in interpreted.compile_time_kernels()}
-        codelet_jobs = [j for j in todo if j[2] is not None]
-        for mod, name, storages in codelet_jobs[::-1] + [j for j in todo if j[2] is None]:
+        codelet_jobs = [j for j in todo if j[1] is not None]
+        for kern, storages in codelet_jobs[::-1] + [j for j in todo if j[1] is None]:
             try:
-                kern = getattr(importlib.import_module(mod), name)
                 if storages is None:
                     kern(*examples[id(kern)])
                 else:
