@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import codeload, compile_ahead, compile_progress, costs
+from . import codeload, compile_ahead, compile_progress, costs, hostmem
 from . import collectives, compute, exchange, remote, streams  # noqa: F401  (the built-in program kinds)
 from .errors import CompileError, MappingError
 from .executable import Executable, Layout, Step
@@ -347,7 +347,9 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
             raise TypeError(f"compile takes ipu programs, got {type(p).__name__}")
     compile_ahead.start(graph)  # kernels not cached yet: a worker compiles them meanwhile
     with compile_progress.program():  # (joins a Session's: its phases go on the same line)
-        return _compile(graph, programs)
+        exe = _compile(graph, programs)
+    hostmem.release_freed()  # the compiler's freed working arrays: not part of the run's footprint
+    return exe
 
 
 def _compile(graph: Graph, programs: list) -> Executable:

@@ -23,16 +23,35 @@ class CopyTable:
     and destination overlap (a copy within one variable), so the sources are read first.
 
     The runs are kept as int32 when every offset fits (12 bytes per run instead of 24: copy tables
-    are the largest host structure of a big model after its simulated memory)."""
+    are the largest host structure of a big model after its simulated memory). They are one tuple
+    (`runs`), replaced whole by `share` (the compiled step loop hands over its merged runs, so the
+    tables are held once): a reader in another thread sees the old runs or the new, never a mix."""
 
-    __slots__ = ("src_off", "dst_off", "nbytes", "staged")
+    __slots__ = ("runs", "staged")
 
     def __init__(self, src_off, dst_off, nbytes, staged: bool = False):
         arrays = [np.asarray(x, np.int64) for x in (src_off, dst_off, nbytes)]
         top = max((int(x.max(initial=0)) for x in arrays), default=0)
         dt = np.int32 if top < 2 ** 31 else np.int64
-        self.src_off, self.dst_off, self.nbytes = (np.ascontiguousarray(x, dt) for x in arrays)
+        self.runs = tuple(np.ascontiguousarray(x, dt) for x in arrays)
         self.staged = bool(staged)
+
+    @property
+    def src_off(self) -> np.ndarray:
+        return self.runs[0]
+
+    @property
+    def dst_off(self) -> np.ndarray:
+        return self.runs[1]
+
+    @property
+    def nbytes(self) -> np.ndarray:
+        return self.runs[2]
+
+    def share(self, src_off, dst_off, nbytes) -> None:
+        """Take the same copy as other runs: the table's runs in another order (destinations
+        disjoint) or merged where contiguous at both ends, which copy the same bytes."""
+        self.runs = (src_off, dst_off, nbytes)
 
 
 def runs(sa, da, st, dt, isz):

@@ -55,13 +55,14 @@ def _copy_uses(p: Copy):
 
 
 def _run_copy(engine, table: CopyTable, reps) -> None:
+    src_off, dst_off, nbytes = table.runs  # one read: the compiled loop's plan may replace them (CopyTable.share)
     if table.staged:
         for r in reps:
-            copy_runs_staged(engine.memory[r], table.src_off, table.dst_off, table.nbytes)
+            copy_runs_staged(engine.memory[r], src_off, dst_off, nbytes)
         return
     for r in reps:
         m = engine.memory[r]
-        copy_runs(m, m, table.src_off, table.dst_off, table.nbytes)
+        copy_runs(m, m, src_off, dst_off, nbytes)
 
 
 def _compile_sync(comp, p: Sync):

@@ -17,6 +17,9 @@ their kernels' addresses, copy tables as merged runs, host transfers and branch 
 Copies: an exchange's runs in destination order with neighbours merged (`merged_runs`), each
 copied by `copy_runs`. (Grouping a multicast's destinations behind one read of its source was measured
 slower: the source stays in cache either way, and destination order keeps the writes sequential.)
+The merged runs of all tables are one flat int32 table (int64 only for a memory of 2 GiB or more),
+and each executable's CopyTable is handed its slice (`CopyTable.share`), so the Python walk copies
+the same runs and a model's copy tables are held once (BERT-base, 4 layers: 446 MiB, not 447 + 892).
 
 Threads: the vertices of one kernel group are independent by BSP construction, and the runs of
 an exchange write disjoint bytes, so a large group or table is marked to be split into one
@@ -30,7 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import hostmem
 from .codelet import IN, INOUT, OUT
+from .copytables import CopyTable
 from .errors import IpuError
 from .kinds import program_kind_of_payload
 from .nodes import Branch, CallRef, Loop, MultiBranch, Segment, Seq, StepRef
@@ -119,7 +124,20 @@ def merged_runs(src_off, dst_off, nbytes):
     return s[starts], d[starts], np.add.reduceat(n, starts), True
 
 
+def _runs_storage(exe):
+    """Room for the merged runs of every copy table of the executable (at most its runs, as merging
+    only joins them): int32 offsets, int64 when a table or the memory needs them. np.empty leaves
+    the pages untouched, so the room merging saves costs no host RAM."""
+    tables = {id(s.payload): s.payload for s in exe.steps if isinstance(s.payload, CopyTable) and not s.payload.staged}
+    runs = sum(t.nbytes.size for t in tables.values())
+    dtype = np.int32
+    if exe.total_bytes >= 2 ** 31 or any(t.nbytes.dtype == np.int64 for t in tables.values()):
+        dtype = np.int64
+    return tuple(np.empty(runs, dtype) for _ in range(3))
+
+
 _PLAN_LOCK = threading.RLock()
+RELEASE_BYTES = 1 << 26  # tables' runs dropped between trims of the host heap (hostmem.release_freed)
 
 
 class LoopOps:
@@ -180,7 +198,11 @@ class Plan:
         self._group_index: dict = {}
         self._groups: list = []  # (group, address, parallel)
         self._table_index: dict = {}
-        self._tables: list = []  # (src, dst, nbytes, parallel): merged runs
+        self._tables: list = []  # (first run, end run, parallel): a slice of self._runs
+        self._table_objects: list = []  # the CopyTable of each, which shares its slice
+        self._runs = _runs_storage(exe)  # every table's merged runs, one after another
+        self._used = 0  # runs of self._runs in use
+        self._dropped = 0  # bytes of tables' own runs dropped since the heap was last trimmed
         self._staged_index: dict = {}
         self._staged: list = []
         self._host_index: dict = {}
@@ -312,12 +334,38 @@ class Plan:
     def _table(self, t) -> int:
         k = self._table_index.get(id(t))
         if k is None:
-            s, d, n, disjoint = merged_runs(t.src_off, t.dst_off, t.nbytes)
+            s, d, n, disjoint = merged_runs(*t.runs)
             big = int(n.sum()) >= PARALLEL_MIN_BYTES
             par = (SPLIT if disjoint and n.size > 1 else BIG) if big else SMALL
+            a, b = self._used, self._used + n.size
+            self._reserve(b, s.dtype)
+            for flat, part in zip(self._runs, (s, d, n)):
+                flat[a:b] = part
+            # the table reads its slice from now on (its own runs are dropped): held once
+            t.share(*(flat[a:b] for flat in self._runs))
+            self._used = b
+            self._dropped += sum(x.nbytes for x in (s, d, n))
+            if self._dropped >= RELEASE_BYTES:  # their pages back to the OS as the slices fill
+                hostmem.release_freed()
+                self._dropped = 0
             k = self._table_index[id(t)] = len(self._tables)
-            self._tables.append((s, d, n, par))
+            self._tables.append((a, b, par))
+            self._table_objects.append(t)
         return k
+
+    def _reserve(self, runs: int, dtype) -> None:
+        """Room for `runs` merged runs of `dtype`'s offsets: a larger (or wider) storage when the
+        executable's copy tables did not foretell it, with every table handed its new slice."""
+        have = self._runs[0]
+        if runs <= have.size and np.can_cast(dtype, have.dtype):
+            return
+        wide = np.result_type(have.dtype, dtype)
+        new = tuple(np.empty(max(runs, 2 * have.size), wide) for _ in range(3))
+        for flat, old in zip(new, self._runs):
+            flat[:self._used] = old[:self._used]
+        self._runs = new
+        for (a, b, _), t in zip(self._tables, self._table_objects):
+            t.share(*(flat[a:b] for flat in new))
 
     def _host(self, x) -> int:
         k = self._host_index.get(id(x))
@@ -401,6 +449,7 @@ class Plan:
             with _PLAN_LOCK:
                 if self._arrays is None:
                     self._arrays = self._flatten()
+                    hostmem.release_freed()
                 a = self._arrays
         return a
 
@@ -429,21 +478,8 @@ class Plan:
             return np.ascontiguousarray(np.concatenate(parts), dt) if parts else np.zeros(0, dt)
 
         T = len(self._tables)
-        t_r0, t_r1 = np.zeros(T, np.int64), np.zeros(T, np.int64)
-        t_par = np.zeros(T, np.int64)
-        cs, cd, cn = [], [], []
-        r = 0
-        for k, (s, d, n, par) in enumerate(self._tables):
-            t_r0[k], t_r1[k], t_par[k] = r, r + n.size, par
-            cs.append(s), cd.append(d), cn.append(n)
-            r += n.size
-        copy_src, copy_dst, copy_n = cat(cs, np.int64), cat(cd, np.int64), cat(cn, np.int64)
-        del cs, cd, cn
-        # each table becomes a view of the flat arrays: the merged runs are held once, not twice
-        # (a BERT-base layer's copy tables are hundreds of MB)
-        for k, (s, d, n, par) in enumerate(self._tables):
-            a, b = int(t_r0[k]), int(t_r1[k])
-            self._tables[k] = (copy_src[a:b], copy_dst[a:b], copy_n[a:b], par)
+        t_r0, t_r1, t_par = (np.array([t[i] for t in self._tables], np.int64).reshape(T) for i in range(3))
+        copy_src, copy_dst, copy_n = (flat[:self._used] for flat in self._runs)
         S = len(self._staged)
         s_r0, s_r1 = np.zeros(S, np.int64), np.zeros(S, np.int64)
         ss, sd, sn = [], [], []

@@ -113,6 +113,35 @@ def test_loops_calls_branches_streams_and_copies_are_identical_on_every_path(spl
     assert codes == set(range(10)) - {8}  # steps, kernels, copies, staged, loops, streams, If: all compiled
 
 
+def test_copy_tables_are_held_once_and_the_python_walk_reads_the_shared_runs():
+    """After a compiled run the executable's copy tables are slices of the plan's one int32 run
+    table (not a second copy), and a Python walk over them gives the memory a fresh one gives."""
+    g = ipu.Graph(ipu.small_target(4))
+    x = g.add_variable("x", (64,), "float32")
+    g.map_linearly(x)
+    y = g.add_variable("y", (64,), "float32")
+    g.set_tile_mapping(y, {3 - t: [(16 * t, 16 * t + 16)] for t in range(4)})
+    body = ipu.Sequence(ipu.Copy(x, y), _add_one(g, y), ipu.Copy(y[::-1], x), ipu.Copy(x[:32], x[32:]))
+    exe = ipu.compile(g, body)
+    data = np.arange(64, dtype=np.float32)
+
+    def run(**kw):
+        e = ipu.Engine(exe, **kw)
+        e.write_tensor(x, data)
+        e.run(0)
+        return e.memory.copy()
+
+    fresh = run(compiled=False)
+    compiled = run(compiled=True, threads=1)
+    plan = exe.native
+    tables = [s.payload for s in exe.steps if s.kind == "exchange" and s.payload is not None]
+    flat = [t for t in tables if not t.staged]
+    assert flat and all(t.src_off.dtype == np.int32 for t in flat)
+    assert all(np.shares_memory(t.src_off, plan._runs[0]) and np.shares_memory(t.nbytes, plan._runs[2])
+               for t in flat)
+    assert np.array_equal(run(compiled=False), fresh) and np.array_equal(compiled, fresh)
+
+
 def test_replicas_run_identically_on_every_path(split_everything):
     g = ipu.Graph(ipu.small_target(2))
     x = g.add_variable("x", (16,), "float32")
