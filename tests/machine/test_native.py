@@ -113,9 +113,13 @@ def test_loops_calls_branches_streams_and_copies_are_identical_on_every_path(spl
     assert codes == set(range(10)) - {8}  # steps, kernels, copies, staged, loops, streams, If: all compiled
 
 
-def test_copy_tables_are_held_once_and_the_python_walk_reads_the_shared_runs():
+@pytest.mark.parametrize("room", [None, 0])
+def test_copy_tables_are_held_once_and_the_python_walk_reads_the_shared_runs(room, monkeypatch):
     """After a compiled run the executable's copy tables are slices of the plan's one int32 run
-    table (not a second copy), and a Python walk over them gives the memory a fresh one gives."""
+    table (not a second copy), and a Python walk over them gives the memory a fresh one gives;
+    also when the run table has to grow (room 0: none foreseen)."""
+    if room is not None:
+        monkeypatch.setattr(native, "_runs_storage", lambda exe: tuple(np.empty(room, np.int32) for _ in range(3)))
     g = ipu.Graph(ipu.small_target(4))
     x = g.add_variable("x", (64,), "float32")
     g.map_linearly(x)
