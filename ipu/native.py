@@ -126,13 +126,11 @@ def merged_runs(src_off, dst_off, nbytes):
 
 def _runs_storage(exe):
     """Room for the merged runs of every copy table of the executable (at most its runs, as merging
-    only joins them): int32 offsets, int64 when a table or the memory needs them. np.empty leaves
-    the pages untouched, so the room merging saves costs no host RAM."""
+    only joins them): int32 offsets, int64 for a memory of 2 GiB or more (a run lies inside the
+    memory). np.empty leaves the pages untouched, so the room merging saves costs no host RAM."""
     tables = {id(s.payload): s.payload for s in exe.steps if isinstance(s.payload, CopyTable) and not s.payload.staged}
     runs = sum(t.nbytes.size for t in tables.values())
-    dtype = np.int32
-    if exe.total_bytes >= 2 ** 31 or any(t.nbytes.dtype == np.int64 for t in tables.values()):
-        dtype = np.int64
+    dtype = np.int64 if exe.total_bytes >= 2 ** 31 else np.int32
     return tuple(np.empty(runs, dtype) for _ in range(3))
 
 
@@ -334,38 +332,38 @@ class Plan:
     def _table(self, t) -> int:
         k = self._table_index.get(id(t))
         if k is None:
-            s, d, n, disjoint = merged_runs(*t.runs)
+            s, d, n, disjoint = merged_runs(t.src_off, t.dst_off, t.nbytes)  # (under the plan lock: no share between)
             big = int(n.sum()) >= PARALLEL_MIN_BYTES
             par = (SPLIT if disjoint and n.size > 1 else BIG) if big else SMALL
             a, b = self._used, self._used + n.size
-            self._reserve(b, s.dtype)
+            self._reserve(b)
             for flat, part in zip(self._runs, (s, d, n)):
                 flat[a:b] = part
-            # the table reads its slice from now on (its own runs are dropped): held once
-            t.share(*(flat[a:b] for flat in self._runs))
             self._used = b
+            k = self._table_index[id(t)] = len(self._tables)
+            self._tables.append((a, b, par))
+            self._table_objects.append(t)
+            if isinstance(t, CopyTable):  # it reads its slice from now on (its own runs are dropped): held once
+                t.share(*(flat[a:b] for flat in self._runs))
             self._dropped += sum(x.nbytes for x in (s, d, n))
             if self._dropped >= RELEASE_BYTES:  # their pages back to the OS as the slices fill
                 hostmem.release_freed()
                 self._dropped = 0
-            k = self._table_index[id(t)] = len(self._tables)
-            self._tables.append((a, b, par))
-            self._table_objects.append(t)
         return k
 
-    def _reserve(self, runs: int, dtype) -> None:
-        """Room for `runs` merged runs of `dtype`'s offsets: a larger (or wider) storage when the
-        executable's copy tables did not foretell it, with every table handed its new slice."""
+    def _reserve(self, runs: int) -> None:
+        """Room for `runs` merged runs: a larger storage when the executable's CopyTables did not
+        foretell them (a program kind's own tables), with every CopyTable handed its new slice."""
         have = self._runs[0]
-        if runs <= have.size and np.can_cast(dtype, have.dtype):
+        if runs <= have.size:
             return
-        wide = np.result_type(have.dtype, dtype)
-        new = tuple(np.empty(max(runs, 2 * have.size), wide) for _ in range(3))
+        new = tuple(np.empty(max(runs, 2 * have.size), have.dtype) for _ in range(3))
         for flat, old in zip(new, self._runs):
             flat[:self._used] = old[:self._used]
         self._runs = new
         for (a, b, _), t in zip(self._tables, self._table_objects):
-            t.share(*(flat[a:b] for flat in new))
+            if isinstance(t, CopyTable):
+                t.share(*(flat[a:b] for flat in new))
 
     def _host(self, x) -> int:
         k = self._host_index.get(id(x))
