@@ -337,6 +337,9 @@ class Compiler:
         return self._functions[key]
 
 
+RELEASE_AFTER_BYTES = 1 << 28  # simulated memory from which a compile gives its freed heap back (hostmem.py)
+
+
 def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural name
     """Compile `programs` (one Program or a list; run them by index) for the graph's target."""
     if isinstance(programs, Program):
@@ -348,7 +351,8 @@ def compile(graph: Graph, programs) -> Executable:  # noqa: A001 - the natural n
     compile_ahead.start(graph)  # kernels not cached yet: a worker compiles them meanwhile
     with compile_progress.program():  # (joins a Session's: its phases go on the same line)
         exe = _compile(graph, programs)
-    hostmem.release_freed()  # the compiler's freed working arrays: not part of the run's footprint
+    if exe.total_bytes >= RELEASE_AFTER_BYTES:  # a large program's freed working arrays: not part of its footprint
+        hostmem.release_freed()
     return exe
 
 

@@ -201,6 +201,7 @@ class Plan:
         self._runs = _runs_storage(exe)  # every table's merged runs, one after another
         self._used = 0  # runs of self._runs in use
         self._dropped = 0  # bytes of tables' own runs dropped since the heap was last trimmed
+        self._dropped_total = 0  # and in all (small programs never trim: their heap stays as it was)
         self._staged_index: dict = {}
         self._staged: list = []
         self._host_index: dict = {}
@@ -346,6 +347,7 @@ class Plan:
             if isinstance(t, CopyTable):  # it reads its slice from now on (its own runs are dropped): held once
                 t.share(*(flat[a:b] for flat in self._runs))
             self._dropped += sum(x.nbytes for x in (s, d, n))
+            self._dropped_total += sum(x.nbytes for x in (s, d, n))
             if self._dropped >= RELEASE_BYTES:  # their pages back to the OS as the slices fill
                 hostmem.release_freed()
                 self._dropped = 0
@@ -447,7 +449,8 @@ class Plan:
             with _PLAN_LOCK:
                 if self._arrays is None:
                     self._arrays = self._flatten()
-                    hostmem.release_freed()
+                    if self._dropped_total >= RELEASE_BYTES:  # a large model's tables were replaced
+                        hostmem.release_freed()
                 a = self._arrays
         return a
 
