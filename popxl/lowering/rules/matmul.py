@@ -1,6 +1,8 @@
 """matmul: planned over the tiles by codelets.plans.matmul_build (AMP blocks, partials reduced)."""
 from __future__ import annotations
 
+from typing import Any, Tuple
+
 import numpy as np
 
 import ipu
@@ -129,8 +131,9 @@ def _product(ctx, op, conv_problem):
         b_shape = (int(np.prod(b.shape)), 1) if len(b.shape) == 1 else tuple(b.shape)
         et = ctx.etype(a)
         amp = op.attrs.get("available_memory_proportion")
-        options = (("out_dtype", ctx.etype(op.outputs[0])), ("partials_dtype", partials_type(op)),
-                   ("available_memory_proportion", DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp))
+        options: Tuple[Tuple[str, Any], ...] = (
+            ("out_dtype", ctx.etype(op.outputs[0])), ("partials_dtype", partials_type(op)),
+            ("available_memory_proportion", DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp))
     else:
         w = op.inputs[1]
         got = conv_problem(ctx, op, np.zeros(tuple(w.shape), np.int8))
