@@ -101,7 +101,11 @@ def _sync(obj) -> None:
         ex.copyWeightsToHostIfNeeded()
 
 
-class _PoptorchParameter(torch.nn.Parameter):
+class _SyncOnAccess:
+    """Reads the device's weights back (when stale) before the tensor is used: on any attribute
+    access and in any torch function it takes part in."""
+    __slots__ = ()  # adds no storage, so a tensor's class can still be swapped for a subclass
+
     def __getattribute__(self, name):
         if name != "__dict__":
             _sync(self)
@@ -110,11 +114,13 @@ class _PoptorchParameter(torch.nn.Parameter):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         for a in pytree.tree_leaves((args, kwargs or {})):
-            if isinstance(a, _PoptorchParameter):
+            if isinstance(a, _SyncOnAccess):
                 _sync(a)
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **(kwargs or {}))
 
+
+class _PoptorchParameter(_SyncOnAccess, torch.nn.Parameter):
     def __reduce_ex__(self, protocol):
         return (torch.nn.Parameter, (torch.Tensor(self.detach()).clone(), self.requires_grad))
 
@@ -122,20 +128,7 @@ class _PoptorchParameter(torch.nn.Parameter):
         return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
 
 
-class _PoptorchBuffer(torch.Tensor):
-    def __getattribute__(self, name):
-        if name != "__dict__":
-            _sync(self)
-        return object.__getattribute__(self, name)
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        for a in pytree.tree_leaves((args, kwargs or {})):
-            if isinstance(a, _PoptorchBuffer):
-                _sync(a)
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **(kwargs or {}))
-
+class _PoptorchBuffer(_SyncOnAccess, torch.Tensor):
     def __repr__(self, *args, **kwargs):
         return repr(self.detach())
 
