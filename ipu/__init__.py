@@ -33,7 +33,7 @@ from .program import CodeLoad, MultiExchange, RemoteLoad, RemoteStore
 from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence,
                       Switch, Sync)
 from .target import BOW, C600, GC2, GC200, Target, get_target, small_target
-from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor, Variable
+from .tensor import CONSTANT, TEMPORARY, VARIABLE, IndexBlocks, Tensor, Variable
 from .types import (ALL_TYPES, BOOL, FLOAT8_143, FLOAT8_152, FLOAT8_TYPES, FLOAT16, FLOAT32, INT8, INT16, INT32, UINT8,
                     UINT16, UINT32, ElementType, element_type)
 
@@ -44,7 +44,7 @@ __all__ = [
     "DeviceToHost", "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream",
     "HostToDevice", "If", "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind",
     "RemoteBuffer", "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StepKind", "StreamError",
-    "StreamingMemory", "Switch", "Sync", "Target", "Tensor", "Use", "Variable", "Vertex", "VertexTable",
+    "StreamingMemory", "Switch", "Sync", "Target", "Tensor", "IndexBlocks", "Use", "Variable", "Vertex", "VertexTable",
     "columns", "compile", "element_type", "get_codelet", "get_target", "groups_from_assignment", "load", "register",
     "register_kind", "register_step_kind", "registered_codelets", "replica_groups", "small_target", "store",
 ]

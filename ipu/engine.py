@@ -24,7 +24,7 @@ from .native import Plan
 from .nodes import Branch, CallRef, Loop, MultiBranch, Segment, Seq, StepRef
 from .remote import StreamingMemory
 from .step_loop import run_ops
-from .tensor import Variable
+from .tensor import IndexBlocks, Variable
 
 __all__ = ["Engine", "StepLog"]
 
@@ -173,10 +173,40 @@ class Engine:
             raise IpuError(f"tensor {var.name!r} is not in this executable (unused temporaries get no memory)")
         return var, L
 
+    def _blocks_in_memory(self, view, replica: int) -> list | None:
+        """For a view kept as IndexBlocks, each block's variable elements as a strided NumPy view
+        of the replica's tile memory (reads and writes go straight there); None when the view is
+        not kept so or a block's elements are not all inside one piece of the layout."""
+        blocks = view.blocks
+        if blocks is None:
+            return None
+        var, L = self._layout(view.variable)
+        if L is None or blocks.size == 0:
+            return None
+        k = np.searchsorted(L.starts, blocks.p0, side="right") - 1
+        if (k < 0).any() or (blocks.p0 + blocks.extents() > L.stops[np.maximum(k, 0)]).any():
+            return None
+        dt, isz = var.dtype.numpy, var.dtype.itemsize
+        mem = self.memory[replica]
+        first = L.addr[k] + (blocks.p0 - L.starts[k]) * isz  # byte address of each block's p0
+        extents = blocks.extents()
+        out = []
+        for b, (_, _, _, ps, box) in enumerate(blocks.blocks()):
+            a = int(first[b])
+            flat = mem[a:a + int(extents[b]) * isz].view(dt)
+            out.append(IndexBlocks.at(flat, 0, ps, box))
+        return out
+
     def read_tensor(self, var, replica: int = 0) -> np.ndarray:
         """A copy of a variable's contents as a NumPy array of its shape; of a view (a variable
         laid out by its consumer: popxl/lowering/creators.py), the view's elements in its shape."""
         if _is_view(var):
+            blocks = self._blocks_in_memory(var, replica)
+            if blocks is not None:  # block by block from tile memory, with no per-element index
+                out = np.empty(var.numel, var.dtype.numpy)
+                for (e0, es, _, _, box), mem in zip(var.blocks.blocks(), blocks):
+                    IndexBlocks.at(out, e0, es, box)[...] = mem
+                return out.reshape(var.shape)
             return self.read_tensor(var.variable, replica).reshape(-1)[var.flat_index()].reshape(var.shape)
         var, L = self._layout(var)
         out = np.empty(var.numel, var.dtype.numpy)
@@ -192,7 +222,12 @@ class Engine:
             arr = np.asarray(data)
             if arr.size != var.numel:
                 raise ValueError(f"cannot write data of shape {arr.shape} into {var.name!r} of shape {var.shape}")
-            vals = np.asarray(arr, dtype=var.dtype.numpy).reshape(-1)
+            vals = np.ascontiguousarray(arr, dtype=var.dtype.numpy).reshape(-1)
+            if var.blocks is not None and self._blocks_in_memory(var, 0) is not None:
+                for r in (range(self.replicas) if replica is None else [replica]):  # block by block
+                    for (e0, es, _, _, box), mem in zip(var.blocks.blocks(), self._blocks_in_memory(var, r) or []):
+                        mem[...] = IndexBlocks.at(vals, e0, es, box)
+                return
             if var.numel == var.variable.numel:  # a permutation of the variable (creators.py)
                 whole = np.empty(var.numel, var.dtype.numpy)
                 whole[var.flat_index()] = vals

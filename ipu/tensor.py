@@ -16,7 +16,7 @@ import numpy as np
 
 from .types import ElementType, element_type
 
-__all__ = ["CONSTANT", "IndexRuns", "TEMPORARY", "VARIABLE", "Tensor", "Variable"]
+__all__ = ["CONSTANT", "IndexBlocks", "IndexRuns", "TEMPORARY", "VARIABLE", "Tensor", "Variable"]
 
 _ids = itertools.count()
 
@@ -77,6 +77,128 @@ class IndexRuns:
         return np.repeat(offset, lengths) + np.arange(self.size, dtype=np.int64)
 
 
+class IndexBlocks:
+    """Flat element indices stored block by block, each block an affine map: for every i in the box
+    shape[b] (D dims), position e0[b] + i . es[b] of the index holds the value p0[b] + i . ps[b].
+
+    What a variable laid out by its consumer is (popxl/lowering/creators.py): its storage is the
+    consumer's operand blocks, and the user's view of it reads each block along strides (a
+    transposed weight steps by the block's width). Host memory grows with the blocks, not with
+    the elements, and host transfers move a block per NumPy strided assignment (`gather`,
+    `scatter`). Positions and values are both covered once (a permutation of a range)."""
+
+    __slots__ = ("e0", "es", "p0", "ps", "box", "size")
+
+    def __init__(self, e0, es, p0, ps, box):
+        self.e0 = np.ascontiguousarray(e0, np.int64).reshape(-1)
+        self.p0 = np.ascontiguousarray(p0, np.int64).reshape(-1)
+        box = np.ascontiguousarray(box, np.int64).reshape(self.e0.size, -1)
+        # a dimension of size 1 has no stride (so equal blocks compare equal)
+        self.es = np.where(box > 1, np.asarray(es, np.int64).reshape(box.shape), 0)
+        self.ps = np.where(box > 1, np.asarray(ps, np.int64).reshape(box.shape), 0)
+        self.box = box
+        self.size = int(np.prod(box, axis=1).sum()) if box.size else 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, a).nbytes for a in ("e0", "es", "p0", "ps", "box"))
+
+    def inverse(self) -> "IndexBlocks":
+        """The index with positions and values swapped (its inverse permutation)."""
+        return IndexBlocks(self.p0, self.ps, self.e0, self.es, self.box)
+
+    def blocks(self):
+        """(e0, es, p0, ps, box) of every block."""
+        for b in range(self.e0.size):
+            yield int(self.e0[b]), self.es[b], int(self.p0[b]), self.ps[b], tuple(int(d) for d in self.box[b])
+
+    def extents(self) -> np.ndarray:
+        """How many values from p0 each block's values span (p0 + extent - 1 is its largest)."""
+        return 1 + (self.ps * (self.box - 1)).sum(axis=1)
+
+    @staticmethod
+    def at(flat: np.ndarray, start: int, strides, box) -> np.ndarray:
+        """The strided block of 1-D contiguous `flat` at `start` (a view: assignments write `flat`)."""
+        isz = flat.itemsize
+        return np.lib.stride_tricks.as_strided(flat[start:], shape=box, strides=tuple(int(s) * isz for s in strides))
+
+    def gather(self, src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """out[e] = src[index[e]] for every position e (src and out flat, contiguous)."""
+        src = np.ascontiguousarray(src).reshape(-1)
+        if out is None:
+            out = np.empty(self.size, src.dtype)
+        for e0, es, p0, ps, box in self.blocks():
+            self.at(out, e0, es, box)[...] = self.at(src, p0, ps, box)
+        return out
+
+    def scatter(self, vals: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """out[index[e]] = vals[e] for every position e (vals and out flat, contiguous)."""
+        vals = np.ascontiguousarray(vals).reshape(-1)
+        for e0, es, p0, ps, box in self.blocks():
+            self.at(out, p0, ps, box)[...] = self.at(vals, e0, es, box)
+        return out
+
+    def expand(self) -> np.ndarray:
+        out = np.empty(self.size, np.int64)
+        for e0, es, p0, ps, box in self.blocks():
+            values = np.full(box, p0, np.int64)
+            for d, n in enumerate(box):
+                if n > 1:
+                    shape = [1] * len(box)
+                    shape[d] = n
+                    values += (np.arange(n, dtype=np.int64) * int(ps[d])).reshape(shape)
+            self.at(out, e0, es, box)[...] = values
+        return out
+
+    def offset(self) -> int | None:
+        """c when index[e] == e + c for every position e, else None."""
+        if self.size == 0:
+            return 0
+        c = self.p0 - self.e0
+        if (c != c[0]).any() or not np.array_equal(self.es, self.ps):
+            return None
+        return int(c[0])
+
+    def transposed(self, shape: tuple, perm: tuple) -> "IndexBlocks | None":
+        """The same index read as an array of `shape` transposed by `perm` (positions renumbered
+        in the transposed order), or None when a block crosses an axis of `shape` (the caller
+        expands the index then)."""
+        n = len(shape)
+        if n == 0 or self.size == 0:
+            return None
+        cstride = np.ones(n, np.int64)
+        for a in range(n - 2, -1, -1):
+            cstride[a] = cstride[a + 1] * shape[a + 1]
+        new_shape = [shape[a] for a in perm]
+        new_cstride = np.ones(n, np.int64)
+        for a in range(n - 2, -1, -1):
+            new_cstride[a] = new_cstride[a + 1] * new_shape[a + 1]
+        where = np.empty(n, np.int64)  # where[a]: the position of old axis a in the new order
+        where[list(perm)] = np.arange(n)
+        coords = np.stack(np.unravel_index(self.e0, tuple(shape)), axis=1)  # (blocks, n)
+        reach = coords.copy()  # the last coordinate each block reaches on every axis
+        es_new = np.zeros_like(self.es)
+        for d in range(self.box.shape[1]):
+            live = self.box[:, d] > 1
+            if not live.any():
+                continue
+            es = self.es[live, d]
+            # the axis a block dimension walks: the outermost whose stride divides its step
+            axis = np.full(es.size, -1, np.int64)
+            for a in range(n - 1, -1, -1):
+                axis = np.where((es % cstride[a] == 0) & (es > 0), a, axis)
+            if (axis < 0).any():
+                return None
+            q = es // cstride[axis]
+            rows = np.flatnonzero(live)
+            reach[rows, axis] += q * (self.box[live, d] - 1)
+            es_new[live, d] = q * new_cstride[where[axis]]
+        if (reach >= np.asarray(shape, np.int64)).any():
+            return None  # a block carries over into the next coordinate of some axis
+        e0_new = (coords[:, list(perm)] * new_cstride).sum(axis=1)
+        return IndexBlocks(e0_new, es_new, self.p0, self.ps, self.box)
+
+
 def _compact(index):
     """`index` as IndexRuns when that is much smaller, else unchanged."""
     if not isinstance(index, np.ndarray) or index.size < _COMPACT_MIN:
@@ -95,7 +217,8 @@ class Tensor:
 
     __slots__ = ("variable", "_index", "shape")
 
-    def __init__(self, variable: "Variable", index: np.ndarray | None, shape: tuple[int, ...]):
+    def __init__(self, variable: "Variable", index: "np.ndarray | IndexRuns | IndexBlocks | None",
+                 shape: tuple[int, ...]):
         self.variable = variable
         # None means the identity view of the whole variable; a long index that is mostly runs of
         # consecutive elements is kept as IndexRuns
@@ -128,7 +251,7 @@ class Tensor:
         array) covers all of its variable in flat order, possibly with another shape."""
         if self._index is None:
             return np.arange(self.variable.numel, dtype=np.int64).reshape(self.shape)
-        if isinstance(self._index, IndexRuns):
+        if isinstance(self._index, (IndexRuns, IndexBlocks)):
             return self._index.expand().reshape(self.shape)
         return self._index
 
@@ -143,7 +266,7 @@ class Tensor:
             return np.zeros(1 if n else 0, np.int64), np.full(1 if n else 0, n, np.int64)
         if isinstance(self._index, IndexRuns):
             return self._index.starts.astype(np.int64), self._index.lengths.astype(np.int64)
-        return IndexRuns.of(self._index)
+        return IndexRuns.of(self.index())
 
     def contiguous_range(self) -> tuple[int, int] | None:
         """(start, count) if the view is a run of consecutive elements of its variable, else None."""
@@ -152,6 +275,9 @@ class Tensor:
         if isinstance(self._index, IndexRuns):
             r = self._index
             return (int(r.starts[0]), r.size) if r.starts.size == 1 else (None if r.size else (0, 0))
+        if isinstance(self._index, IndexBlocks):
+            c = self._index.offset()
+            return None if c is None else (c, self._index.size)
         flat = self._index.reshape(-1)
         if flat.size == 0:
             return 0, 0
@@ -164,15 +290,20 @@ class Tensor:
     def _view(self, index: np.ndarray) -> "Tensor":
         return Tensor(self.variable, index, index.shape)
 
+    @property
+    def blocks(self) -> IndexBlocks | None:
+        """The index as IndexBlocks when it is kept so (a variable its consumer laid out), else None."""
+        return self._index if isinstance(self._index, IndexBlocks) else None
+
     def __getitem__(self, key) -> "Tensor":
         return self._view(self.index()[key])
 
     def reshape(self, *shape) -> "Tensor":
         if len(shape) == 1 and isinstance(shape[0], Iterable):
             shape = tuple(shape[0])
-        if self._index is None:
-            # a reshape keeps the flat order: still the identity view, with another shape
-            return Tensor(self.variable, None, _resolve_shape(self.numel, shape))
+        if self._index is None or isinstance(self._index, IndexBlocks):
+            # a reshape keeps the flat order: the same index (identity or by blocks), another shape
+            return Tensor(self.variable, self._index, _resolve_shape(self.numel, shape))
         return self._view(self.index().reshape(shape))
 
     def flatten(self) -> "Tensor":
@@ -181,6 +312,12 @@ class Tensor:
     def transpose(self, *perm) -> "Tensor":
         if len(perm) == 1 and isinstance(perm[0], Iterable):
             perm = tuple(perm[0])
+        if isinstance(self._index, IndexBlocks):
+            axes = tuple(int(p) + self.rank if int(p) < 0 else int(p) for p in perm)
+            axes = axes or tuple(range(self.rank))[::-1]
+            moved = self._index.transposed(self.shape, axes) if sorted(axes) == list(range(self.rank)) else None
+            if moved is not None:
+                return Tensor(self.variable, moved, tuple(self.shape[p] for p in axes))
         return self._view(np.transpose(self.index(), perm or None))
 
     @property

@@ -278,16 +278,14 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
 
     # 1. operand blocks to their tiles (one exchange phase per operand)
     if K > 0:
-        A = _canon_a(a.index(), prob)
-        B = _canon_b(b.index(), prob)
         a_sizes = cells["gs"] * cells["ms"] * cells["ks"]
         b_sizes = cells["gs"] * cells["ks"] * cells["ns"]
         p_sizes = cells["gs"] * cells["ms"] * cells["ns"]
         a_axes, b_axes = (("m0", "ms"), ("k0", "ks")), (("k0", "ks"), ("n0", "ns"))
         # an operand created in the plan's layout (a weight: popxl/lowering/creators.py) is read
         # where it lives; the others are gathered into blocks on the cells' tiles
-        a_blocks = a_in_place = blocks_in_place(a, A, cells, a_axes, a_sizes)
-        b_blocks = b_in_place = blocks_in_place(b, B, cells, b_axes, b_sizes)
+        a_blocks = a_in_place = blocks_in_place(a, _canon_a, prob, cells, a_axes, a_sizes)
+        b_blocks = b_in_place = blocks_in_place(b, _canon_b, prob, cells, b_axes, b_sizes)
         a_off, b_off = np.cumsum(a_sizes) - a_sizes, np.cumsum(b_sizes) - b_sizes
         if a_blocks is None:
             a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
@@ -296,9 +294,11 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         pdt = ipu.FLOAT32 if float8 else plan.partials_dtype  # (the float8 AMP writes float32 partials)
         partials, p_off = _blocks_variable(graph, f"{name}/partials", pdt, tiles, p_sizes)
         if a_in_place is None:
-            _exchange_operand(graph, seq, a, A, cells, a_axes, a_blocks, a_off, a_sizes, f"{name}/exchange a")
+            _exchange_operand(graph, seq, a, _canon_a(a.index(), prob), cells, a_axes, a_blocks, a_off, a_sizes,
+                              f"{name}/exchange a")
         if b_in_place is None:
-            _exchange_operand(graph, seq, b, B, cells, b_axes, b_blocks, b_off, b_sizes, f"{name}/exchange b")
+            _exchange_operand(graph, seq, b, _canon_b(b.index(), prob), cells, b_axes, b_blocks, b_off, b_sizes,
+                              f"{name}/exchange b")
 
         # 2. the AMP: one MatMulBlock per (cell, batch element of the cell)
         cs = graph.add_compute_set(f"{name}/amp")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import ipu
-from ipu.tensor import TEMPORARY, IndexRuns
+from ipu.tensor import TEMPORARY, IndexBlocks, IndexRuns
 
 
 def _blocks_variable(graph, name, dtype, tiles, sizes):
@@ -38,10 +38,74 @@ def _merged_runs(tiles, counts):
     return tiles[first], np.add.reduceat(counts, first)
 
 
-def blocks_in_place(src, src3, cells, axes, sizes):
+# Positions as NumPy strides, with no memory: a read-only array over one byte whose element [i...]
+# sits at byte offset = its flat position in the shape it was made with. Views of it (transposes,
+# slices, reshapes that need no copy) then say, per block of an operand, where its elements are
+# (start and strides) without an index array of the operand's size. Its values are never read.
+_PROBE_BASE = np.zeros(1, np.uint8)
+
+
+def position_probe(shape) -> np.ndarray:
+    shape = tuple(int(d) for d in shape)
+    strides = [1] * len(shape)
+    for a in range(len(shape) - 2, -1, -1):
+        strides[a] = strides[a + 1] * shape[a + 1]
+    return np.lib.stride_tricks.as_strided(_PROBE_BASE, shape=shape, strides=tuple(strides), writeable=False)
+
+
+def probe_offset(view: np.ndarray) -> int:
+    """The flat position of view's first element (a view of a position_probe)."""
+    return int(view.__array_interface__["data"][0] - _PROBE_BASE.__array_interface__["data"][0])
+
+
+def reshape_view(x: np.ndarray, shape) -> np.ndarray:
+    """x reshaped without copying (ValueError or AttributeError when that needs a copy): how a
+    position probe is reshaped, since a copy would read it."""
+    try:
+        return np.reshape(x, shape, copy=False)
+    except TypeError:  # NumPy < 2.1 has no copy argument: setting the shape never copies
+        v = x.view()
+        v.shape = shape
+        return v
+
+
+def probe_blocks(src3: np.ndarray, cells, axes):
+    """(e0, es, box) of every non-empty cell's block src3[g0:g0+gs, r0:r0+rs, c0:c0+cs] of a
+    position probe src3: the block's first position, its strides and its shape; and the storage
+    (p0, ps) that holds the blocks one after another in cell order, each row-major."""
+    (r0k, rsk), (c0k, csk) = axes
+    box = np.stack([cells["gs"], cells[rsk], cells[csk]], axis=1).astype(np.int64)
+    sizes = box.prod(axis=1)
+    live = sizes > 0
+    st = np.asarray(src3.strides, np.int64)  # bytes of a one-byte dtype: positions
+    e0 = probe_offset(src3) + cells["g0"] * st[0] + cells[r0k] * st[1] + cells[c0k] * st[2]
+    p0 = np.cumsum(sizes) - sizes
+    ps = np.stack([box[:, 1] * box[:, 2], box[:, 2], np.ones(box.shape[0], np.int64)], axis=1)
+    es = np.broadcast_to(st, box.shape)
+    return e0[live], es[live], box[live], p0[live], ps[live]
+
+
+def _in_place_by_blocks(src, canon, prob, cells, axes) -> bool | None:
+    """Whether `src`, whose index is kept as IndexBlocks, holds the plan's blocks in order (None
+    when its shape cannot be probed without a copy: the caller expands the index)."""
+    try:
+        src3 = canon(position_probe(src.shape), prob, reshape=reshape_view)
+    except (ValueError, AttributeError):
+        return None
+    e0, es, box, p0, ps = probe_blocks(src3, cells, axes)
+    want = IndexBlocks(e0, es, p0, ps, box)
+    have = src.blocks
+    if want.e0.size != have.e0.size:
+        return False
+    i, j = np.argsort(want.e0, kind="stable"), np.argsort(have.e0, kind="stable")
+    return all(np.array_equal(getattr(want, f)[i], getattr(have, f)[j]) for f in ("e0", "es", "p0", "ps", "box"))
+
+
+def blocks_in_place(src, canon, prob, cells, axes, sizes):
     """The variable of operand view `src` when its storage already is the plan's blocks (a variable
     its consumer created: popxl/lowering/creators.py): every cell's block [g, r, c] row-major, one
-    after another in cell order, each on its cell's tile. Else None (the blocks must be gathered)."""
+    after another in cell order, each on its cell's tile. Else None (the blocks must be gathered).
+    `canon` (matmul_plan._canon_a / _canon_b) makes the operand's index (groups, rows, cols)."""
     var = src.variable
     total = int(np.sum(sizes))
     if total == 0 or var.numel != total or var.unmapped():
@@ -51,7 +115,11 @@ def blocks_in_place(src, src3, cells, axes, sizes):
     have_t, have_c = _merged_runs(tiles, stops - starts)
     if not (np.array_equal(want_t, have_t) and np.array_equal(want_c, have_c)):
         return None
-    index = _gather(src3, cells, axes)
+    if src.blocks is not None:  # kept block by block: compared without expanding it
+        same = _in_place_by_blocks(src, canon, prob, cells, axes)
+        if same is not None:
+            return var if same else None
+    index = _gather(canon(src.index(), prob), cells, axes)
     if isinstance(index, IndexRuns):
         starts, lengths = index.starts.astype(np.int64), index.lengths.astype(np.int64)
         return var if np.array_equal(starts, np.cumsum(lengths) - lengths) else None

@@ -83,23 +83,26 @@ def canonical_problem(a_shape, b_shape) -> Problem:
     return Problem(bs, "none", bt, m, k, n, m, n)
 
 
-def _canon_a(idx, p: Problem):
+def _canon_a(idx, p: Problem, reshape=np.reshape):
+    """a's index array as (groups, m, K); `reshape` is np.reshape, or one that never copies
+    (views of a position probe: matmul_operands.reshape_view)."""
     bt = max(1, int(np.prod(p.batch_shape, dtype=np.int64)))
-    x = np.broadcast_to(idx, p.batch_shape + (p.m, p.K)).reshape(bt, p.m, p.K)
+    x = reshape(np.broadcast_to(idx, p.batch_shape + (p.m, p.K)), (bt, p.m, p.K))
     if p.fold == "m":
-        return x.reshape(1, bt * p.m, p.K)
+        return reshape(x, (1, bt * p.m, p.K))
     if p.fold == "n":
         return x[:1]
     return x
 
 
-def _canon_b(idx, p: Problem):
+def _canon_b(idx, p: Problem, reshape=np.reshape):
+    """b's index array as (groups, K, n) (`reshape` as in _canon_a)."""
     bt = max(1, int(np.prod(p.batch_shape, dtype=np.int64)))
-    x = np.broadcast_to(idx, p.batch_shape + (p.K, p.n)).reshape(bt, p.K, p.n)
+    x = reshape(np.broadcast_to(idx, p.batch_shape + (p.K, p.n)), (bt, p.K, p.n))
     if p.fold == "m":
         return x[:1]
     if p.fold == "n":
-        return x.transpose(1, 0, 2).reshape(1, p.K, bt * p.n)
+        return reshape(x.transpose(1, 0, 2), (1, p.K, bt * p.n))
     return x
 
 

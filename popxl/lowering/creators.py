@@ -62,9 +62,11 @@ def _called_graph(op):
     return op.attrs["graph"] if "graph" in op.attrs else (op.called_graphs or [None])[0]
 
 
-def _walk(ctx, t, index: np.ndarray) -> _Use | None:
+def _walk(ctx, t, index: np.ndarray, reshape=np.reshape) -> _Use | None:
     """Follow `t` (whose elements are `index`, flat elements of the variable) to its first
-    consumer, through views and inline calls, up to an operand of a planned product."""
+    consumer, through views and inline calls, up to an operand of a planned product. `index` is a
+    position probe (matmul_operands.position_probe, reshaped by `reshape`, which never copies) or
+    an index array."""
     for _ in range(64):  # a chain of views is short; this only bounds a malformed graph
         first = _first_consumer(t)
         if first is None:
@@ -76,7 +78,7 @@ def _walk(ctx, t, index: np.ndarray) -> _Use | None:
             if op.type == "transpose":
                 index = np.transpose(index, tuple(op.attrs["permutation"]))
             else:
-                index = index.reshape(tuple(op.outputs[0].shape))
+                index = reshape(index, tuple(op.outputs[0].shape))
             t = op.outputs[0]
             continue
         graph = _called_graph(op)
@@ -94,9 +96,9 @@ def _walk(ctx, t, index: np.ndarray) -> _Use | None:
             continue
         if op.type == "matmul" and i in (0, 1):
             if i == 0 and index.ndim == 1:
-                index = index.reshape(1, -1)
+                index = reshape(index, (1, -1))
             elif i == 1 and index.ndim == 1:
-                index = index.reshape(-1, 1)
+                index = reshape(index, (-1, 1))
             return _Use(op, i, index)
         if op.type == "conv" and i == 1:
             return _Use(op, 0, index)
@@ -104,7 +106,7 @@ def _walk(ctx, t, index: np.ndarray) -> _Use | None:
     return None
 
 
-def _conv_problem(ctx, op, w_index):
+def _conv_problem(ctx, op, w_index, reshape=np.reshape):
     """(a index, a shape, b shape) of the matmul rules/conv.py builds for a dense convolution
     (w_index: the weights' elements), or None when the convolution is lowered otherwise."""
     from .rules.conv import _direct
@@ -122,11 +124,11 @@ def _conv_problem(ctx, op, w_index):
     P = int(np.prod(out.shape[2:], dtype=np.int64))
     Mg = M // groups
     if groups == 1:
-        return w_index.reshape(Mg, Cg * Kk), (Mg, Cg * Kk), (Cg * Kk, N * P)
-    return w_index.reshape(groups, Mg, Cg * Kk), (groups, Mg, Cg * Kk), (groups, Cg * Kk, N * P)
+        return reshape(w_index, (Mg, Cg * Kk)), (Mg, Cg * Kk), (Cg * Kk, N * P)
+    return reshape(w_index, (groups, Mg, Cg * Kk)), (groups, Mg, Cg * Kk), (groups, Cg * Kk, N * P)
 
 
-def _plan(ctx, use: _Use, reserved: int):
+def _plan(ctx, use: _Use, reserved: int, reshape=np.reshape):
     """The plan the consumer's rule will build (kept on the context for it), and the operand's
     index and canonical problem; None when the product is not planned here."""
     from codelets.plans import canonical_problem, plan_for_shapes
@@ -146,7 +148,7 @@ def _plan(ctx, use: _Use, reserved: int):
                        available_memory_proportion=DEFAULT_AVAILABLE_MEMORY_PROPORTION if amp is None else amp)
         index = use.index
     else:
-        got = _conv_problem(ctx, op, use.index)
+        got = _conv_problem(ctx, op, use.index, reshape)
         if got is None:
             return None
         index, a_shape, b_shape = got
@@ -170,23 +172,67 @@ def _plan(ctx, use: _Use, reserved: int):
 def create_variable(ctx, t, reserved: int) -> ipu.Tensor | None:
     """The storage of popxl variable `t` laid out as its consumer's operand blocks, and the view
     of it with t's shape; None when no consumer creates it (the caller maps it linearly)."""
+    from codelets.plans.matmul_operands import position_probe, reshape_view
+
     numel = int(np.prod(t.shape, dtype=np.int64))
     if numel == 0 or ctx.target.num_tiles == 1:
         return None
-    use = _walk(ctx, t, np.arange(numel, dtype=np.int64).reshape(tuple(t.shape)))
-    if use is None:
-        return None
-    got = _plan(ctx, use, reserved)
-    if got is None:
+    try:  # followed as positions (strides of a probe): the layout is built block by block
+        probe = True
+        use = _walk(ctx, t, position_probe(t.shape), reshape_view)
+        got = None if use is None else _plan(ctx, use, reserved, reshape_view)
+    except (ValueError, AttributeError):  # a reshape of a transposed view: followed as an index array
+        probe = False
+        use = _walk(ctx, t, np.arange(numel, dtype=np.int64).reshape(tuple(t.shape)))
+        got = None if use is None else _plan(ctx, use, reserved)
+    if got is None or use is None:
         return None
     plan, index, prob = got
-    laid_out = _blocks_layout(ctx, t, use, plan, index, prob, numel)
+    if probe:
+        laid_out = _blocks_layout_by_probe(ctx, t, use, plan, index, prob, numel)
+    else:
+        laid_out = _blocks_layout(ctx, t, use, plan, index, prob, numel)
     created = ctx.__dict__.setdefault("_created_for", set())  # ops a variable was laid out for
     if laid_out is not None:
         created.add(use.op)
     elif use.op not in created:  # the rule plans the op as it would for any operand
         ctx.planned.pop(use.op, None)
     return laid_out
+
+
+def _blocks_layout_by_probe(ctx, t, use, plan, probe, prob, numel):
+    """As _blocks_layout, from a position probe: the view of the storage is kept as IndexBlocks
+    (a start and strides per block), so host memory grows with the blocks, not the elements."""
+    from codelets.plans.matmul_build import _cells
+    from codelets.plans.matmul_operands import probe_blocks, reshape_view
+    from codelets.plans.matmul_plan import _canon_a, _canon_b
+
+    if plan.sub is not None:  # serial passes: each pass has its own cells
+        return None
+    cells = _cells(plan)
+    try:
+        if use.operand == 0:
+            src3 = _canon_a(probe, prob, reshape=reshape_view)
+            axes = (("m0", "ms"), ("k0", "ks"))
+        else:
+            src3 = _canon_b(probe, prob, reshape=reshape_view)
+            axes = (("k0", "ks"), ("n0", "ns"))
+    except (ValueError, AttributeError):
+        return None
+    # a permutation of the variable: every element once (no broadcast axis, nothing sliced off)
+    if src3.size != numel or any(st == 0 and n > 1 for st, n in zip(src3.strides, src3.shape)):
+        return None
+    e0, es, box, p0, ps = probe_blocks(src3, cells, axes)
+    if int(box.prod(axis=1).sum()) != numel:  # blocks shared by several cells
+        return None
+    blocks = ipu.IndexBlocks(e0, es, p0, ps, box)
+    sizes = cells["gs"] * cells[axes[0][1]] * cells[axes[1][1]]
+    in_order = blocks.offset() == 0
+    var = ctx.g.add_variable(t.id, tuple(t.shape) if in_order else (numel,), ctx.etype(t), ipu.VARIABLE, debug=t.id)
+    var.set_tile_runs(cells["tile"], sizes)
+    if in_order:  # the blocks follow the variable's own order: only the tiles differ
+        return var
+    return ipu.Tensor(var, blocks, tuple(t.shape))
 
 
 def _blocks_layout(ctx, t, use, plan, index, prob, numel):

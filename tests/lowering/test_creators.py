@@ -182,3 +182,65 @@ def test_plan_costs_an_operand_created_in_place_as_held_not_moved():
     assert held.estimate["total"] < moved.estimate["total"]
     pm, pn, pk = held.parts[1:]
     assert held.bytes_per_tile >= 4 * -(-4096 // pk) * -(-4096 // pn)  # its B block is on the tile
+
+
+@pytest.mark.parametrize("n, k", [(1, 1), (37, 29), (300, 1), (3, 130), (97, 61)])
+def test_transposed_weight_is_viewed_block_by_block(small_target, n, k):
+    """A transposed weight's view of its storage steps by the block's width along its rows: it is
+    kept as ipu.IndexBlocks (a start and strides per block), not an index per element, and host
+    reads and writes go through it exactly."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(0, 1, (2, k)).astype(np.float32)
+    w = rng.normal(0, 1, (n, k)).astype(np.float32)
+    got, session, back = _run(lambda a, b: a @ ops.transpose(b), x, w)
+    np.testing.assert_allclose(got, x @ w.T, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    np.testing.assert_array_equal(back, w)
+    view = next(t for p, t in session._lowered.variables.items() if p.name == "w")
+    if view.is_identity:  # blocks in the weight's own order (one row of blocks)
+        return
+    assert view.blocks is not None
+    assert view.blocks.nbytes <= 120 * view.blocks.e0.size
+    # the same element order as the plan's blocks gathered one element at a time
+    stored = session.engine.read_tensor(view.variable).reshape(-1)
+    np.testing.assert_array_equal(stored[view.flat_index()].reshape(w.shape), w)
+    w2 = rng.normal(0, 1, w.shape).astype(np.float32)
+    with session:
+        session.write_variable_data(_popxl_var(session, "w"), w2)
+        np.testing.assert_array_equal(session.get_tensor_data(_popxl_var(session, "w")), w2)
+
+
+def _popxl_var(session, name):
+    return next(p for p in session._lowered.variables if p.name == name)
+
+
+def test_transposed_weight_through_the_executable_cache(small_target, tmp_path):
+    """An executable whose weight is viewed block by block is saved and loaded with that view:
+    the loaded session runs and reads the weight as the first did."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 1, (3, 41)).astype(np.float32)
+    w = rng.normal(0, 1, (53, 41)).astype(np.float32)
+
+    def session_of():
+        ir = popxl.Ir()
+        with ir.main_graph:
+            s_in = popxl.h2d_stream(x.shape, popxl.float32, "x")
+            wv = popxl.variable(w, name="w")
+            y = ops.host_load(s_in) @ ops.transpose(wv)
+            s_out = popxl.d2h_stream(y.shape, y.dtype, "y")
+            ops.host_store(s_out, y)
+        opts = ir._pb_ir.getSessionOptions()
+        opts.enableEngineCaching = True
+        opts.cachePath = str(tmp_path)
+        return popxl.Session(ir, "ipu_model"), s_in, s_out, wv
+
+    outs = []
+    for _ in range(2):
+        session, s_in, s_out, wv = session_of()
+        with session:
+            outs.append(session.run({s_in: x})[s_out])
+            np.testing.assert_array_equal(session.get_tensor_data(wv), w)
+    assert session.loaded_from_cache
+    view = next(t for p, t in session._lowered.variables.items() if p.name == "w")
+    assert view.blocks is not None
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[1], x @ w.T, rtol=1e-5, atol=1e-4)

@@ -41,12 +41,14 @@ def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None
     ctx.bind(t_out, target)
 
 
-def _storage_order(view: ipu.Tensor):
+def _storage_order(view: ipu.Tensor) -> np.ndarray | ipu.IndexBlocks | None:
     """For a view holding every element of its variable once (a permutation), the view's flat
     element at each storage position; else None."""
     var = view.variable
     if view.is_identity or view.numel != var.numel or view.numel < 2:
         return None
+    if view.blocks is not None:  # kept block by block (a permutation): its inverse, block by block
+        return view.blocks.inverse()
     flat = view.flat_index()
     order = np.full(var.numel, -1, np.int64)
     order[flat] = np.arange(flat.size, dtype=np.int64)
@@ -54,8 +56,14 @@ def _storage_order(view: ipu.Tensor):
 
 
 def _in_order(v: ipu.Tensor, order) -> ipu.Tensor:
-    """v's flat elements at `order`; the variable itself when that is all of it in its order."""
-    t = v.flatten()[order]
+    """v's flat elements at `order` (an index array or IndexBlocks); the variable itself when that
+    is all of it in its order."""
+    if isinstance(order, ipu.IndexBlocks):
+        flat = v.flatten()
+        index = order if flat.is_identity else order.gather(flat.flat_index())
+        t = ipu.Tensor(v.variable, index, (order.size,))
+    else:
+        t = v.flatten()[order]
     return t.variable if t.numel == t.variable.numel and t.contiguous_range() == (0, t.numel) else t
 
 
