@@ -260,3 +260,102 @@ def test_half_conversions_are_exactly_ipu_load_and_store():
     np.testing.assert_array_equal(mine, theirs)  # NaNs too: the quiet NaN of the same sign
     assert np.isnan(mine[nan].view(np.float16)).all()
     np.testing.assert_array_equal(mine[nan] & 0x8000, numpy_bits[nan] & 0x8000)
+
+
+# ------------------------------------------------------------------------------------------------
+# small blocks: summed in place (codelets/_sgemm.py), in the order OpenBLAS's kernels use for them
+
+_products = {}
+
+
+def _product(path: str):
+    """A compiled caller of gemm_rows (path "gemm": small blocks in place) or of sgemm_rows."""
+    if path not in _products:
+        from numba import njit
+
+        from codelets._sgemm import gemm_rows, gemm_scratch, sgemm_rows
+
+        if path == "gemm":
+            @njit
+            def run(a, b, c, m, k, n, acc):
+                gemm_rows(a, 1, b, 2, c, 3, m, k, n, acc, gemm_scratch())
+        else:
+            @njit
+            def run(a, b, c, m, k, n, acc):
+                sgemm_rows(a, 1, b, 2, c, 3, m, k, n, acc, gemm_scratch())
+        _products[path] = run
+    return _products[path]
+
+
+def _operands(rng, m, k, n):
+    # blocks at offsets 1, 2, 3 of longer arrays, with one element past each end
+    a = rng.standard_normal(m * k + 2).astype(np.float32)
+    b = rng.standard_normal(k * n + 3).astype(np.float32)
+    c = rng.standard_normal(m * n + 4).astype(np.float32)
+    return a, b, c
+
+
+def _small_shapes(rng, count):
+    from codelets._sgemm import SMALL_DEPTH, SMALL_ROWS
+
+    edges = [(1, 1, 1), (SMALL_ROWS, SMALL_DEPTH, 1), (1, SMALL_DEPTH, 130), (2, 8, 64), (3, 8, 65), (2, 1, 200)]
+    return edges + [(int(rng.integers(1, SMALL_ROWS + 1)), int(rng.integers(1, SMALL_DEPTH + 1)),
+                     int(rng.integers(1, 150))) for _ in range(count)]
+
+
+def _fma_chain(x, y):
+    """Per output, float32 fused multiply-adds over k in order from 0: each step x*y + acc is
+    exact in float64 (a 48-bit product plus a float32), rounded once to float32 (a double
+    rounding that could differ needs the float64 sum on a float32 midpoint: about 2^-29 a step)."""
+    acc = np.zeros(x.shape[0:1] + y.shape[1:], np.float32)
+    for kk in range(x.shape[1]):
+        acc = (x[:, kk:kk + 1].astype(np.float64) * y[kk].astype(np.float64) + acc).astype(np.float32)
+    return acc
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_small_blocks_sum_each_output_in_k_order(accumulate):
+    rng = np.random.default_rng(7 + accumulate)
+    run = _product("gemm")
+    for m, k, n in _small_shapes(rng, 60):
+        a, b, c = _operands(rng, m, k, n)
+        got = c.copy()
+        run(a, b, got, m, k, n, accumulate)
+        chain = _fma_chain(a[1:1 + m * k].reshape(m, k), b[2:2 + k * n].reshape(k, n))
+        old = c[3:3 + m * n].reshape(m, n)
+        want = (old + chain) if accumulate else (chain + np.float32(0.0))
+        np.testing.assert_array_equal(got[3:3 + m * n].reshape(m, n).view(np.uint32), want.view(np.uint32),
+                                      err_msg=f"m, k, n = {m}, {k}, {n}")
+        # nothing outside the block is touched
+        np.testing.assert_array_equal(got[:3], c[:3])
+        np.testing.assert_array_equal(got[3 + m * n:], c[3 + m * n:])
+
+
+def test_small_block_zero_sum_is_positive_zero():
+    # every product -0.0 (or an underflow to -0.0): the stored sum is +0.0, as sgemm's add into
+    # its zeroed output gives
+    a = np.array([0.0, -1e-30, -1e-30], np.float32)
+    b = np.array([0.0, 0.0, 1e-30, 1e-30], np.float32)
+    c = np.full(5, 7.0, np.float32)
+    _product("gemm")(a, b, c, 1, 2, 1, False)
+    assert c[3] == 0.0 and not np.signbit(c[3])
+
+
+def test_small_blocks_same_bits_as_this_hosts_sgemm():
+    """Where the host's sgemm sums small blocks in the same order (OpenBLAS's Haswell / Zen
+    kernels do, for k <= 320), the in-place path gives its bits: a host whose library orders
+    them otherwise (another kernel, another library) is skipped after a probe."""
+    rng = np.random.default_rng(11)
+    small, blas = _product("gemm"), _product("sgemm")
+    probe = [(3, 40, 24), (1, 8, 10), (2, 300, 17)]
+    for i, (m, k, n) in enumerate(probe + _small_shapes(rng, 200)):
+        for accumulate in (False, True):
+            a, b, c = _operands(rng, m, k, n)
+            mine, theirs = c.copy(), c.copy()
+            small(a, b, mine, m, k, n, accumulate)
+            blas(a, b, theirs, m, k, n, accumulate)
+            same = np.array_equal(mine.view(np.uint32), theirs.view(np.uint32))
+            if i < len(probe) and not same:
+                pytest.skip("this host's sgemm sums small blocks in another order")
+            assert same, f"m, k, n = {m}, {k}, {n}, accumulate {accumulate}"
+            np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5 * np.sqrt(k))
