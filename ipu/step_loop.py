@@ -11,10 +11,11 @@ of tile memory in place and calls through Numba's own calling convention). Every
 same machine representation whatever its element type, so the loop itself is compiled once
 (and cached) for all programs.
 
-Threads: a group or table the plan marks `SPLIT` runs in one contiguous part per thread; one
-marked `BIG` runs the replicas at once. Each vertex and run computes what it computes alone, so
-results do not depend on the thread count. Host stream buffers arrive by address (the caller
-keeps them alive through the call).
+Threads: a group or table the plan marks `SPLIT` runs on every thread, in contiguous chunks the
+threads take in turn (an atomic counter), so a thread the host deschedules delays the step by one
+chunk, not by its share; one marked `BIG` runs the replicas at once. Each vertex and run computes
+what it computes alone, so results do not depend on the thread count or on who ran which chunk.
+Host stream buffers arrive by address (the caller keeps them alive through the call).
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ SIGNED, UNSIGNED, FLOAT, BOOL = range(4)
 # how a group or table may use threads: not at all (small), replicas at once, or split in parts
 SMALL, BIG, SPLIT = range(3)
 MAX_DEPTH = 64
+CHUNKS_PER_THREAD = 8  # a split group or table is cut in this many chunks per thread, taken in turn
 
 
 # ------------------------------------------------------------------------------------------------
@@ -183,13 +185,36 @@ def _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, 
                         ip_all[i0 + v0 * nip:i0 + v1 * nip].reshape((k, nip)))
 
 
+@intrinsic
+def _take(typingctx, counter):
+    """counter[0] += 1 as one atomic step; returns the value before (the index of the chunk taken)."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+    sig = types.int64(counter)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _call_kernel_parts(parts, addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, nv, o0, f0, i0, nfp, nip):
-    """The group's vertices in `parts` contiguous parts, one per thread."""
+    """The group's vertices on `parts` threads, in CHUNKS_PER_THREAD x parts contiguous chunks that
+    each thread takes one after another while any are left: a thread the host deschedules holds
+    back one chunk, not a whole share (static halves made the step wait on a busy host)."""
+    chunks = min(nv, parts * CHUNKS_PER_THREAD)
+    taken = np.zeros(1, np.int64)
     fails = np.zeros(parts, np.int32)
     for t in prange(parts):
-        fails[t] = _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
-                               nv * t // parts, nv * (t + 1) // parts)
+        while True:
+            c = _take(taken)
+            if c >= chunks:
+                break
+            if _call_range(addr, nf, m, isz, off_all, cnt_all, fp_all, ip_all, o0, f0, i0, nfp, nip,
+                           nv * c // chunks, nv * (c + 1) // chunks) != 0:
+                fails[t] = 1
     return 1 if fails.any() else 0
 
 
@@ -217,9 +242,15 @@ def _copy_reps(memory, reps, c_src, c_dst, c_n, lo, hi):
 
 @njit(cache=True, nogil=True, parallel=True)
 def _copy_parts(parts, m, c_src, c_dst, c_n, lo, hi):
-    """The table's runs [lo, hi) in `parts` contiguous parts, one per thread."""
+    """The table's runs [lo, hi) on `parts` threads, in chunks taken as _call_kernel_parts takes them."""
+    chunks = min(hi - lo, parts * CHUNKS_PER_THREAD)
+    taken = np.zeros(1, np.int64)
     for t in prange(parts):
-        _copy_range(m, c_src, c_dst, c_n, lo + (hi - lo) * t // parts, lo + (hi - lo) * (t + 1) // parts)
+        while True:
+            c = _take(taken)
+            if c >= chunks:
+                break
+            _copy_range(m, c_src, c_dst, c_n, lo + (hi - lo) * c // chunks, lo + (hi - lo) * (c + 1) // chunks)
 
 
 @njit(cache=True, nogil=True)
