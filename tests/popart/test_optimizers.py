@@ -241,3 +241,48 @@ def test_adam_and_adaptive_non_const_values_updated_from_host():
         st["v"] = alpha * st.get("v", 0) + (1 - alpha) * g * g
         return w - lr * g / (np.sqrt(st["v"]) + eps)
     _check(_train_then_update(rmsprop(0.01, 0.9), rmsprop(0.003, 0.8))[0], _numpy(rmsprop_step), rtol=1e-3)
+
+
+@pytest.mark.parametrize("batch, k, n", [(3, 37, 29), (1, 64, 1), (5, 17, 130)])
+def test_sgd_on_a_gemm_trans_b_weight_in_its_consumers_layout(batch, k, n):
+    """torch.nn.Linear exported to ONNX: Gemm(x, W, b, transB=1), W [n, k], trained three steps
+    with momentum SGD against NumPy. PopART's Gemm reads W through an aliasing transpose: the
+    weight is stored as the forward matmul's blocks of W^T (popxl/lowering/creators.py), viewed
+    block by block, and updated in place there."""
+    rng = np.random.default_rng(11)
+    x0 = rng.normal(size=(batch, k)).astype(np.float32)
+    w0 = rng.normal(0, 0.3, size=(n, k)).astype(np.float32)
+    b0 = rng.normal(size=(n,)).astype(np.float32)
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [batch, k]), "x")
+    w = b.addInitializedInputTensor(w0, "w")
+    bias = b.addInitializedInputTensor(b0, "bias")
+    y = b.aiOnnx.gemm([x, w, bias], transB=1)
+    loss = b.aiGraphcore.identityloss([b.aiGraphcore.scale([b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)],
+                                                            0.5)])
+    lr, mm, steps = 0.01, 0.9, 3
+    opt = popart.SGD({"defaultLearningRate": (lr, True), "defaultMomentum": (mm, True)})
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, {loss: popart.AnchorReturnType("Final")}), loss,
+                               opt, device(tiles=16))
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    for _ in range(steps):
+        s.run(popart.PyStepIO({x: x0}, out))
+    s.weightsToHost()
+    got = {"w": np.zeros_like(w0), "bias": np.zeros_like(b0)}
+    s.readWeights(popart.PyWeightsIO(got))
+    p = {"w": w0.astype(np.float64), "bias": b0.astype(np.float64)}
+    v = {key: np.zeros_like(val) for key, val in p.items()}
+    for _ in range(steps):
+        yy = x0 @ p["w"].T + p["bias"]
+        g = {"w": yy.T @ x0, "bias": yy.sum(0)}
+        for key in p:
+            v[key] = mm * v[key] + g[key]
+            p[key] = p[key] - lr * v[key]
+    _check(got, p, rtol=2e-4, atol=2e-5)
+    lowered = s._session._lowered
+    view = next(t for pt, t in lowered.variables.items() if pt.name == "w")
+    if (batch, k, n) == (3, 37, 29):  # stored as the plan's blocks of W^T, viewed block by block
+        assert view.blocks is not None
+        assert not any(name.startswith("transpose") for name in lowered.op_names), lowered.op_names

@@ -48,18 +48,39 @@ def _root(t):
     return t
 
 
+def _matmul_readers(t, depth: int = 0) -> list | None:
+    """The ids of the matmuls that read `t`, directly or through transposes (autodiff's dA = dY @
+    (W^T)^T reads a forward transpose through another); None when any other op reads it."""
+    ids = []
+    for c in t.consumers:
+        if c.type == "matmul" and not c.modified:
+            ids.append(c.id)
+        elif c.type == "transpose" and not _is_view(c) and depth < 8:
+            sub = _matmul_readers(c.outputs[0], depth + 1)
+            if sub is None:
+                return None
+            ids += sub
+        else:
+            return None
+    return ids
+
+
 def _read_only_by_matmuls(op) -> bool:
-    """True when a transpose's result may stay a view of its input: only matmuls read it and no op
-    of the graph changes the input's storage in place. The matmul then gathers its blocks from
-    the view as contiguous source rows and transposes them on the tiles (codelets/plans/matmul.py)
-    instead of this op copying the tensor element by element."""
-    out = op.outputs[0]
-    if not out.consumers or any(c.type != "matmul" or c.modified for c in out.consumers):
+    """True when a transpose's result may stay a view of its input: only matmuls read it (directly
+    or through transposes) and no op of the graph changes the input's storage in place between
+    the transpose and the last of those matmuls (ops are lowered in id order; a weight updated
+    after the backward pass, as SGD does, is read by every matmul before it changes). The matmul
+    then gathers its blocks from the view as contiguous source rows and transposes them on the
+    tiles (codelets/plans/matmul.py), or finds the weight already laid out as its blocks
+    (lowering/creators.py), instead of this op copying the tensor element by element."""
+    readers = _matmul_readers(op.outputs[0])
+    if not readers:
         return False
-    root = _root(op.inputs[0])
+    root, last = _root(op.inputs[0]), max(readers)
     for other in op.graph.ops:
         if any(_root(other.inputs[i]) is root for i in other.modified):
-            return False
+            if op.id < other.id <= last or other.execution_context != op.execution_context:
+                return False
     return True
 
 
