@@ -78,7 +78,7 @@ POPLIBS_UNARY = {"TANH": "tanh", "EXPONENT": "exp", "LOGARITHM": "log", "SQRT": 
                  "INVERSE": "reciprocal", "FLOOR": "floor", "CEIL": "ceil", "ROUND": "round", "SIGNUM": "sign",
                  "EXPONENT_MINUS_ONE": "expm1", "LOGARITHM_ONE_PLUS": "log1p", "SIN": "sin", "COS": "cos",
                  "LOGICAL_NOT": "logical_not", "IS_FINITE": "isfinite", "IS_INF": "isinf", "IS_NAN": "isnan",
-                 "ERF": "erf", "GELU_ERF": "geluerf"}
+                 "ERF": "erf", "GELU_ERF": "geluerf", "TAN": "tan", "ASIN": "asin"}
 POPLIBS_BINARY = {"ADD": "add", "SUBTRACT": "sub", "MULTIPLY": "mul", "DIVIDE": "div", "MAXIMUM": "max",
                   "MINIMUM": "min", "POWER": "pow", "REMAINDER": "fmod", "ATAN2": "atan2", "EQUAL": "equal",
                   "NOT_EQUAL": "not_equal", "LESS_THAN": "less", "LESS_THAN_EQUAL": "less_equal",

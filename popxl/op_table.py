@@ -199,7 +199,7 @@ def check_op(name: str, attrs) -> OpType:
 _ONNX_NAMES = {
     "abs": "Abs", "ceil": "Ceil", "cos": "Cos", "exp": "Exp", "floor": "Floor", "log": "Log", "negate": "Neg",
     "relu": "Relu", "sign": "Sign", "sin": "Sin", "sqrt": "Sqrt", "tanh": "Tanh", "isnan": "IsNaN", "isinf": "IsInf",
-    "logical_not": "Not", "sigmoid": "Sigmoid", "reciprocal": "Reciprocal", "erf": "Erf",
+    "logical_not": "Not", "sigmoid": "Sigmoid", "reciprocal": "Reciprocal", "erf": "Erf", "asin": "Asin",
     "gelu": "ai.graphcore::Gelu", "geluerf": "ai.graphcore::GeluErf", "swish": "ai.graphcore::Swish",
     "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "equal": "Equal", "greater": "Greater",
     "less": "Less", "logical_and": "And", "logical_or": "Or", "maximum": "Max", "minimum": "Min", "where": "Where",
@@ -224,6 +224,12 @@ def _d_erf(x, y):
     return ops.exp(-(x * x)) * (2.0 / math.sqrt(math.pi))
 
 
+def _d_asin(x, y):
+    from popxl import ops
+
+    return ops.reciprocal(ops.sqrt(1.0 - x * x))  # PopART's AsinGrad: 1 / sqrt(1 - x^2)
+
+
 # unary element-wise: the frontend, lowering and reference come from these entries
 for _name, _inputs, _output, _inplace in (
         ("abs", "numeric", "same", False), ("ceil", "float", "same", False), ("cos", "float", "same", False),
@@ -240,6 +246,7 @@ register_op_type(UnaryOpType("sigmoid", inplace=True, doc="1 / (1 + exp(-t)) (ON
 # grad_rules/elementwise.py, one NonLinearityGrad
 register_op_type(UnaryOpType("reciprocal", derivative=_d_reciprocal, doc="1 / t (ONNX Reciprocal)"))
 register_op_type(UnaryOpType("erf", derivative=_d_erf, doc="the error function (ONNX Erf)"))
+register_op_type(UnaryOpType("asin", derivative=_d_asin, doc="the inverse sine (ONNX Asin, popops ASIN)"))
 
 for _name, _kind, _grad in (("add", "arith", "rule"), ("sub", "arith", "rule"), ("mul", "arith", "rule"),
                             ("div", "arith", "rule"), ("fmod", "arith", "rule"), ("pow", "arith", "rule"),

@@ -46,6 +46,20 @@ def supported_ops() -> List[str]:
     return sorted(f"{d + '::' if d else ''}{t}" for d, t in RULES)
 
 
+def unsupported_op(domain: str, op_type: str, node_name: str) -> popart_exception:
+    """The error for a node no rule translates: PopART's own when PopART has no such ai.onnx op,
+    the reason when the frontend refuses an op PopART has, else the list of supported ops."""
+    from .popart_registry import NOT_TRANSLATED, POPART_ONNX_OPS, no_class_message
+
+    if domain == "" and op_type not in POPART_ONNX_OPS:
+        return popart_exception(no_class_message(op_type, node_name))
+    if domain == "" and op_type in NOT_TRANSLATED:
+        return popart_exception(f"ONNX op {op_type} (node {node_name!r}): {NOT_TRANSLATED[op_type]}")
+    return popart_exception(f"ONNX op {domain + '::' if domain else ''}{op_type} (node {node_name!r}) is not "
+                            f"supported by the simulator's PopART frontend. Supported ops: "
+                            f"{', '.join(supported_ops())}")
+
+
 _NP_OF_ONNX = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
                onnx.TensorProto.DOUBLE: np.float32, onnx.TensorProto.INT32: np.int32,
                onnx.TensorProto.INT64: np.int32, onnx.TensorProto.INT8: np.int8, onnx.TensorProto.UINT8: np.uint8,
@@ -247,9 +261,7 @@ class Translation:
         rule, understood = RULES.get((domain, proto.op_type), (None, frozenset()))
         node = Node(self, proto, self.opset)
         if rule is None:
-            raise popart_exception(
-                f"ONNX op {domain + '::' if domain else ''}{proto.op_type} (node {node.name!r}) is not supported by "
-                f"the simulator's PopART frontend. Supported ops: {', '.join(supported_ops())}")
+            raise unsupported_op(domain, proto.op_type, node.name)
         node.check_attrs(understood)
         ipu = None
         if self.placement:

@@ -292,3 +292,77 @@ def expm1(node):
 def log1p(node):
     x = node.input(0)
     return ops.log(ops.add(x, _scalar(1.0, x)))
+
+
+# -- trigonometric and hyperbolic ops: PopART's own definitions (its opx or the pattern that replaces
+# the op before lowering, willow/src/patterns), so values and gradients are the ops' it makes
+
+@onnx_op("Asin")
+def asin(node):
+    return ops.asin(node.input(0))  # AsinOpx: popops ASIN; AsinGrad 1 / sqrt(1 - x^2)
+
+
+@onnx_op("Acos")
+def acos(node):
+    x = node.input(0)  # AcosOpPattern: pi / 2 - asin(x)
+    return ops.sub(_scalar(np.pi / 2, x), ops.asin(x))
+
+
+@onnx_op("Atan")
+def atan(node):
+    x = node.input(0)  # AtanOpx: asin(x / sqrt(1 + x^2))
+    return ops.asin(ops.div(x, ops.sqrt(ops.add(_scalar(1.0, x), ops.mul(x, x)))))
+
+
+@onnx_op("Tan")
+def tan(node):
+    x = node.input(0)  # TanToSinOverCosPattern: sin(x) / cos(x)
+    return ops.div(ops.sin(x), ops.cos(x))
+
+
+@onnx_op("Sinh")
+def sinh(node):
+    x = node.input(0)  # (exp(x) - exp(-x)) / 2
+    return ops.mul(ops.sub(ops.exp(x), ops.exp(ops.negate(x))), _scalar(0.5, x))
+
+
+@onnx_op("Cosh")
+def cosh(node):
+    x = node.input(0)  # CoshOpPattern: (exp(x) + exp(-x)) / 2
+    return ops.mul(ops.add(ops.exp(x), ops.exp(ops.negate(x))), _scalar(0.5, x))
+
+
+@onnx_op("Asinh")
+def asinh(node):
+    x = node.input(0)  # AsinhOpPattern: log(x + sqrt(x^2 + 1))
+    return ops.log(ops.add(x, ops.sqrt(ops.add(ops.mul(x, x), _scalar(1.0, x)))))
+
+
+@onnx_op("Acosh")
+def acosh(node):
+    x = node.input(0)  # AcoshOpPattern: log(x + sqrt(x^2 - 1))
+    return ops.log(ops.add(x, ops.sqrt(ops.sub(ops.mul(x, x), _scalar(1.0, x)))))
+
+
+@onnx_op("Atanh")
+def atanh(node):
+    x = node.input(0)  # AtanhOpPattern: log((1 + x) / (1 - x)) / 2
+    one = _scalar(1.0, x)
+    return ops.mul(ops.log(ops.div(ops.add(one, x), ops.sub(one, x))), _scalar(0.5, x))
+
+
+@onnx_op("Shrink", attrs=("lambd", "bias"))
+def shrink(node):
+    """x + bias below -lambd, x - bias above lambd, 0 between (PopART's ShrinkOp, gradient: 1
+    outside [-lambd, lambd], 0 inside)."""
+    x = node.input(0)
+    lambd, bias = float(node.attr("lambd", 0.5)), float(node.attr("bias", 0.0))
+    zero = _scalar(0.0, x)
+    low = ops.where(ops.less(x, _scalar(-lambd, x)), ops.add(x, _scalar(bias, x)), zero)
+    return ops.where(ops.greater(x, _scalar(lambd, x)), ops.sub(x, _scalar(bias, x)), low)
+
+
+@onnx_op("ThresholdedRelu", attrs=("alpha",))
+def thresholded_relu(node):
+    x = node.input(0)  # x above alpha, else 0
+    return ops.where(ops.greater(x, _scalar(float(node.attr("alpha", 1.0)), x)), x, _scalar(0.0, x))

@@ -440,3 +440,54 @@ def lstm(node):
     yh = ops.concat(hs, 0) if len(hs) > 1 else hs[0]
     yc = ops.concat(cs, 0) if len(cs) > 1 else cs[0]
     return [y, yh, yc][:max(1, node.num_outputs)]
+
+
+# -- LRN, RoiAlign --------------------------------------------------------------------------------------
+
+@onnx_op("LRN", attrs=("alpha", "beta", "bias", "size"))
+def lrn(node):
+    """Local response normalisation across channels (AlexNet, GoogLeNet): x / (bias + alpha / size
+    x sum of x^2 over the `size` channels around c)^beta, the window cut at the edges as ONNX has
+    it: floor((size - 1) / 2) channels before c, ceil((size - 1) / 2) after. The window sum is the
+    sum of `size` shifted slices of the zero-padded squares."""
+    x = node.input(0)
+    if x.rank < 3:
+        raise node.error(f"the input must be (N, C, D1, ...), rank 3 or more; got shape {x.shape}")
+    size = int(node.attr("size"))
+    if size < 1:
+        raise node.error(f"size must be at least 1, not {size}")
+    alpha, beta, bias = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75)), float(node.attr("bias", 1.0))
+    channels = x.shape[1]
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = ops.mul(x, x)
+
+    def zeros(n):
+        return [popxl.constant(np.zeros((x.shape[0], n) + tuple(x.shape[2:]), x.dtype.as_numpy()), name="lrn_pad")
+                ] if n else []
+    parts = zeros(before) + [sq] + zeros(after)
+    padded = ops.concat(parts, 1) if len(parts) > 1 else sq
+    window = None
+    for k in range(size):
+        piece = ops.slice(padded, start=[k], stop=[k + channels], axis=[1])
+        window = piece if window is None else ops.add(window, piece)
+    scale = ops.add(ops.mul(window, _scalar(alpha / size, x)), _scalar(bias, x))
+    return ops.div(x, ops.pow(scale, _scalar(beta, x)))
+
+
+@onnx_op("RoiAlign", attrs=("mode", "output_height", "output_width", "sampling_ratio", "spatial_scale",
+                            "coordinate_transformation_mode"))
+def roi_align(node):
+    """PopART's RoiAlign (opset 10): average of bilinear samples per bin, no half-pixel offset
+    (torchvision's aligned=False); popxl's roi_align, whose gradient reaches the image only."""
+    mode = node.attr("mode", "avg") or "avg"
+    if mode != "avg":
+        raise node.error(f"mode {mode!r} is not supported: PopART's RoiAlign averages ('avg')")
+    ctm = node.attr("coordinate_transformation_mode", None)
+    if ctm not in (None, "output_half_pixel"):
+        raise node.error(f"coordinate_transformation_mode {ctm!r} is not supported: PopART's RoiAlign (opset 10) "
+                         f"takes the corners as they are ('output_half_pixel')")
+    x, rois, idx = node.input(0), node.input(1), node.input(2)
+    if not idx.dtype.is_int:
+        raise node.error(f"batch_indices must be integers, not {idx.dtype.name}")
+    return ops.roi_align(x, rois, idx, (int(node.attr("output_height", 1)), int(node.attr("output_width", 1))),
+                         float(node.attr("spatial_scale", 1.0)), int(node.attr("sampling_ratio", 0)))

@@ -368,3 +368,30 @@ def range_(node):
     start, limit, delta = (np.asarray(node.const(i)).reshape(()) for i in range(3))
     return np.arange(start, limit, delta).astype(start.dtype)
 
+
+
+@onnx_op("Scatter", "ScatterElements", attrs=("axis", "reduction"))
+def scatter(node):
+    """ONNX Scatter (9, deprecated) and ScatterElements (11): a copy of data with
+    out[..., indices[i, j], ...] = updates[i, j] along `axis` (PopART's ScatterOp, one op for the
+    three: popxl's scatter, whose gradients are PopART's ScatterDataGrad and ScatterUpdateGrad).
+    Negative indices count from the end of the axis."""
+    reduction = node.attr("reduction", "none") or "none"
+    if reduction != "none":
+        raise node.error(f"reduction {reduction!r} is not supported: PopART's ScatterOp replaces (reduction "
+                         f"'none', ScatterElements opset 11)")
+    data, updates = node.input(0), node.input(2)
+    axis = int(node.attr("axis", 0)) % data.rank
+    if node.is_const(1):
+        idx = np.asarray(node.const(1, "indices")).astype(np.int64)
+        if np.any((idx < -data.shape[axis]) | (idx >= data.shape[axis])):
+            raise node.error(f"indices must lie in [{-data.shape[axis]}, {data.shape[axis] - 1}] (axis {axis} of "
+                             f"data {list(data.shape)})")
+        indices = popxl.constant(np.where(idx < 0, idx + data.shape[axis], idx).astype(np.int32), name="indices")
+    else:
+        indices = node.input(1)
+        if not indices.dtype.is_int:
+            raise node.error(f"indices must be integers, not {indices.dtype.name}")
+    if updates.dtype != data.dtype:
+        raise node.error(f"updates ({updates.dtype.name}) must have the type of data ({data.dtype.name})")
+    return ops.scatter(data, indices, updates, axis)

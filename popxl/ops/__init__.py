@@ -6,8 +6,8 @@ from .conv import (average_pool, conv, conv_pow2scaled, conv_transpose, conv_tra
                    max_pool, roi_align)
 from .control import (CallSiteInfo, ConditionalSiteInfo, call, call_with_info, conditional, conditional_with_info,
                       repeat, repeat_with_info)
-from .elementwise import (UNARY_FUNCTIONS, abs, add, add_, ceil, clip, cos, div, equal, erf, exp, exp_, floor, fmod,
-                          gelu, gelu_, geluerf, geluerf_, greater, increment_mod, increment_mod_, isfinite, isinf,
+from .elementwise import (UNARY_FUNCTIONS, abs, add, add_, asin, ceil, clip, cos, div, equal, erf, exp, exp_, floor,
+                          fmod, gelu, gelu_, geluerf, geluerf_, greater, increment_mod, increment_mod_, isfinite, isinf,
                           isnan, less, log, log2, logical_and, logical_not, logical_or, maximum, minimum, mul, negate,
                           not_equal, pow, reciprocal, relu, relu_, scaled_add, scaled_add_, sigmoid, sigmoid_, sign,
                           sin, sqrt, sub, swish, swish_, tanh, where)
@@ -31,9 +31,9 @@ __all__ = [
     "logical_and", "logical_or", "maximum", "minimum", "mul", "not_equal", "pow", "scaled_add", "scaled_add_", "sub",
     "where",
     # the unary ops of the op table
-    "abs", "ceil", "cos", "erf", "exp", "exp_", "floor", "gelu", "gelu_", "geluerf", "geluerf_", "isfinite", "isinf",
-    "isnan", "log", "logical_not", "negate", "reciprocal", "relu", "relu_", "sigmoid", "sigmoid_", "sign", "sin",
-    "sqrt", "swish", "swish_", "tanh",
+    "abs", "asin", "ceil", "cos", "erf", "exp", "exp_", "floor", "gelu", "gelu_", "geluerf", "geluerf_", "isfinite",
+    "isinf", "isnan", "log", "logical_not", "negate", "reciprocal", "relu", "relu_", "sigmoid", "sigmoid_", "sign",
+    "sin", "sqrt", "swish", "swish_", "tanh",
     # reductions
     "argmax", "argmin", "cumsum", "l1", "l2", "logsum", "logsumexp", "max", "mean", "median", "min", "prod", "sum",
     "sumsquare", "topk",

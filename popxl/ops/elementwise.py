@@ -25,7 +25,7 @@ __all__ = [
     # the unary ops of the op table
     "abs", "ceil", "cos", "exp", "exp_", "floor", "gelu", "gelu_", "geluerf", "geluerf_", "log", "negate", "relu",
     "relu_", "sign", "sin", "sqrt", "swish", "swish_", "tanh", "isnan", "isinf", "isfinite", "logical_not",
-    "sigmoid", "sigmoid_", "reciprocal", "erf",
+    "sigmoid", "sigmoid_", "reciprocal", "erf", "asin",
 ]  # + the unary ops registered later (UNARY_FUNCTIONS, below)
 
 
@@ -221,6 +221,12 @@ def reciprocal(t: Tensor) -> Tensor:
 def erf(t: Tensor) -> Tensor:
     """The error function (ONNX Erf), element by element."""
     return _unary("erf", t, False)
+
+
+@op_debug_context
+def asin(t: Tensor) -> Tensor:
+    """The inverse sine (ONNX Asin), element by element."""
+    return _unary("asin", t, False)
 
 
 def _unary_op(op_type: str, inplace: bool = False, doc: str = ""):

@@ -1,6 +1,9 @@
 """Gradients of the data-dependent indexing ops (popxl/ops/indexing.py): gather / tied_gather
 (a scatter-add of the gradient), scatter, scatter_reduce (sum), dynamic_slice,
 dynamic_update and onehot."""
+import numpy as np
+
+import popxl
 import popxl.ops as ops
 
 from ._registry import grad_rule
@@ -42,14 +45,26 @@ def _grouped_gather(ctx, op, grads):
 def _scatter(ctx, op, grads):
     """out = t with out[idx] = values: t gets the gradient except at the scattered positions."""
     g = grads[0]
-    if ctx.wants(2):
-        raise NotImplementedError("autodiff: the gradient of ops.scatter with respect to `values` is not "
-                                  "implemented (it needs a gather-elements op).")
     values = op.inputs[2]
     out = no_grads(3)
     if ctx.wants(0):
         out[0] = ops.scatter(g, ctx.input(1), zeros(values.shape, g.dtype), axis=op.attrs["axis"])
+    if ctx.wants(2):
+        out[2] = _gather_elements(g, ctx.input(1), op.attrs["axis"])
     return out
+
+
+def _gather_elements(g, indices, axis):
+    """g[..., indices[i, j], ...] along ``axis`` (PopART's ScatterUpdateGrad): a gather from the
+    flattened gradient at the flat positions base + indices x stride, where base holds each
+    element's flat offset with its ``axis`` coordinate zeroed."""
+    stride = int(np.prod(g.shape[axis + 1:], dtype=np.int64))
+    coords = np.indices(indices.shape, dtype=np.int64)
+    coords[axis] = 0
+    base = np.ravel_multi_index(tuple(coords), g.shape).astype(np.int32)
+    idx = indices if indices.dtype == popxl.int32 else ops.cast(indices, popxl.int32)
+    flat = ops.add(ops.mul(idx, const(stride, popxl.int32, "axis_stride")), const(base, popxl.int32, "flat_base"))
+    return ops.gather(ops.reshape(g, (g.nelms,)), flat, axis=0)
 
 
 @grad_rule("scatter_reduce")

@@ -1,0 +1,227 @@
+"""The ONNX ops PopART registers that the frontend translates since the coverage check
+(test_popart_registry.py): the trigonometric and hyperbolic family, Shrink, ThresholdedRelu, LRN,
+Scatter / ScatterElements and RoiAlign, against NumPy / onnx.reference / PyTorch over awkward
+shapes, with their gradients through a TrainingSession."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper as oh
+
+import popart
+
+from popart_helpers import device, reference, run_inference
+
+F, H, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64
+SHAPES = [(1,), (7,), (3, 5), (2, 1, 13)]
+
+# op -> (input range, NumPy value, derivative)
+FAMILY = {
+    "Asin": ((-0.95, 0.95), np.arcsin, lambda x: 1 / np.sqrt(1 - x * x)),
+    "Acos": ((-0.95, 0.95), np.arccos, lambda x: -1 / np.sqrt(1 - x * x)),
+    "Atan": ((-6.0, 6.0), np.arctan, lambda x: 1 / (1 + x * x)),
+    "Tan": ((-1.3, 1.3), np.tan, lambda x: 1 / np.cos(x) ** 2),
+    "Sinh": ((-3.0, 3.0), np.sinh, np.cosh),
+    "Cosh": ((-3.0, 3.0), np.cosh, np.sinh),
+    "Asinh": ((-3.0, 3.0), np.arcsinh, lambda x: 1 / np.sqrt(x * x + 1)),
+    "Acosh": ((1.1, 6.0), np.arccosh, lambda x: 1 / np.sqrt(x * x - 1)),
+    "Atanh": ((-0.9, 0.9), np.arctanh, lambda x: 1 / (1 - x * x)),
+    "Shrink": ((-2.0, 2.0), lambda x: np.where(x < -0.7, x + 0.2, np.where(x > 0.7, x - 0.2, 0.0)),
+               lambda x: (np.abs(x) > 0.7).astype(np.float64)),
+    "ThresholdedRelu": ((-2.0, 2.0), lambda x: np.where(x > 0.3, x, 0.0), lambda x: (x > 0.3).astype(np.float64)),
+}
+ATTRS = {"Shrink": {"lambd": 0.7, "bias": 0.2}, "ThresholdedRelu": {"alpha": 0.3}}
+
+
+def _unary(op, shape, elem=F, opset=11):
+    node = oh.make_node(op, ["x"], ["y"], **ATTRS.get(op, {}))
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", elem, shape)],
+                      [oh.make_tensor_value_info("y", elem, shape)])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)]).SerializeToString()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("op", sorted(FAMILY))
+def test_unary_family_matches_numpy(op, dtype, rng):
+    (lo, hi), fn, _ = FAMILY[op]
+    shape = SHAPES[sum(map(ord, op)) % len(SHAPES)]
+    x = rng.uniform(lo, hi, shape).astype(dtype)
+    got = run_inference(_unary(op, list(shape), F if dtype == np.float32 else H), {"x": x}, "y")["y"]
+    want = fn(x.astype(np.float64))
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=4e-3, atol=4e-3)
+    if op in ("Asinh", "Acosh", "Atanh") and dtype == np.float32:
+        tol = dict(rtol=1e-4, atol=2e-5)  # PopART's log forms cancel near 0 / below -1
+    np.testing.assert_allclose(got.astype(np.float64), want, **tol)
+
+
+@pytest.mark.parametrize("op", sorted(FAMILY))
+def test_unary_family_gradient(op, rng):
+    """The gradient of sum(op(x)) with respect to the input x, through a TrainingSession."""
+    (lo, hi), _, dfn = FAMILY[op]
+    x_val = rng.uniform(lo, hi, (3, 7)).astype(np.float32)
+    if op in ("Shrink", "ThresholdedRelu"):  # away from the kinks
+        x_val = np.where(np.abs(np.abs(x_val) - (0.7 if op == "Shrink" else 0.3)) < 0.05, 1.5, x_val)
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3, 7]), "x")
+    w = b.addInitializedInputTensor(np.ones((3, 7), np.float32), "w")
+    y = getattr(b.aiOnnxOpset11, op.lower())([b.aiOnnx.mul([x, w])], **ATTRS.get(op, {}))
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([y], keepdims=0)])
+    grad = popart.reservedGradientPrefix() + w
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: x_val}, out))
+    np.testing.assert_allclose(out[grad], x_val * dfn(x_val.astype(np.float64)), rtol=1e-4, atol=1e-5)
+
+
+def _lrn_numpy(x, size, alpha, beta, bias):
+    """ONNX LRN: floor((size - 1) / 2) channels before, ceil((size - 1) / 2) after, cut at the edges."""
+    x = x.astype(np.float64)
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    c = x.shape[1]
+    sq = np.zeros_like(x)
+    for ch in range(c):
+        sq[:, ch] = (x[:, max(0, ch - before):min(c, ch + after + 1)] ** 2).sum(axis=1)
+    return x / (bias + alpha / size * sq) ** beta
+
+
+@pytest.mark.parametrize("shape,size", [((1, 1, 1, 1), 1), ((2, 7, 3, 5), 5), ((1, 5, 2, 3), 2), ((3, 3, 1, 7), 4),
+                                        ((1, 13, 2), 3)])
+def test_lrn_matches_numpy(shape, size, rng):
+    alpha, beta, bias = 0.02, 0.75, 2.0
+    x = rng.normal(0, 2, shape).astype(np.float32)
+    node = oh.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", F, shape)],
+                      [oh.make_tensor_value_info("y", F, shape)])
+    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
+    got = run_inference(proto, {"x": x}, "y")["y"]
+    np.testing.assert_allclose(got, _lrn_numpy(x, size, alpha, beta, bias), rtol=2e-5, atol=1e-6)
+
+
+def test_lrn_gradient_matches_torch(rng):
+    """AlexNet's LRN (size 5): the input gradient of sum(LRN(x) * r) against PyTorch's autograd
+    (whose window is ONNX's for an odd size)."""
+    torch = pytest.importorskip("torch")
+    shape, r_val = (2, 7, 3, 3), rng.normal(size=(2, 7, 3, 3)).astype(np.float32)
+    x_val = rng.normal(0, 2, shape).astype(np.float32)
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(shape)), "x")
+    w = b.addInitializedInputTensor(np.ones(shape, np.float32), "w")
+    r = b.aiOnnx.constant(r_val)
+    y = b.aiOnnx.lrn([b.aiOnnx.mul([x, w])], size=5, alpha=1e-2, beta=0.75, bias=1.5)
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, r])], keepdims=0)])
+    grad = popart.reservedGradientPrefix() + w
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: x_val}, out))
+    wt = torch.ones(shape, dtype=torch.float64, requires_grad=True)
+    yt = torch.nn.functional.local_response_norm(torch.tensor(x_val, dtype=torch.float64) * wt, 5, 1e-2, 0.75, 1.5)
+    (yt * torch.tensor(r_val, dtype=torch.float64)).sum().backward()
+    np.testing.assert_allclose(out[grad], wt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _unique_indices(rng, shape, axis, dim):
+    """Indices of `shape` along `axis` into an axis of `dim`, no two equal along the axis (ONNX
+    leaves duplicates undefined), some of them negative."""
+    idx = np.zeros(shape, np.int64)
+    it = np.ndindex(*[s for a, s in enumerate(shape) if a != axis])
+    for pos in it:
+        sl = list(pos)
+        sl.insert(axis, slice(None))
+        idx[tuple(sl)] = rng.permutation(dim)[:shape[axis]]
+    return np.where(rng.random(shape) < 0.3, idx - dim, idx)
+
+
+def _scatter_numpy(data, idx, upd, axis):
+    out = data.copy()
+    dim = data.shape[axis]
+    for pos in np.ndindex(*idx.shape):
+        tgt = list(pos)
+        tgt[axis] = idx[pos] % dim
+        out[tuple(tgt)] = upd[pos]
+    return out
+
+
+@pytest.mark.parametrize("op,opset", [("Scatter", 9), ("Scatter", 10), ("ScatterElements", 11)])
+@pytest.mark.parametrize("data_shape,idx_shape,axis", [((1,), (1,), 0), ((7, 3), (2, 3), 0), ((5, 11), (5, 4), 1),
+                                                       ((2, 3, 13), (2, 2, 5), -1)])
+@pytest.mark.parametrize("device_indices", [False, True])
+def test_scatter_matches_numpy(op, opset, data_shape, idx_shape, axis, device_indices, rng):
+    data = rng.normal(size=data_shape).astype(np.float32)
+    upd = rng.normal(size=idx_shape).astype(np.float32)
+    idx = _unique_indices(rng, idx_shape, axis % len(data_shape), data_shape[axis])
+    inputs = [oh.make_tensor_value_info("data", F, data_shape), oh.make_tensor_value_info("upd", F, idx_shape)]
+    inits = []
+    if device_indices:
+        inputs.append(oh.make_tensor_value_info("idx", I64, idx_shape))
+        idx = idx % data_shape[axis]  # the device's gather / scatter takes indices in range
+    else:
+        inits.append(onnx.numpy_helper.from_array(idx, "idx"))
+    node = oh.make_node(op, ["data", "idx", "upd"], ["y"], axis=axis)
+    g = oh.make_graph([node], "g", inputs, [oh.make_tensor_value_info("y", F, data_shape)], inits)
+    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)]).SerializeToString()
+    feeds = {"data": data, "upd": upd, **({"idx": idx.astype(np.int32)} if device_indices else {})}
+    got = run_inference(proto, feeds, "y")["y"]
+    np.testing.assert_array_equal(got, _scatter_numpy(data, idx, upd, axis % len(data_shape)))
+
+
+def test_scatter_gradients(rng):
+    """PopART's ScatterDataGrad (the gradient with the scattered positions zeroed) and
+    ScatterUpdateGrad (the gradient gathered at the indices)."""
+    data_val = rng.normal(size=(5, 7)).astype(np.float32)
+    upd_val = rng.normal(size=(5, 3)).astype(np.float32)
+    r_val = rng.normal(size=(5, 7)).astype(np.float32)
+    idx = _unique_indices(rng, (5, 3), 1, 7)
+    b = popart.Builder()
+    d = b.addInitializedInputTensor(data_val, "d")
+    u = b.addInitializedInputTensor(upd_val, "u")
+    y = b.aiOnnxOpset11.scatterelements([d, b.aiOnnx.constant(idx), u], axis=1)
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
+    gd, gu = (popart.reservedGradientPrefix() + t for t in (d, u))
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [gd, gu]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({}, out))
+    want_d = r_val.copy()
+    np.put_along_axis(want_d, idx % 7, 0.0, axis=1)
+    np.testing.assert_allclose(out[gd], want_d, rtol=1e-6)
+    np.testing.assert_allclose(out[gu], np.take_along_axis(r_val, idx % 7, axis=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("out_hw,ratio,scale", [((1, 1), 0, 1.0), ((2, 3), 2, 0.5), ((3, 2), 0, 0.25)])
+def test_roi_align_matches_onnx_reference(out_hw, ratio, scale, rng):
+    n, c, h, w, k = 2, 3, 11, 7, 5
+    x = rng.normal(size=(n, c, h, w)).astype(np.float32)
+    lo = rng.uniform(0, 4 / scale, (k, 2))
+    rois = np.concatenate([lo, lo + rng.uniform(1, 5 / scale, (k, 2))], axis=1).astype(np.float32)
+    batch = rng.integers(0, n, k).astype(np.int64)
+    node = oh.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], output_height=out_hw[0], output_width=out_hw[1],
+                        sampling_ratio=ratio, spatial_scale=scale)
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", F, x.shape),
+                                    oh.make_tensor_value_info("rois", F, rois.shape),
+                                    oh.make_tensor_value_info("batch", I64, batch.shape)],
+                      [oh.make_tensor_value_info("y", F, (k, c) + out_hw)])
+    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 10)]).SerializeToString()
+    got = run_inference(proto, {"x": x, "rois": rois, "batch": batch.astype(np.int32)}, "y")["y"]
+    # opset 10's RoiAlign is opset 16's with coordinate_transformation_mode "output_half_pixel" (no
+    # half-pixel offset); onnx.reference applies 16's default "half_pixel" to either, so ask for it
+    g.node[0].attribute.append(oh.make_attribute("coordinate_transformation_mode", "output_half_pixel"))
+    ref = oh.make_model(g, opset_imports=[oh.make_opsetid("", 16)])
+    want = reference(ref, {"x": x, "rois": rois, "batch": batch}, ["y"])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_refuses_the_half_pixel_mode():
+    node = oh.make_node("RoiAlign", ["x", "rois", "batch"], ["y"])
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", F, (1, 1, 4, 4)),
+                                    oh.make_tensor_value_info("rois", F, (1, 4)),
+                                    oh.make_tensor_value_info("batch", I64, (1,))],
+                      [oh.make_tensor_value_info("y", F, (1, 1, 1, 1))])
+    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 16)]).SerializeToString()
+    with pytest.raises(popart.popart_exception, match="coordinate_transformation_mode 'half_pixel'"):
+        popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), device())
