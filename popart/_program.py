@@ -32,6 +32,7 @@ from ._model import ModelIO, onnx_opset
 from ._optimizer_updates import OptimizerState, grouped_zeros
 from ._translate import Translation
 from ._translate.context import device_numpy_type, fuse_swish, to_device_array
+from ._translate.nn import RANDOM_GENERATORS
 from popxl.lowering.context import lower_inline
 from .dataflow import AnchorReturnType, AnchorReturnTypeId
 from .errors import popart_exception
@@ -128,7 +129,8 @@ class _Builder:
         training; when not, a scratch Ir's, for shapes and checks: inference translates inline)."""
         spec, io = self.spec, self.io
         weight_ids = [t for t in io.initializers if io.is_weight(t)]
-        has_random = spec.training and any(n.op_type in ("Dropout", "ShapedDropout") for n in spec.model.graph.node)
+        has_random = any(n.op_type in RANDOM_GENERATORS or spec.training and n.op_type in ("Dropout", "ShapedDropout")
+                         for n in spec.model.graph.node)
         fwd = ir.create_empty_graph("onnx_forward")
         tr = Translation(self.opset, placement=spec.placement, training=spec.training)
         with fwd:
@@ -453,7 +455,7 @@ class _Builder:
         """Inference: the ONNX graph's ops go straight into the graph being built (no subgraph
         call, so no copies of the inputs and weights into one). `seed`: this micro-batch's
         random seed, when the model has random ops."""
-        tr = Translation(self.opset, placement=self.spec.placement, training=False)
+        tr = Translation(self.opset, placement=self.spec.placement, training=False, seed_tensor=seed)
         tr.values.update(data)
         for w in self.weight_inputs:
             tr.values[w] = get(self.weights[w])

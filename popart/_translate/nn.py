@@ -491,3 +491,144 @@ def roi_align(node):
         raise node.error(f"batch_indices must be integers, not {idx.dtype.name}")
     return ops.roi_align(x, rois, idx, (int(node.attr("output_height", 1)), int(node.attr("output_width", 1))),
                          float(node.attr("spatial_scale", 1.0)), int(node.attr("sampling_ratio", 0)))
+
+
+# -- random generators ----------------------------------------------------------------------------------
+
+RANDOM_GENERATORS = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike")
+
+
+@onnx_op(*RANDOM_GENERATORS, attrs=("dtype", "mean", "scale", "low", "high", "seed", "shape"))
+def random_generator(node):
+    """Samples of N(mean, scale^2) or U[low, high) on the device (PopART's RandomNormalOp /
+    RandomUniformOp and their Like forms): popxl's random_normal / random_uniform, each node with its
+    own seed derived from the session's (setRandomSeed), a fresh one every micro-batch. As in
+    PopART, the ONNX `seed` attribute does not fix the values: the session's seed does."""
+    from .context import device_numpy_type
+
+    like = node.op_type.endswith("Like")
+    if like:
+        x = node.value(0)
+        shape = tuple(x.shape)
+        dtype = popxl.dtype.as_dtype(x.dtype.as_numpy() if isinstance(x, popxl.Tensor) else x.dtype)
+    else:
+        shape = tuple(int(d) for d in node.attr("shape"))
+    if node.has_attr("dtype") or not like:
+        dtype = popxl.dtype.as_dtype(device_numpy_type(int(node.attr("dtype", 1))))
+    if not dtype.is_floating_point:
+        raise node.error(f"dtype {dtype.name} is not supported: random values are float32 or float16")
+    seed = node.tr.next_seed()
+    if node.op_type.startswith("RandomNormal"):
+        return ops.random_normal(seed, shape, float(node.attr("mean", 0.0)), float(node.attr("scale", 1.0)), dtype)
+    return ops.random_uniform(seed, shape, float(node.attr("low", 0.0)), float(node.attr("high", 1.0)), dtype)
+
+
+# -- GRU, RNN --------------------------------------------------------------------------------------------
+
+_ACTIVATIONS = {"Tanh": ops.tanh, "Sigmoid": ops.sigmoid, "Relu": ops.relu}
+
+
+def _recurrence(node, n_gates: int, cell):
+    """An ONNX recurrent op (GRU, RNN) as a popxl `repeat` over the time steps, as the LSTM rule
+    builds it: each iteration slices its step with dynamic_slice, runs `cell(xt, h, wx, wh, wb, rb)`
+    (wx (in, G H), wh (H, G H), the biases (G H,)) and writes its output with dynamic_update.
+    Returns [Y (seq, directions, batch, H), Y_h (directions, batch, H)] cut to the node's outputs."""
+    x, w, r = node.input(0), node.input(1), node.input(2)
+    if node.has_input(4):
+        raise node.error("sequence_lens is not supported (all sequences run their full length)")
+    if node.attr("clip") is not None or int(node.attr("layout", 0) or 0):
+        raise node.error("clip and layout=1 are not supported")
+    direction = node.attr("direction", "forward") or "forward"
+    dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
+    seq, batch, _ = x.shape
+    hidden = int(node.attr("hidden_size") or r.shape[-1])
+    gh = n_gates * hidden
+    dt = x.dtype
+    ys, hs = [], []
+    for d, kind in enumerate(dirs):
+        def one(t, i):
+            return ops.squeeze(ops.slice(t, start=[i], stop=[i + 1], axis=[0]), [0])
+        wd, rd = ops.transpose(one(w, d)), ops.transpose(one(r, d))  # (in, G H), (H, G H)
+        if node.has_input(3):
+            bd = one(node.input(3), d)
+            wb = ops.slice(bd, start=[0], stop=[gh], axis=[0])
+            rb = ops.slice(bd, start=[gh], stop=[2 * gh], axis=[0])
+        else:
+            wb = rb = popxl.constant(np.zeros(gh, dt.as_numpy()), name="rnn_zero_bias")
+        h0 = one(node.input(5), d) if node.has_input(5) else popxl.constant(np.zeros((batch, hidden), dt.as_numpy()),
+                                                                           name="rnn_zero_state")
+
+        def step(t, h, y, xs, wx, wh, bx, bh, reverse=kind == "reverse", d=d):
+            idx = ops.sub(popxl.constant(np.array([seq - 1], np.int32)), t) if reverse else t
+            xt = ops.reshape(ops.dynamic_slice(xs, idx, [0], [1], True), (batch, xs.shape[2]))
+            h = cell(xt, h, wx, wh, bx, bh, d)
+            y = ops.dynamic_update(y, idx, ops.reshape(h, (1, batch, hidden)), [0], [1], True)
+            return ops.add(t, popxl.constant(np.array([1], np.int32))), h, y
+
+        spec = popxl.TensorSpec
+        graph = popxl.gcg().ir.create_graph(step, spec((1,), popxl.int32), spec((batch, hidden), dt),
+                                            spec((seq, batch, hidden), dt), x, wd, rd, wb, rb)
+        t0 = popxl.constant(np.zeros(1, np.int32), name="rnn_t0")
+        y0 = popxl.constant(np.zeros((seq, batch, hidden), dt.as_numpy()), name="rnn_y0")
+        _, h, y = ops.repeat(graph, seq, t0, h0, y0, x, wd, rd, wb, rb)
+        ys.append(ops.reshape(y, (seq, 1, batch, hidden)))
+        hs.append(ops.reshape(h, (1, batch, hidden)))
+    y = ops.concat(ys, 1) if len(ys) > 1 else ys[0]
+    yh = ops.concat(hs, 0) if len(hs) > 1 else hs[0]
+    return [y, yh][:max(1, node.num_outputs)]
+
+
+def _activations(node, default):
+    acts = node.attr("activations") if node.has_attr("activations") else None  # not the schema's default list
+    acts = [a.decode() if isinstance(a, bytes) else a for a in acts] if acts else []
+    n_dirs = 2 if (node.attr("direction", "forward") or "forward") == "bidirectional" else 1
+    acts = acts or default * n_dirs
+    if len(acts) == len(default) and n_dirs == 2:
+        acts = acts * 2  # one set given for both directions
+    if len(acts) != len(default) * n_dirs or any(a not in _ACTIVATIONS for a in acts):
+        raise node.error(f"activations {acts} are not supported (one of {sorted(_ACTIVATIONS)} per function and "
+                         f"direction, without alpha / beta)")
+    if node.attr("activation_alpha") or node.attr("activation_beta"):
+        raise node.error("activation_alpha / activation_beta are not supported")
+    return [[_ACTIVATIONS[a] for a in acts[i:i + len(default)]] for i in range(0, len(acts), len(default))]
+
+
+@onnx_op("GRU", attrs=("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                       "linear_before_reset", "layout"))
+def gru(node):
+    """ONNX GRU (gates z, r, h; PopART's GRUOp): z = f(x Wz + h Rz + b), r = f(x Wr + h Rr + b),
+    h~ = g(x Wh + (r h) Rh + b) or, with linear_before_reset (PyTorch's GRU), g(x Wh + r (h Rh +
+    Rbh) + Wbh); h' = (1 - z) h~ + z h."""
+    acts = _activations(node, ["Sigmoid", "Tanh"])
+    lbr = int(node.attr("linear_before_reset", 0) or 0)
+    hidden = int(node.attr("hidden_size") or node.input(2).shape[-1])
+
+    def cols(t, i, n=1):
+        return ops.slice(t, start=[i * hidden], stop=[(i + n) * hidden], axis=[t.rank - 1])
+
+    def cell(xt, h, wx, wh, bx, bh, d):
+        f, g = acts[d]
+        gx = ops.add(ops.matmul(xt, wx), bx)
+        if lbr:
+            gr = ops.add(ops.matmul(h, wh), bh)
+            z, r = f(ops.add(cols(gx, 0), cols(gr, 0))), f(ops.add(cols(gx, 1), cols(gr, 1)))
+            ht = g(ops.add(cols(gx, 2), ops.mul(r, cols(gr, 2))))
+        else:
+            gr = ops.add(ops.matmul(h, cols(wh, 0, 2)), cols(bh, 0, 2))
+            z, r = f(ops.add(cols(gx, 0), cols(gr, 0))), f(ops.add(cols(gx, 1), cols(gr, 1)))
+            ht = g(ops.add(cols(gx, 2), ops.add(ops.matmul(ops.mul(r, h), cols(wh, 2)), cols(bh, 2))))
+        return ops.add(ht, ops.mul(z, ops.sub(h, ht)))  # (1 - z) h~ + z h
+
+    return _recurrence(node, 3, cell)
+
+
+@onnx_op("RNN", attrs=("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                       "layout"))
+def rnn(node):
+    """ONNX RNN (PopART's RNNOp): h' = f(x Wi + h Ri + Wbi + Rbi), f Tanh by default."""
+    acts = _activations(node, ["Tanh"])
+
+    def cell(xt, h, wx, wh, bx, bh, d):
+        return acts[d][0](ops.add(ops.add(ops.matmul(xt, wx), ops.matmul(h, wh)), ops.add(bx, bh)))
+
+    return _recurrence(node, 1, cell)

@@ -18,22 +18,23 @@ POPART_ONNX_OPS: Dict[str, Tuple[int, ...]] = {
     "Asin": (7,), "Asinh": (9,), "Atan": (7,), "Atanh": (9,), "AveragePool": (1, 7, 10, 11),
     "BatchNormalization": (6, 7, 9), "Cast": (6, 9), "Ceil": (1, 6), "Clip": (6, 11), "Concat": (1, 4, 11),
     "Constant": (9, 11), "ConstantOfShape": (9,), "Conv": (1, 11), "ConvTranspose": (1, 11), "Cos": (7,),
-    "Cosh": (9,), "CumSum": (11,), "DepthToSpace": (), "Div": (6, 7), "Dropout": (6, 7, 10), "Elu": (1, 6),
+    "Cosh": (9,), "CumSum": (11,), "DepthToSpace": (1, 11), "Div": (6, 7), "Dropout": (6, 7, 10), "Elu": (1, 6),
     "Equal": (1, 7, 11), "Erf": (9,), "Exp": (6,), "Expand": (8,), "Flatten": (1, 9, 11), "Floor": (1, 6),
-    "GRU": (3, 7), "Gather": (1, 11), "GlobalAveragePool": (1,), "GlobalMaxPool": (1,), "Greater": (1, 7, 9),
-    "HardSigmoid": (1, 6), "Identity": (1,), "If": (1, 11), "InstanceNormalization": (6,), "IsInf": (10,),
-    "IsNaN": (9,), "LRN": (1,), "LSTM": (1, 7), "LeakyRelu": (1, 6), "Less": (7, 9), "Log": (6,),
-    "LogSoftmax": (1, 11), "Loop": (1, 11), "MatMul": (1, 9), "Max": (), "MaxPool": (1, 8, 10, 11), "Mean": (),
-    "Min": (), "Mod": (10,), "Mul": (), "Neg": (), "Not": (), "OneHot": (9, 11), "Or": (), "PRelu": (9,),
-    "Pad": (2, 11), "Pow": (), "RNN": (7,), "RandomNormal": (1,), "RandomNormalLike": (1,), "RandomUniform": (1,),
-    "RandomUniformLike": (1,), "Reciprocal": (), "ReduceL1": (), "ReduceL2": (), "ReduceLogSum": (),
-    "ReduceLogSumExp": (), "ReduceMax": (), "ReduceMean": (), "ReduceMin": (), "ReduceProd": (), "ReduceSum": (),
-    "ReduceSumSquare": (), "Relu": (), "Reshape": (), "Resize": (10, 11), "RoiAlign": (10,), "Round": (11,),
-    "Scan": (9, 11), "Scatter": (9, 11), "ScatterElements": (11,), "Selu": (), "Shape": (), "Shrink": (9,),
-    "Sigmoid": (), "Sign": (), "Sin": (), "Sinh": (9,), "Size": (), "Slice": (), "Softmax": (), "Softplus": (),
-    "Softsign": (), "SpaceToDepth": (), "Split": (2, 11), "Sqrt": (), "Squeeze": (), "Sub": (), "Sum": (),
-    "Tan": (7,), "Tanh": (), "ThresholdedRelu": (10,), "Tile": (), "TopK": (1, 10, 11), "Transpose": (),
-    "Unsqueeze": (), "Upsample": (9,), "Where": (9,), "Xor": (),
+    "GRU": (3, 7), "Gather": (1, 11), "Gemm": (6, 7, 9), "GlobalAveragePool": (1,), "GlobalMaxPool": (1,),
+    "Greater": (1, 7, 9), "HardSigmoid": (1, 6), "Identity": (1,), "If": (1, 11), "InstanceNormalization": (6,),
+    "IsInf": (10,), "IsNaN": (9,), "LRN": (1,), "LSTM": (1, 7), "LeakyRelu": (1, 6), "Less": (7, 9), "Log": (6,),
+    "LogSoftmax": (1, 11), "Loop": (1, 11), "MatMul": (1, 9), "Max": (6, 8), "MaxPool": (1, 8, 10, 11),
+    "Mean": (6, 8), "Min": (6, 8), "Mod": (10,), "Mul": (6, 7), "Neg": (6,), "Not": (1,), "OneHot": (9, 11),
+    "Or": (1, 7), "PRelu": (9,), "Pad": (2, 11), "Pow": (1, 7), "RNN": (7,), "RandomNormal": (1,),
+    "RandomNormalLike": (1,), "RandomUniform": (1,), "RandomUniformLike": (1,), "Reciprocal": (6,),
+    "ReduceL1": (), "ReduceL2": (), "ReduceLogSum": (), "ReduceLogSumExp": (), "ReduceMax": (),
+    "ReduceMean": (1, 11), "ReduceMin": (), "ReduceProd": (), "ReduceSum": (1, 11), "ReduceSumSquare": (),
+    "Relu": (6,), "Reshape": (5,), "Resize": (10, 11), "RoiAlign": (10,), "Round": (11,), "Scan": (9, 11),
+    "Scatter": (9, 11), "ScatterElements": (11,), "Selu": (1, 6), "Shape": (1,), "Shrink": (9,), "Sigmoid": (6,),
+    "Sign": (9,), "Sin": (7,), "Sinh": (9,), "Slice": (1, 10, 11), "Softmax": (1, 11), "Softplus": (1,),
+    "Softsign": (1,), "SpaceToDepth": (1,), "Split": (2, 11), "Sqrt": (6,), "Squeeze": (1, 11), "Sub": (6, 7),
+    "Sum": (6, 8), "Tan": (7,), "Tanh": (6,), "ThresholdedRelu": (10,), "Tile": (1,), "TopK": (1, 10, 11),
+    "Transpose": (1,), "Unsqueeze": (1, 11), "Upsample": (9,), "Where": (9,),
 }
 
 # ONNX ops PopART has a creator for that the simulator's frontend refuses, with the reason
@@ -41,15 +42,7 @@ _SUBGRAPH = ("ONNX subgraph ops (If, Loop, Scan) are not supported by the simula
              "bodies are graphs the translation does not descend into. Export the model with the control flow "
              "unrolled (PyTorch: trace instead of script), or write the program in PopXL, whose call, repeat and "
              "conditional ops run here")
-_RECURRENT = ("the simulator's PopART frontend translates LSTM but not yet GRU or RNN (PopART's GRU_3 / GRU_7 and "
-              "RNN_7). Use an LSTM, or write the cell in PopXL (a repeat over the time steps, as the LSTM "
-              "translation in popart/_translate/nn.py does)")
-_RANDOM = ("the simulator's PopART frontend does not translate ONNX's random generators yet (PopART's "
-           "RandomNormal_1 / RandomUniform_1 and their Like forms): feed the random values as a model input, or "
-           "use popxl.ops.random_normal / random_uniform in a PopXL program")
-NOT_TRANSLATED: Dict[str, str] = {"If": _SUBGRAPH, "Loop": _SUBGRAPH, "Scan": _SUBGRAPH, "GRU": _RECURRENT,
-                                  "RNN": _RECURRENT, "RandomNormal": _RANDOM, "RandomNormalLike": _RANDOM,
-                                  "RandomUniform": _RANDOM, "RandomUniformLike": _RANDOM}
+NOT_TRANSLATED: Dict[str, str] = {"If": _SUBGRAPH, "Loop": _SUBGRAPH, "Scan": _SUBGRAPH}
 
 
 def no_class_message(op_type: str, node_name: str) -> str:

@@ -11,7 +11,7 @@ from onnx import helper as oh
 
 import popart
 
-from popart_helpers import device, reference, run_inference
+from popart_helpers import check_against_reference, device, reference, run_inference
 
 F, H, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64
 SHAPES = [(1,), (7,), (3, 5), (2, 1, 13)]
@@ -225,3 +225,115 @@ def test_roi_align_refuses_the_half_pixel_mode():
     proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 16)]).SerializeToString()
     with pytest.raises(popart.popart_exception, match="coordinate_transformation_mode 'half_pixel'"):
         popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), device())
+
+
+def _random_model(op, **attrs):
+    ins, nodes = [oh.make_tensor_value_info("x", F, [4, 3])], []
+    if op.endswith("Like"):
+        nodes.append(oh.make_node(op, ["x"], ["r"], **attrs))
+    else:
+        nodes.append(oh.make_node(op, [], ["r"], shape=[4, 3], **attrs))
+    nodes.append(oh.make_node("Add", ["x", "r"], ["y"]))
+    g = oh.make_graph(nodes, "g", ins, [oh.make_tensor_value_info("y", F, [4, 3])])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
+
+
+@pytest.mark.parametrize("op,attrs", [("RandomNormal", {"mean": 1.5, "scale": 0.5}), ("RandomNormalLike", {}),
+                                      ("RandomUniform", {"low": -2.0, "high": 3.0}),
+                                      ("RandomUniformLike", {"high": 0.25, "seed": 7.0})])
+def test_random_generators(op, attrs):
+    """The samples of 200 micro-batches have the distribution's mean and spread, every micro-batch
+    draws new values, and the session's seed (setRandomSeed) makes a run repeat."""
+    bps = 200
+    df = popart.DataFlow(bps, {"y": popart.AnchorReturnType("All")})
+    s = popart.InferenceSession(_random_model(op, **attrs), df, device())
+    s.prepareDevice()
+    zeros = {"x": np.zeros((bps, 4, 3), np.float32)}
+
+    def run(seed):
+        s.setRandomSeed(seed)
+        out = s.initAnchorArrays()
+        s.run(popart.PyStepIO(zeros, out))
+        return out["y"]
+    y = run(11)
+    np.testing.assert_array_equal(y, run(11))
+    assert not np.array_equal(y, run(12))
+    assert not np.array_equal(y[0], y[1])
+    if op.startswith("RandomNormal"):
+        mean, std = attrs.get("mean", 0.0), attrs.get("scale", 1.0)
+        assert abs(y.mean() - mean) < 0.05 * std * 4 and abs(y.std() - std) < 0.05 * std
+    else:
+        lo, hi = attrs.get("low", 0.0), attrs.get("high", 1.0)
+        assert y.min() >= lo and y.max() < hi
+        assert abs(y.mean() - (lo + hi) / 2) < 0.02 * (hi - lo) * 4
+
+
+def _recurrent_model(op, seq, batch, inp, hid, direction, rng, **attrs):
+    g = {"GRU": 3, "RNN": 1}[op]
+    nd = 2 if direction == "bidirectional" else 1
+    W = rng.normal(0, 0.5, (nd, g * hid, inp)).astype(np.float32)
+    R = rng.normal(0, 0.5, (nd, g * hid, hid)).astype(np.float32)
+    B = rng.normal(0, 0.3, (nd, 2 * g * hid)).astype(np.float32)
+    H0 = rng.normal(0, 0.5, (nd, batch, hid)).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(a, n) for a, n in ((W, "W"), (R, "R"), (B, "B"), (H0, "H0"))]
+    node = oh.make_node(op, ["x", "W", "R", "B", "", "H0"], ["y", "yh"], hidden_size=hid, direction=direction,
+                        **attrs)
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", F, [seq, batch, inp])],
+                          [oh.make_tensor_value_info("y", F, [seq, nd, batch, hid]),
+                           oh.make_tensor_value_info("yh", F, [nd, batch, hid])], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
+
+
+@pytest.mark.parametrize("op,attrs", [("GRU", {}), ("GRU", {"linear_before_reset": 1}), ("RNN", {})])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_gru_and_rnn_match_reference(op, attrs, direction, rng):
+    seq, batch, inp, hid = 5, 3, 2, 7
+    proto = _recurrent_model(op, seq, batch, inp, hid, direction, rng, **attrs)
+    check_against_reference(proto, {"x": rng.normal(size=(seq, batch, inp)).astype(np.float32)}, ["y", "yh"],
+                            rtol=1e-4, atol=1e-5)
+
+
+def test_rnn_relu_matches_numpy(rng):
+    seq, batch, inp, hid = 4, 1, 3, 5
+    proto = _recurrent_model("RNN", seq, batch, inp, hid, "reverse", rng, activations=["Relu"])
+    m = onnx.load_from_string(proto)
+    W, R, B, H0 = (onnx.numpy_helper.to_array(t).astype(np.float64) for t in m.graph.initializer)
+    x = rng.normal(size=(seq, batch, inp)).astype(np.float32)
+    got = run_inference(proto, {"x": x}, ["y", "yh"])
+    h, want = H0[0], np.zeros((seq, 1, batch, hid))
+    for t in reversed(range(seq)):
+        h = np.maximum(x[t] @ W[0].T + h @ R[0].T + B[0, :hid] + B[0, hid:], 0)
+        want[t, 0] = h
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["yh"][0], h, rtol=1e-5, atol=1e-5)
+
+
+def test_gru_gradient_matches_torch(rng):
+    """PyTorch's GRU (linear_before_reset, gates r, z, n in its weights): the loss of a GRU layer
+    trained through PopART's TrainingSession, its input-weight gradient against PyTorch's autograd."""
+    torch = pytest.importorskip("torch")
+    seq, batch, inp, hid = 4, 2, 3, 5
+    net = torch.nn.GRU(inp, hid).double()
+    x_val = rng.normal(size=(seq, batch, inp))
+    wih, whh = net.weight_ih_l0.detach().numpy(), net.weight_hh_l0.detach().numpy()
+    bih, bhh = net.bias_ih_l0.detach().numpy(), net.bias_hh_l0.detach().numpy()
+
+    def zrh(a):  # PyTorch's (r, z, n) blocks -> ONNX's (z, r, h)
+        r_, z_, n_ = np.split(a, 3, axis=0)
+        return np.concatenate([z_, r_, n_], axis=0)
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
+    w = b.addInitializedInputTensor(zrh(wih)[None].astype(np.float32), "W")
+    r = b.addInitializedInputTensor(zrh(whh)[None].astype(np.float32), "R")
+    bias = b.addInitializedInputTensor(np.concatenate([zrh(bih), zrh(bhh)])[None].astype(np.float32), "B")
+    y = b.aiOnnxOpset11.gru([x, w, r, bias], 2, hidden_size=hid, linear_before_reset=1)[0]
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)])
+    grad = popart.reservedGradientPrefix() + w
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: x_val.astype(np.float32)}, out))
+    yt, _ = net(torch.tensor(x_val))
+    (yt * yt).sum().backward()
+    np.testing.assert_allclose(out[grad][0], zrh(net.weight_ih_l0.grad.numpy()), rtol=2e-4, atol=2e-5)

@@ -60,3 +60,17 @@ def test_a_subgraph_op_is_refused_with_its_reason():
     proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
     with pytest.raises(popart.popart_exception, match=r"ONNX op If \(node 'n'\): ONNX subgraph ops .* unrolled"):
         popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), device())
+
+
+def test_the_compatibility_doc_lists_what_is_translated_and_refused():
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "compatibility.md").read_text()
+    section = text[text.index("## PopART: ONNX ops"):]
+    supported, refused = set(), set()
+    for row in re.findall(r"^\| ([A-Z][A-Za-z0-9, ]+) \| (supported|not supported) \|", section, re.M):
+        names = {n.strip() for n in row[0].split(",")}
+        (supported if row[1] == "supported" else refused).update(names)
+    assert supported == TRANSLATED
+    assert refused == set(NOT_TRANSLATED)
