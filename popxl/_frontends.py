@@ -15,6 +15,7 @@ from ._logging import set_level as set_log_level
 from ._profiling import build as build_profile
 from ._replication import ipus_per_replica
 from .ops.nn import _batch_norm_training as batch_norm_training
+from .ops.reduce import _cumsum as cumsum
 
 __all__ = [
     # the simulated devices a session runs on (PopART's DeviceManager / DeviceInfo, popart.devices)
@@ -28,4 +29,6 @@ __all__ = [
     "ipus_per_replica",
     # PopART's BatchNormOp in training: y, the batch mean and 1 / std as one op
     "batch_norm_training",
+    # ONNX's CumSum with its exclusive / reverse attributes (PopART's CumSumOp)
+    "cumsum",
 ]

@@ -321,10 +321,16 @@ def topk(node):
 
 @onnx_op("CumSum", attrs=("exclusive", "reverse"))
 def cumsum(node):
-    if int(node.attr("exclusive", 0)) or int(node.attr("reverse", 0)):
-        raise node.error("exclusive / reverse cumulative sums are not supported")
+    """PopART's CumSumOp, with ONNX's exclusive (the element itself left out) and reverse (from the
+    end of the axis)."""
+    from popxl._frontends import cumsum as cumsum_op
+
     x = node.input(0)
-    return ops.cumsum(x, int(np.asarray(node.const(1, "axis")).reshape(-1)[0]) % x.rank)
+    axis = int(np.asarray(node.const(1, "axis")).reshape(-1)[0]) % x.rank
+    exclusive, reverse = bool(int(node.attr("exclusive", 0) or 0)), bool(int(node.attr("reverse", 0) or 0))
+    if not exclusive and not reverse:
+        return ops.cumsum(x, axis)
+    return cumsum_op(x, axis, exclusive, reverse)
 
 
 # -- losses (ai.graphcore) -------------------------------------------------------------------------------

@@ -214,31 +214,55 @@ def tile(node):
 
 @onnx_op("Pad", attrs=("mode", "pads", "value"))
 def pad(node):
+    """Pad each axis by `pads` (before..., after...): PopART's PadOp modes constant, reflect (the
+    border element not repeated) and edge (the border element repeated); a negative pad crops."""
     x = node.input(0)
-    mode = node.attr("mode", "constant")
-    if mode != "constant":
-        raise node.error(f"mode {mode!r} is not supported (only 'constant')")
+    mode = node.attr("mode", "constant") or "constant"
+    if mode not in ("constant", "reflect", "edge"):
+        raise node.error(f"mode {mode!r} is not supported: PopART's Pad takes 'constant', 'reflect' or 'edge'")
     pads = _ints(node.attr("pads")) if node.has_attr("pads") else _ints(node.const(1, "pads"))
     value = float(node.attr("value", 0.0)) if node.version < 11 else (
         float(np.asarray(node.const(2, "constant_value")).reshape(-1)[0]) if node.has_input(2) else 0.0)
     r = x.rank
+    if len(pads) != 2 * r:
+        raise node.error(f"pads has {len(pads)} values; a rank-{r} input needs {2 * r} (all befores, then all afters)")
     for a in range(r):
         before, after = pads[a], pads[a + r]
-        if before < 0 or after < 0:
-            raise node.error("negative pads (cropping) are not supported; use Slice")
+        if before < 0 or after < 0:  # crop first
+            dim = x.shape[a]
+            x = ops.slice(x, start=[max(0, -before)], stop=[dim - max(0, -after)], axis=[a])
+            before, after = max(0, before), max(0, after)
+        if not (before or after):
+            continue
+        dim = x.shape[a]
+        if mode != "constant" and dim == 0:
+            raise node.error(f"mode {mode!r} cannot pad axis {a}, which is empty")
+        if mode == "reflect" and max(before, after) >= dim:
+            raise node.error(f"mode 'reflect' pads axis {a} of size {dim} by {max(before, after)}: at most {dim - 1}")
         parts = []
         if before:
-            shp = list(x.shape)
-            shp[a] = before
-            parts.append(popxl.constant(np.full(shp, value, x.dtype.as_numpy()), name="pad_before"))
+            parts.append(_pad_part(x, a, before, mode, value, True))
         parts.append(x)
         if after:
-            shp = list(x.shape)
-            shp[a] = after
-            parts.append(popxl.constant(np.full(shp, value, x.dtype.as_numpy()), name="pad_after"))
-        if len(parts) > 1:
-            x = ops.concat(parts, a)
+            parts.append(_pad_part(x, a, after, mode, value, False))
+        x = ops.concat(parts, a)
     return x
+
+
+def _pad_part(x, axis, n, mode, value, before):
+    dim = x.shape[axis]
+    if mode == "constant":
+        shp = list(x.shape)
+        shp[axis] = n
+        return popxl.constant(np.full(shp, value, x.dtype.as_numpy()), name="pad_before" if before else "pad_after")
+    if mode == "edge":
+        edge = ops.slice(x, start=[0 if before else dim - 1], stop=[1 if before else dim], axis=[axis])
+        return ops.concat([edge] * n, axis) if n > 1 else edge
+    # reflect: n, n - 1, ..., 1 before; dim - 2, ..., dim - 1 - n after
+    if before:
+        return ops.slice(x, start=[n], stop=[0], step=[-1], axis=[axis])
+    stop = dim - 2 - n
+    return ops.slice(x, start=[dim - 2], stop=[stop if stop >= 0 else None], step=[-1], axis=[axis])
 
 
 @onnx_op("Shape", attrs=("start", "end"))

@@ -83,7 +83,16 @@ def cumsum(t: Tensor, dim: Optional[int] = 0) -> Tensor:
     """Cumulative sum along ``dim``."""
     check_numeric("cumsum", t)
     axis = normalize_axis(0 if dim is None else dim, t.rank, "dim")
-    return single("cumsum", [t], t.shape, t.dtype, {"axis": axis, "exclusive": False, "reverse": False})
+    return _cumsum(t, axis, False, False)
+
+
+def _cumsum(t: Tensor, axis: int, exclusive: bool, reverse: bool) -> Tensor:
+    """Cumulative sum along ``axis``, without the element itself (``exclusive``) and / or from the
+    end (``reverse``): ONNX's / PopART's CumSum (its frontends reach it through popxl._frontends)."""
+    check_numeric("cumsum", t)
+    axis = normalize_axis(axis, t.rank)
+    return single("cumsum", [t], t.shape, t.dtype, {"axis": axis, "exclusive": bool(exclusive),
+                                                    "reverse": bool(reverse)})
 
 
 @op_debug_context

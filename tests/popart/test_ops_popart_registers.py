@@ -337,3 +337,76 @@ def test_gru_gradient_matches_torch(rng):
     yt, _ = net(torch.tensor(x_val))
     (yt * yt).sum().backward()
     np.testing.assert_allclose(out[grad][0], zrh(net.weight_ih_l0.grad.numpy()), rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("shape,pads", [((1, 5), [0, 2, 0, 3]), ((3, 7), [2, 0, 1, 4]),
+                                        ((2, 1, 13), [1, 0, 3, 0, 0, 2]), ((4, 6), [-1, 2, 0, -3])])
+@pytest.mark.parametrize("opset", [10, 11])
+def test_pad_modes_match_numpy(mode, shape, pads, opset, rng):
+    r = len(shape)
+    if mode == "reflect" and any(p >= d for p, d in zip(pads[:r] + pads[r:], list(shape) * 2) if p > 0):
+        pytest.skip("reflect pads must be smaller than the axis")
+    x = rng.normal(size=shape).astype(np.float32)
+    ins, inits = [oh.make_tensor_value_info("x", F, shape)], []
+    if opset >= 11:
+        inits.append(onnx.numpy_helper.from_array(np.asarray(pads, np.int64), "pads"))
+        node = oh.make_node("Pad", ["x", "pads"], ["y"], mode=mode)
+    else:
+        node = oh.make_node("Pad", ["x"], ["y"], mode=mode, pads=pads, value=0.0)
+    crop = tuple(slice(max(0, -b), d - max(0, -a)) for b, a, d in zip(pads[:r], pads[r:], shape))
+    want = np.pad(x[crop], [(max(0, b), max(0, a)) for b, a in zip(pads[:r], pads[r:])],
+                  mode={"constant": "constant", "reflect": "reflect", "edge": "edge"}[mode])
+    g = oh.make_graph([node], "g", ins, [oh.make_tensor_value_info("y", F, want.shape)], inits)
+    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)]).SerializeToString()
+    np.testing.assert_array_equal(run_inference(proto, {"x": x}, "y")["y"], want)
+
+
+def test_reflect_pad_gradient(rng):
+    """The gradient of a reflect pad sums each mirrored element's gradient into its source."""
+    x_val = rng.normal(size=(2, 5)).astype(np.float32)
+    r_val = rng.normal(size=(2, 9)).astype(np.float32)
+    b = popart.Builder()
+    w = b.addInitializedInputTensor(x_val, "w")
+    y = b.aiOnnxOpset10.pad([w], pads=[0, 2, 0, 2], mode="reflect")
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
+    grad = popart.reservedGradientPrefix() + w
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({}, out))
+    src = np.array([2, 1, 0, 1, 2, 3, 4, 3, 2])  # the source column of each padded column
+    want = np.zeros_like(x_val)
+    for j, c in enumerate(src):
+        want[:, c] += r_val[:, j]
+    np.testing.assert_allclose(out[grad], want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((7, 3), 0), ((2, 13), -1)])
+def test_cumsum_attributes_and_gradient(exclusive, reverse, shape, axis, rng):
+    x_val = rng.normal(size=shape).astype(np.float32)
+    r_val = rng.normal(size=shape).astype(np.float32)
+
+    def cums(a, excl, rev):
+        a = np.flip(a, axis) if rev else a
+        c = np.cumsum(a, axis)
+        if excl:
+            c = c - a
+        return np.flip(c, axis) if rev else c
+    b = popart.Builder()
+    w = b.addInitializedInputTensor(x_val, "w")
+    y = b.aiOnnxOpset11.cumsum([w, b.aiOnnx.constant(np.array(axis, np.int64))], exclusive=exclusive,
+                               reverse=reverse)
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
+    grad = popart.reservedGradientPrefix() + w
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad, y]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({}, out))
+    np.testing.assert_allclose(out[y], cums(x_val.astype(np.float64), exclusive, reverse), rtol=1e-5, atol=1e-5)
+    # d/dx of sum(r * cumsum(x)) is the cumsum of r the other way, exclusive as the forward one
+    np.testing.assert_allclose(out[grad], cums(r_val.astype(np.float64), exclusive, not reverse), rtol=1e-5,
+                               atol=1e-5)

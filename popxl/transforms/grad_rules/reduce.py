@@ -104,12 +104,16 @@ def _median(ctx, op, grads):
 
 @grad_rule("cumsum")
 def _cumsum(ctx, op, grads):
-    """The gradient of a cumulative sum is the cumulative sum of the gradient taken backwards."""
+    """The gradient of a cumulative sum is the cumulative sum of the gradient taken the other way
+    (PopART's CumSumGradOp): exclusive stays exclusive, reverse turns forward."""
     g = grads[0]
     axis = op.attrs["axis"]
-    if op.attrs.get("exclusive") or op.attrs.get("reverse"):
-        raise NotImplementedError("autodiff: cumsum with exclusive / reverse has no gradient rule.")
-    return [flip(ops.cumsum(flip(g, axis), axis), axis)]
+    exclusive, reverse = bool(op.attrs.get("exclusive")), bool(op.attrs.get("reverse"))
+    if not exclusive and not reverse:
+        return [flip(ops.cumsum(flip(g, axis), axis), axis)]
+    from popxl.ops.reduce import _cumsum
+
+    return [_cumsum(g, axis, exclusive, not reverse)]
 
 
 @grad_rule("topk")
