@@ -51,8 +51,8 @@ def unsupported_op(domain: str, op_type: str, node_name: str) -> popart_exceptio
     the reason when the frontend refuses an op PopART has, else the list of supported ops."""
     from .popart_registry import NOT_TRANSLATED, POPART_ONNX_OPS, no_class_message
 
-    if domain == "" and op_type not in POPART_ONNX_OPS:
-        return popart_exception(no_class_message(op_type, node_name))
+    if domain == "" and op_type not in POPART_ONNX_OPS or domain not in ("", GRAPHCORE):
+        return popart_exception(no_class_message(domain or "ai.onnx", op_type, node_name))
     if domain == "" and op_type in NOT_TRANSLATED:
         return popart_exception(f"ONNX op {op_type} (node {node_name!r}): {NOT_TRANSLATED[op_type]}")
     return popart_exception(f"ONNX op {domain + '::' if domain else ''}{op_type} (node {node_name!r}) is not "

@@ -45,8 +45,8 @@ _SUBGRAPH = ("ONNX subgraph ops (If, Loop, Scan) are not supported by the simula
 NOT_TRANSLATED: Dict[str, str] = {"If": _SUBGRAPH, "Loop": _SUBGRAPH, "Scan": _SUBGRAPH}
 
 
-def no_class_message(op_type: str, node_name: str) -> str:
-    """PopART's error for an ai.onnx op it registers no creator for, then our advice."""
-    return (f"No class for ai.onnx.{op_type}:0 (node {node_name!r}): PopART has no implementation of the ONNX op "
-            f"{op_type}, so neither has the simulator. Express it with ops PopART supports (docs/compatibility.md "
-            f"lists them) or as a custom op")
+def no_class_message(domain: str, op_type: str, node_name: str) -> str:
+    """PopART's error for an op it registers no creator for (OpManager::createOpInGraph), then ours."""
+    return (f"No class for {domain}.{op_type}:0 (node {node_name!r}): PopART has no implementation of the op "
+            f"{domain}.{op_type}, so neither has the simulator. Express it with ops PopART supports "
+            f"(docs/compatibility.md lists the ONNX ones) or as a custom op")

@@ -50,6 +50,15 @@ def test_an_op_popart_lacks_gets_popart_error(op):
         popart.InferenceSession(_model(op, opset=13), popart.DataFlow(1, ["y"]), device())
 
 
+def test_an_op_of_another_domain_gets_popart_error():
+    node = oh.make_node("FusedMatMul", ["x0", "x1"], ["y"], name="n", domain="com.microsoft")
+    ins = [oh.make_tensor_value_info(f"x{i}", onnx.TensorProto.FLOAT, [2, 2]) for i in range(2)]
+    g = oh.make_graph([node], "g", ins, [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 2])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11), oh.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(popart.popart_exception, match=r"No class for com\.microsoft\.FusedMatMul:0 \(node 'n'\)"):
+        popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]), device())
+
+
 def test_a_subgraph_op_is_refused_with_its_reason():
     then = oh.make_graph([oh.make_node("Identity", ["x0"], ["t"])], "then", [],
                          [oh.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2, 3])])
