@@ -410,3 +410,55 @@ def test_cumsum_attributes_and_gradient(exclusive, reverse, shape, axis, rng):
     # d/dx of sum(r * cumsum(x)) is the cumsum of r the other way, exclusive as the forward one
     np.testing.assert_allclose(out[grad], cums(r_val.astype(np.float64), exclusive, not reverse), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_rnn_gradient_matches_torch(rng):
+    """torch.nn.RNN (tanh) trained through a TrainingSession: the recurrent weight's gradient."""
+    torch = pytest.importorskip("torch")
+    seq, batch, inp, hid = 5, 3, 2, 4
+    net = torch.nn.RNN(inp, hid).double()
+    x_val = rng.normal(size=(seq, batch, inp))
+    p = {n: t.detach().numpy().astype(np.float32) for n, t in net.named_parameters()}
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
+    w = b.addInitializedInputTensor(p["weight_ih_l0"][None], "W")
+    r = b.addInitializedInputTensor(p["weight_hh_l0"][None], "R")
+    bias = b.addInitializedInputTensor(np.concatenate([p["bias_ih_l0"], p["bias_hh_l0"]])[None], "B")
+    y = b.aiOnnxOpset11.rnn([x, w, r, bias], 2, hidden_size=hid)[0]
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)])
+    grad = popart.reservedGradientPrefix() + r
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({x: x_val.astype(np.float32)}, out))
+    yt, _ = net(torch.tensor(x_val))
+    (yt * yt).sum().backward()
+    np.testing.assert_allclose(out[grad][0], net.weight_hh_l0.grad.numpy(), rtol=2e-4, atol=2e-5)
+
+
+def test_roi_align_image_gradient(rng):
+    """PopART's RoiAlignGrad through a TrainingSession: the image gradient of sum(roi_align(x) * r)
+    is what the forward pass's linearity gives, roi_align applied to each unit image."""
+    n, c, h, w_, k = 1, 2, 5, 4, 2
+    x_val = rng.normal(size=(n, c, h, w_)).astype(np.float32)
+    rois = np.array([[0.5, 0.5, 3.0, 4.0], [1.0, 0.0, 3.5, 2.5]], np.float32)
+    r_val = rng.normal(size=(k, c, 2, 2)).astype(np.float32)
+    b = popart.Builder()
+    wt = b.addInitializedInputTensor(x_val, "img")
+    y = b.aiOnnxOpset10.roialign([wt, b.aiOnnx.constant(rois), b.aiOnnx.constant(np.zeros(k, np.int64))],
+                                 output_height=2, output_width=2, sampling_ratio=2, spatial_scale=1.0)
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
+    grad = popart.reservedGradientPrefix() + wt
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({}, out))
+    from codelets.roi_align import reference as roi_ref
+    want = np.zeros_like(x_val, np.float64)
+    for idx in np.ndindex(*x_val.shape):
+        e = np.zeros_like(x_val)
+        e[idx] = 1.0
+        want[idx] = (roi_ref(e, rois, np.zeros(k, np.int32), (2, 2), 1.0, 2) * r_val).sum()
+    np.testing.assert_allclose(out[grad], want, rtol=1e-5, atol=1e-6)
