@@ -313,7 +313,7 @@ class Builder:
             raise popart_exception("addInitializedInputTensor: float64 weights are not supported on the IPU; "
                                    "convert with .astype(np.float32)")
         tid = self._unique(self._scoped(debugContext or "init_input"))
-        self._model.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(arr), tid))
+        self._model.graph.initializer.append(numpy_helper.from_array(np.asarray(arr, order="C"), tid))
         self._model.graph.input.append(onnx.helper.make_tensor_value_info(tid, onnx_type(arr.dtype), arr.shape))
         if variableSettings is not None and not variableSettings._is_default():
             # the session reads them from the model (the initializer holds one value per group)

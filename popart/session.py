@@ -185,7 +185,7 @@ class _Session:
         s = self._session
         for w, var in self._program.weights.items():
             arr = self._host_weights[w]
-            s._write_variable_data_any(var, np.ascontiguousarray(arr.astype(var.dtype.as_numpy(), copy=False)))
+            s._write_variable_data_any(var, np.asarray(arr.astype(var.dtype.as_numpy(), copy=False), order="C"))
         self._device_weights_newer = False
 
     def weightsFromHost(self) -> None:  # noqa: N802

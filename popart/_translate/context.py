@@ -304,7 +304,8 @@ class Translation:
         if node.domain != "" or node.num_inputs == 0 and node.op_type not in ("Constant", "ConstantOfShape",
                                                                                    "Range"):
             return None
-        if node.op_type in ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"):
+        if node.op_type in ("Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                            "If", "Loop", "Scan"):  # random, or with subgraphs (the rule folds what it can)
             return None
         if not all(node.is_const(i) or not node.has_input(i) for i in range(node.num_inputs)):
             return None

@@ -38,11 +38,11 @@ POPART_ONNX_OPS: Dict[str, Tuple[int, ...]] = {
 }
 
 # ONNX ops PopART has a creator for that the simulator's frontend refuses, with the reason
-_SUBGRAPH = ("ONNX subgraph ops (If, Loop, Scan) are not supported by the simulator's PopART frontend: their "
-             "bodies are graphs the translation does not descend into. Export the model with the control flow "
-             "unrolled (PyTorch: trace instead of script), or write the program in PopXL, whose call, repeat and "
-             "conditional ops run here")
-NOT_TRANSLATED: Dict[str, str] = {"If": _SUBGRAPH, "Loop": _SUBGRAPH, "Scan": _SUBGRAPH}
+_LOOPS = ("ONNX Loop and Scan are not supported by the simulator's PopART frontend: their bodies run a number "
+          "of times (or until a condition) the translation does not turn into a popxl repeat. Export the model "
+          "with the loop unrolled (PyTorch: trace instead of script), or write the program in PopXL, whose "
+          "repeat op runs here")
+NOT_TRANSLATED: Dict[str, str] = {"Loop": _LOOPS, "Scan": _LOOPS}
 
 
 def no_class_message(domain: str, op_type: str, node_name: str) -> str:

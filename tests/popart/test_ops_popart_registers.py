@@ -462,3 +462,83 @@ def test_roi_align_image_gradient(rng):
         e[idx] = 1.0
         want[idx] = (roi_ref(e, rois, np.zeros(k, np.int32), (2, 2), 1.0, 2) * r_val).sum()
     np.testing.assert_allclose(out[grad], want, rtol=1e-5, atol=1e-6)
+
+
+def _if_model(cond_nodes, cond_inputs, inits=()):
+    """y = If(cond, then: x * w + 1 (a branch initializer), else: Relu(x) - w)."""
+    one = onnx.numpy_helper.from_array(np.ones((2, 3), np.float32), "one")
+    then = oh.make_graph([oh.make_node("Mul", ["x", "w"], ["t0"]), oh.make_node("Add", ["t0", "one"], ["t1"])],
+                         "then", [], [oh.make_tensor_value_info("t1", F, [2, 3])], [one])
+    other = oh.make_graph([oh.make_node("Relu", ["x"], ["e0"]), oh.make_node("Sub", ["e0", "w"], ["e1"])],
+                          "else", [], [oh.make_tensor_value_info("e1", F, [2, 3])])
+    nodes = cond_nodes + [oh.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)]
+    ins = [oh.make_tensor_value_info("x", F, [2, 3])] + cond_inputs
+    wv = onnx.numpy_helper.from_array(np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3), "w")
+    g = oh.make_graph(nodes, "g", ins, [oh.make_tensor_value_info("y", F, [2, 3])], [wv, *inits])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_if_with_a_host_condition_translates_its_branch(flag, rng):
+    """cond from the shape of x (what exporters write): known when the program is built."""
+    dim = 2 if flag else 5
+    nodes = [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+             oh.make_node("Equal", ["d0", "two"], ["cond"])]
+    inits = [onnx.numpy_helper.from_array(np.array(0, np.int64), "i0"),
+             onnx.numpy_helper.from_array(np.array(dim, np.int64), "two")]
+    proto = _if_model(nodes, [], inits)
+    s = popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), device())
+    assert not any(op.type == "conditional" for op in s._program.ir.main_graph.ops)
+    check_against_reference(proto, {"x": rng.normal(size=(2, 3)).astype(np.float32)}, ["y"])
+
+
+def test_if_with_a_device_condition_is_a_conditional(rng):
+    proto = _if_model([oh.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                       oh.make_node("Greater", ["s", "zero"], ["cond"])], [],
+                      [onnx.numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    s = popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), device())
+    assert any(op.type == "conditional" for op in s._program.ir.main_graph.ops)
+    for sign in (1.0, -1.0):  # each branch
+        x = (sign * np.abs(rng.normal(size=(2, 3))) + sign * 0.1).astype(np.float32)
+        check_against_reference(proto, {"x": x}, ["y"])
+
+
+def test_if_gradient_follows_the_branch_taken(rng):
+    """Training through a device-side If: d/dw of sum(If(sum(x) > 0, x * w + 1, relu(x) - w))."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), "x")
+    w_val = rng.normal(size=(2, 3)).astype(np.float32)
+    w = b.addInitializedInputTensor(w_val, "w")
+    proto = onnx.load_from_string(_if_model([oh.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                                             oh.make_node("Greater", ["s", "zero"], ["cond"])], [],
+                                            [onnx.numpy_helper.from_array(np.array(0.0, np.float32), "zero")]))
+    m = onnx.load_from_string(b.getModelProto())
+    del m.graph.node[:]
+    m.graph.node.extend(proto.graph.node)
+    m.graph.initializer.extend(t for t in proto.graph.initializer if t.name != "w")
+    m.graph.node.extend([oh.make_node("ReduceSum", ["y"], ["ys"], keepdims=0),
+                         oh.make_node("IdentityLoss", ["ys"], ["loss"], domain="ai.graphcore", reduction=2)])
+    del m.graph.output[:]
+    m.graph.output.append(oh.make_tensor_value_info("loss", F, []))
+    grad = popart.reservedGradientPrefix() + w
+    s = popart.TrainingSession(m.SerializeToString(), popart.DataFlow(1, [grad]), "loss", popart.ConstSGD(0.0),
+                               device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    for sign in (1.0, -1.0):
+        x_val = (sign * np.abs(rng.normal(size=(2, 3))) + sign * 0.1).astype(np.float32)
+        out = s.initAnchorArrays()
+        s.run(popart.PyStepIO({x: x_val}, out))
+        np.testing.assert_allclose(out[grad], x_val if sign > 0 else -np.ones_like(x_val), rtol=1e-6)
+
+
+def test_a_scalar_weight_keeps_its_shape(rng):
+    """A 0-d float initializer (exporters write scalar constants so) is a weight of shape (): the
+    Builder stores it so, and prepareDevice writes it so."""
+    b = popart.Builder()
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", [3]), "x")
+    w = b.addInitializedInputTensor(np.array(2.5, np.float32), "w")
+    y = b.aiOnnx.mul([x, w])
+    assert list(onnx.load_from_string(b.getModelProto()).graph.initializer[0].dims) == []
+    x_val = rng.normal(size=3).astype(np.float32)
+    np.testing.assert_allclose(run_inference(b.getModelProto(), {x: x_val}, y)[y], x_val * 2.5, rtol=1e-7)
