@@ -67,7 +67,8 @@ def test_a_loop_is_refused_with_its_reason():
                                   oh.make_tensor_value_info("v_in", onnx.TensorProto.FLOAT, [2, 3])],
                          [oh.make_tensor_value_info("c_out", onnx.TensorProto.BOOL, []),
                           oh.make_tensor_value_info("v_out", onnx.TensorProto.FLOAT, [2, 3])])
-    inits = [onnx.numpy_helper.from_array(np.array(3, np.int64), "m"), onnx.numpy_helper.from_array(np.array(True), "c")]
+    inits = [onnx.numpy_helper.from_array(np.array(3, np.int64), "m"),
+             onnx.numpy_helper.from_array(np.array(True), "c")]
     node = oh.make_node("Loop", ["m", "c", "x0"], ["y"], name="n", body=body)
     g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x0", onnx.TensorProto.FLOAT, [2, 3])],
                       [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])], inits)
