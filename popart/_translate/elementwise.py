@@ -151,9 +151,7 @@ def _broadcast_attrs_ok(node):
 def binary(node):
     _broadcast_attrs_ok(node)
     a, b = node.input(0), node.input(1)
-    if node.op_type == "Div" and a.dtype.is_int:
-        raise node.error("integer division is not supported yet; cast to FLOAT first")
-    return _BINARY[node.op_type](a, b)
+    return _BINARY[node.op_type](a, b)  # integer Div truncates toward zero, as ONNX and popops DIVIDE do
 
 
 @onnx_op("Less")

@@ -542,3 +542,16 @@ def test_a_scalar_weight_keeps_its_shape(rng):
     assert list(onnx.load_from_string(b.getModelProto()).graph.initializer[0].dims) == []
     x_val = rng.normal(size=3).astype(np.float32)
     np.testing.assert_allclose(run_inference(b.getModelProto(), {x: x_val}, y)[y], x_val * 2.5, rtol=1e-7)
+
+
+def test_integer_div_truncates_toward_zero(rng):
+    """PopART's DivOp on int32 tensors (index arithmetic of detection models): C's truncation."""
+    a = rng.integers(-50, 50, (3, 7)).astype(np.int32)
+    b = rng.integers(1, 9, (3, 7)).astype(np.int32) * rng.choice([-1, 1], (3, 7)).astype(np.int32)
+    i32 = onnx.TensorProto.INT32
+    g = oh.make_graph([oh.make_node("Div", ["a", "b"], ["y"])], "g",
+                      [oh.make_tensor_value_info("a", i32, [3, 7]), oh.make_tensor_value_info("b", i32, [3, 7])],
+                      [oh.make_tensor_value_info("y", i32, [3, 7])])
+    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
+    got = check_against_reference(proto, {"a": a, "b": b}, ["y"])["y"]
+    np.testing.assert_array_equal(got, np.trunc(a / b).astype(np.int32))
