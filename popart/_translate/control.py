@@ -13,7 +13,7 @@ from onnx import numpy_helper
 import popxl
 import popxl.ops as ops
 
-from .context import Translation, _safe, onnx_op
+from .context import Translation, _safe, device_numpy_type, onnx_op
 
 
 def _outer_names(g: onnx.GraphProto) -> List[str]:
@@ -76,3 +76,82 @@ def if_(node):
         return list(ops.conditional(cond, graphs[0], graphs[1], then_inputs=args, else_inputs=args))
     except ValueError as e:
         raise node.error(f"{e} (popxl's conditional, as PopART's IfOp, needs the branches' outputs to agree)") from e
+
+
+def _static_shape(node, value_info: onnx.ValueInfoProto) -> tuple:
+    """The shape the body declares for a scan output (its buffer is made before the body runs)."""
+    dims = value_info.type.tensor_type.shape.dim if value_info.type.tensor_type.HasField("shape") else None
+    if dims is None or any(not d.HasField("dim_value") for d in dims):
+        raise node.error(f"scan output {value_info.name!r} has no static shape in the body's outputs; export the "
+                         f"model with static shapes")
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def _host_true(node, i: int) -> bool:
+    return not node.has_input(i) or bool(np.asarray(node.const(i, "cond")).reshape(-1)[0])
+
+
+@onnx_op("Loop", attrs=("body",))
+def loop(node):
+    """ONNX Loop (PopART's LoopOp) with a trip count known on the host and a condition that stays
+    true (what PyTorch's scripted `for i in range(n)` exports): a popxl `repeat` of the body, the
+    loop-carried values as the repeat's carried inputs and each scan output written into its slot
+    of a (trip count, ...) tensor with dynamic_update. A condition the body computes on the device
+    (a `while` loop) is refused: popxl's repeat runs a fixed number of times."""
+    tr = node.tr
+    body = node.attr("body")
+    if not node.has_input(0):
+        raise node.error("a Loop without a trip count M (a while loop) is not supported: the repeat needs its count")
+    trips = int(np.asarray(node.const(0, "M")).reshape(-1)[0])
+    if not _host_true(node, 1):
+        return [node.value(i) for i in range(2, node.num_inputs)] + [None] * (node.num_outputs - node.num_inputs + 2)
+    if trips < 1:
+        raise node.error(f"a trip count of {trips} is not supported (the loop must run at least once)")
+    n_carried = node.num_inputs - 2
+    iter_name, cond_name = body.input[0].name, body.input[1].name
+    carried_names = [i.name for i in body.input[2:]]
+    cond_out = body.output[0].name
+    carried_outs = [o.name for o in body.output[1:1 + n_carried]]
+    scan_outs = [o.name for o in body.output[1 + n_carried:]]
+    init = [tr.tensor(node.proto.input[2 + k]) for k in range(n_carried)]
+    outer = [t for t in _outer_names(body) if t not in tr.consts]
+    args = [tr.tensor(t) for t in outer]
+
+    def build(buffers):
+        """Translate the body into the current graph: its inputs (t, carried, buffers, outer)."""
+        sub = Translation(tr.opset, training=tr.training)
+        sub.consts.update(tr.consts)
+        sub.initial_values, sub.read_at_compile_time = tr.initial_values, tr.read_at_compile_time
+        t = popxl.graph_input((1,), popxl.int32, name="loop_iteration")
+        sub.values[iter_name] = ops.reshape(t, ())
+        sub.consts[cond_name] = np.array(True)
+        for name, v in zip(carried_names, init):
+            sub.values[name] = popxl.graph_input(v.shape, v.dtype, name=_safe(name))
+        bufs = [popxl.graph_input(s, d, name=_safe(f"{n}_scan")) for n, (s, d) in zip(scan_outs, buffers)]
+        for name, a in zip(outer, args):
+            sub.values[name] = popxl.graph_input(a.shape, a.dtype, name=_safe(name))
+        _translate_branch(sub, body)
+        if not (cond_out == cond_name or cond_out in sub.consts and bool(np.asarray(sub.consts[cond_out]).all())):
+            raise node.error("the body computes its condition on the device (a while loop): not supported, the "
+                             "repeat runs a fixed number of times")
+        return sub, t, bufs
+
+    scan_specs = [((trips,) + _static_shape(node, o), popxl.dtype.as_dtype(device_numpy_type(
+        o.type.tensor_type.elem_type))) for o in body.output[1 + n_carried:]]
+    graph = popxl.gcg().ir.create_empty_graph(_safe(f"{node.name}_body"))
+    with graph:
+        sub, t, bufs = build(scan_specs)
+        popxl.graph_output(ops.add(t, popxl.constant(np.array([1], np.int32))))
+        for name, v in zip(carried_outs, init):
+            out = sub.tensor(name)
+            if out.shape != v.shape or out.dtype != v.dtype:
+                raise node.error(f"loop-carried {name!r} changes from {v.dtype.name} {v.shape} to {out.dtype.name} "
+                                 f"{out.shape}: the repeat needs it fixed")
+            popxl.graph_output(out)
+        for name, buf in zip(scan_outs, bufs):
+            step = ops.reshape(sub.tensor(name), (1,) + tuple(buf.shape[1:]))
+            popxl.graph_output(ops.dynamic_update(buf, t, step, [0], [1], True))
+    t0 = popxl.constant(np.zeros(1, np.int32), name="loop_t0")
+    buf0 = [popxl.constant(np.zeros(s, d.as_numpy()), name="loop_scan0") for s, d in scan_specs]
+    outs = ops.repeat(graph, trips, t0, *init, *buf0, *args)
+    return list(outs[1:])

@@ -38,11 +38,9 @@ POPART_ONNX_OPS: Dict[str, Tuple[int, ...]] = {
 }
 
 # ONNX ops PopART has a creator for that the simulator's frontend refuses, with the reason
-_LOOPS = ("ONNX Loop and Scan are not supported by the simulator's PopART frontend: their bodies run a number "
-          "of times (or until a condition) the translation does not turn into a popxl repeat. Export the model "
-          "with the loop unrolled (PyTorch: trace instead of script), or write the program in PopXL, whose "
-          "repeat op runs here")
-NOT_TRANSLATED: Dict[str, str] = {"Loop": _LOOPS, "Scan": _LOOPS}
+_SCAN = ("ONNX Scan is not supported by the simulator's PopART frontend (Loop with a trip count is): export the "
+         "model with the scan unrolled or as a Loop, or write the program in PopXL, whose repeat op runs here")
+NOT_TRANSLATED: Dict[str, str] = {"Scan": _SCAN}
 
 
 def no_class_message(domain: str, op_type: str, node_name: str) -> str:

@@ -555,3 +555,67 @@ def test_integer_div_truncates_toward_zero(rng):
     proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
     got = check_against_reference(proto, {"a": a, "b": b}, ["y"])["y"]
     np.testing.assert_array_equal(got, np.trunc(a / b).astype(np.int32))
+
+
+def _loop_model(trips, body_cond="identity", n=3):
+    """y_final, scan = Loop(M=trips, cond=true, acc0): acc = acc * w + iteration (a carried value
+    reading an outer weight and the iteration number), scan output acc * 2 each iteration."""
+    i64 = onnx.TensorProto.INT64
+    nodes = [oh.make_node("Cast", ["it"], ["itf"], to=onnx.TensorProto.FLOAT),
+             oh.make_node("Mul", ["acc_in", "w"], ["m"]), oh.make_node("Add", ["m", "itf"], ["acc_out"]),
+             oh.make_node("Mul", ["acc_out", "two"], ["scan"])]
+    if body_cond == "identity":
+        nodes.append(oh.make_node("Identity", ["c_in"], ["c_out"]))
+    else:  # computed on the device: a while loop
+        nodes += [oh.make_node("ReduceSum", ["acc_out"], ["tot"], keepdims=0),
+                  oh.make_node("Less", ["tot", "limit"], ["c_out"])]
+    body = oh.make_graph(nodes, "body", [oh.make_tensor_value_info("it", i64, []),
+                                         oh.make_tensor_value_info("c_in", onnx.TensorProto.BOOL, []),
+                                         oh.make_tensor_value_info("acc_in", F, [n])],
+                         [oh.make_tensor_value_info("c_out", onnx.TensorProto.BOOL, []),
+                          oh.make_tensor_value_info("acc_out", F, [n]), oh.make_tensor_value_info("scan", F, [n])],
+                         [onnx.numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    inits = [onnx.numpy_helper.from_array(np.array(trips, np.int64), "M"),
+             onnx.numpy_helper.from_array(np.array(True), "cond"),
+             onnx.numpy_helper.from_array(np.array(100.0, np.float32), "limit"),
+             onnx.numpy_helper.from_array(np.linspace(0.5, 1.5, n).astype(np.float32), "w")]
+    node = oh.make_node("Loop", ["M", "cond", "x"], ["acc", "scans"], name="loop", body=body)
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", F, [n])],
+                      [oh.make_tensor_value_info("acc", F, [n]), oh.make_tensor_value_info("scans", F, [trips, n])],
+                      inits)
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
+
+
+@pytest.mark.parametrize("trips", [1, 5])
+def test_loop_with_a_trip_count_matches_reference(trips, rng):
+    proto = _loop_model(trips)
+    s = popart.InferenceSession(proto, popart.DataFlow(1, ["acc"]), device())
+    assert any(op.type == "repeat" for op in s._program.ir.main_graph.ops)
+    check_against_reference(proto, {"x": rng.normal(size=3).astype(np.float32)}, ["acc", "scans"])
+
+
+def test_a_while_loop_is_refused():
+    with pytest.raises(popart.popart_exception, match="computes its condition on the device"):
+        popart.InferenceSession(_loop_model(3, body_cond="device"), popart.DataFlow(1, ["acc"]), device())
+
+
+def test_loop_gradient(rng):
+    """Training through the repeat: d/dx of sum(acc) after 3 iterations of acc = acc * w + i is w^3."""
+    m = onnx.load_from_string(_loop_model(3))
+    m.graph.node.extend([oh.make_node("ReduceSum", ["acc"], ["tot"], keepdims=0),
+                         oh.make_node("IdentityLoss", ["tot"], ["loss"], domain="ai.graphcore", reduction=2)])
+    m.opset_import.append(oh.make_opsetid("ai.graphcore", 1))
+    x_val = rng.normal(size=3).astype(np.float32)
+    xi = onnx.numpy_helper.from_array(x_val, "x")
+    del m.graph.input[:]
+    m.graph.initializer.append(xi)
+    del m.graph.output[:]
+    m.graph.output.append(oh.make_tensor_value_info("loss", F, []))
+    grad = popart.reservedGradientPrefix() + "x"
+    s = popart.TrainingSession(m.SerializeToString(), popart.DataFlow(1, [grad]), "loss", popart.ConstSGD(0.0),
+                               device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO({}, out))
+    np.testing.assert_allclose(out[grad], np.linspace(0.5, 1.5, 3) ** 3, rtol=1e-6)

@@ -3,7 +3,6 @@
 refused on purpose with a reason, and an op PopART lacks gets PopART's own error."""
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import onnx.defs
 import pytest
@@ -60,20 +59,18 @@ def test_an_op_of_another_domain_gets_popart_error():
         popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]), device())
 
 
-def test_a_loop_is_refused_with_its_reason():
-    nodes = [oh.make_node("Identity", ["c_in"], ["c_out"]), oh.make_node("Identity", ["v_in"], ["v_out"])]
-    body = oh.make_graph(nodes, "body", [oh.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
-                                  oh.make_tensor_value_info("c_in", onnx.TensorProto.BOOL, []),
-                                  oh.make_tensor_value_info("v_in", onnx.TensorProto.FLOAT, [2, 3])],
-                         [oh.make_tensor_value_info("c_out", onnx.TensorProto.BOOL, []),
-                          oh.make_tensor_value_info("v_out", onnx.TensorProto.FLOAT, [2, 3])])
-    inits = [onnx.numpy_helper.from_array(np.array(3, np.int64), "m"),
-             onnx.numpy_helper.from_array(np.array(True), "c")]
-    node = oh.make_node("Loop", ["m", "c", "x0"], ["y"], name="n", body=body)
-    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x0", onnx.TensorProto.FLOAT, [2, 3])],
-                      [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])], inits)
+def test_scan_is_refused_with_its_reason():
+    nodes = [oh.make_node("Add", ["s_in", "x_t"], ["s_out"]), oh.make_node("Identity", ["s_out"], ["y_t"])]
+    body = oh.make_graph(nodes, "body", [oh.make_tensor_value_info("s_in", onnx.TensorProto.FLOAT, [3]),
+                                  oh.make_tensor_value_info("x_t", onnx.TensorProto.FLOAT, [3])],
+                         [oh.make_tensor_value_info("s_out", onnx.TensorProto.FLOAT, [3]),
+                          oh.make_tensor_value_info("y_t", onnx.TensorProto.FLOAT, [3])])
+    node = oh.make_node("Scan", ["s0", "xs"], ["s", "y"], name="n", body=body, num_scan_inputs=1)
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("s0", onnx.TensorProto.FLOAT, [3]),
+                                    oh.make_tensor_value_info("xs", onnx.TensorProto.FLOAT, [4, 3])],
+                      [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 3])])
     proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
-    with pytest.raises(popart.popart_exception, match=r"ONNX op Loop \(node 'n'\): ONNX Loop and Scan .* unrolled"):
+    with pytest.raises(popart.popart_exception, match=r"ONNX op Scan \(node 'n'\): ONNX Scan is not supported"):
         popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), device())
 
 
