@@ -155,3 +155,74 @@ def loop(node):
     buf0 = [popxl.constant(np.zeros(s, d.as_numpy()), name="loop_scan0") for s, d in scan_specs]
     outs = ops.repeat(graph, trips, t0, *init, *buf0, *args)
     return list(outs[1:])
+
+
+@onnx_op("Scan", attrs=("body", "num_scan_inputs", "scan_input_axes", "scan_input_directions", "scan_output_axes",
+                        "scan_output_directions"))
+def scan(node):
+    """ONNX Scan 9 / 11 (PopART's ScanOp): a popxl `repeat` over the scan inputs' axis, the state
+    variables carried, each iteration reading its slice of every scan input with dynamic_slice and
+    writing its scan outputs' slots with dynamic_update (either direction, any axis)."""
+    tr = node.tr
+    if node.version < 9:
+        raise node.error("Scan 8 (a batch axis and sequence_lens) is not supported; export with opset 9 or later")
+    body = node.attr("body")
+    m = int(node.attr("num_scan_inputs"))
+    n_state = node.num_inputs - m
+    k = len(body.output) - n_state
+    states = [node.input(i) for i in range(n_state)]
+    xs = [node.input(n_state + j) for j in range(m)]
+
+    def ints(name, n, default):
+        v = node.attr(name) if node.has_attr(name) else None
+        v = [int(a) for a in v] if v else [default] * n
+        if len(v) != n:
+            raise node.error(f"{name} has {len(v)} entries, not {n}")
+        return v
+    in_axes = [a % x.rank for a, x in zip(ints("scan_input_axes", m, 0), xs)]
+    in_rev = ints("scan_input_directions", m, 0)
+    out_elems = [(_static_shape(node, o), popxl.dtype.as_dtype(device_numpy_type(o.type.tensor_type.elem_type)))
+                 for o in body.output[n_state:]]
+    out_axes = [a % (len(s) + 1) for a, (s, _) in zip(ints("scan_output_axes", k, 0), out_elems)]
+    out_rev = ints("scan_output_directions", k, 0)
+    lengths = {x.shape[a] for x, a in zip(xs, in_axes)}
+    if len(lengths) != 1 or 0 in lengths:
+        raise node.error(f"the scan inputs must have one non-zero length along their scan axes, not {sorted(lengths)}")
+    steps = lengths.pop()
+    buf_specs = [(s[:a] + (steps,) + s[a:], d) for (s, d), a in zip(out_elems, out_axes)]
+    outer = [t for t in _outer_names(body) if t not in tr.consts]
+    args = [tr.tensor(t) for t in outer]
+    graph = popxl.gcg().ir.create_empty_graph(_safe(f"{node.name}_body"))
+    with graph:
+        sub = Translation(tr.opset, training=tr.training)
+        sub.consts.update(tr.consts)
+        sub.initial_values, sub.read_at_compile_time = tr.initial_values, tr.read_at_compile_time
+        t = popxl.graph_input((1,), popxl.int32, name="scan_iteration")
+        back = ops.sub(popxl.constant(np.array([steps - 1], np.int32)), t)
+        for i, v in zip(body.input[:n_state], states):
+            sub.values[i.name] = popxl.graph_input(v.shape, v.dtype, name=_safe(i.name))
+        bufs = [popxl.graph_input(s, d, name=_safe(f"{o.name}_scan")) for o, (s, d) in
+                zip(body.output[n_state:], buf_specs)]
+        full = [popxl.graph_input(x.shape, x.dtype, name=f"scan_input_{j}") for j, x in enumerate(xs)]
+        for name, a in zip(outer, args):
+            sub.values[name] = popxl.graph_input(a.shape, a.dtype, name=_safe(name))
+        for i, x, axis, rev in zip(body.input[n_state:], full, in_axes, in_rev):
+            piece = ops.dynamic_slice(x, back if rev else t, [axis], [1], True)
+            sub.values[i.name] = ops.squeeze(piece, [axis])
+        _translate_branch(sub, body)
+        popxl.graph_output(ops.add(t, popxl.constant(np.array([1], np.int32))))
+        for o, v in zip(body.output[:n_state], states):
+            out = sub.tensor(o.name)
+            if out.shape != v.shape or out.dtype != v.dtype:
+                raise node.error(f"state {o.name!r} changes from {v.dtype.name} {v.shape} to {out.dtype.name} "
+                                 f"{out.shape}: the repeat needs it fixed")
+            popxl.graph_output(out)
+        for o, buf, axis, rev in zip(body.output[n_state:], bufs, out_axes, out_rev):
+            shape = list(buf.shape)
+            shape[axis] = 1
+            step = ops.reshape(sub.tensor(o.name), tuple(shape))
+            popxl.graph_output(ops.dynamic_update(buf, back if rev else t, step, [axis], [1], True))
+    t0 = popxl.constant(np.zeros(1, np.int32), name="scan_t0")
+    buf0 = [popxl.constant(np.zeros(s, d.as_numpy()), name="scan_out0") for s, d in buf_specs]
+    outs = ops.repeat(graph, steps, t0, *states, *buf0, *xs, *args)
+    return list(outs[1:])

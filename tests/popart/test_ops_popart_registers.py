@@ -619,3 +619,34 @@ def test_loop_gradient(rng):
     out = s.initAnchorArrays()
     s.run(popart.PyStepIO({}, out))
     np.testing.assert_allclose(out[grad], np.linspace(0.5, 1.5, 3) ** 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("in_axis,in_dir,out_axis,out_dir", [(0, 0, 0, 0), (0, 1, 0, 0), (1, 0, 1, 1), (1, 1, 0, 1)])
+def test_scan_matches_reference(in_axis, in_dir, out_axis, out_dir, rng):
+    """A running sum and a scaled copy of it: state s (3,), scan input x (5 steps along in_axis)."""
+    steps, n = 5, 3
+    nodes = [oh.make_node("Add", ["s_in", "x_t"], ["s_out"]), oh.make_node("Mul", ["s_out", "w"], ["y_t"])]
+    body = oh.make_graph(nodes, "body", [oh.make_tensor_value_info("s_in", F, [n]),
+                                         oh.make_tensor_value_info("x_t", F, [n])],
+                         [oh.make_tensor_value_info("s_out", F, [n]), oh.make_tensor_value_info("y_t", F, [n])])
+    x_shape = [steps, n] if in_axis == 0 else [n, steps]
+    y_shape = [steps, n] if out_axis == 0 else [n, steps]
+    node = oh.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1,
+                        scan_input_axes=[in_axis], scan_input_directions=[in_dir], scan_output_axes=[out_axis],
+                        scan_output_directions=[out_dir])
+    ins = [oh.make_tensor_value_info("s0", F, [n]), oh.make_tensor_value_info("xs", F, x_shape)]
+    w = np.array([0.5, -1.0, 2.0], np.float32)
+    g = oh.make_graph([node], "g", ins, [oh.make_tensor_value_info("s", F, [n]),
+                                         oh.make_tensor_value_info("ys", F, y_shape)],
+                      [onnx.numpy_helper.from_array(w, "w")])
+    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
+    s0, xs = rng.normal(size=n).astype(np.float32), rng.normal(size=x_shape).astype(np.float32)
+    got = run_inference(proto, {"s0": s0, "xs": xs}, ["s", "ys"])
+    # ONNX's definition, in NumPy (onnx.reference runs only axis 0, forward)
+    state, ys = s0.astype(np.float64), np.zeros([steps, n])
+    xt = np.moveaxis(xs, in_axis, 0)
+    for i in range(steps):
+        state = state + xt[steps - 1 - i if in_dir else i]
+        ys[steps - 1 - i if out_dir else i] = state * w
+    np.testing.assert_allclose(got["s"], state, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["ys"], np.moveaxis(ys, 0, out_axis), rtol=1e-6, atol=1e-6)

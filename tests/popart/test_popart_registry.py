@@ -59,21 +59,6 @@ def test_an_op_of_another_domain_gets_popart_error():
         popart.InferenceSession(m.SerializeToString(), popart.DataFlow(1, ["y"]), device())
 
 
-def test_scan_is_refused_with_its_reason():
-    nodes = [oh.make_node("Add", ["s_in", "x_t"], ["s_out"]), oh.make_node("Identity", ["s_out"], ["y_t"])]
-    body = oh.make_graph(nodes, "body", [oh.make_tensor_value_info("s_in", onnx.TensorProto.FLOAT, [3]),
-                                  oh.make_tensor_value_info("x_t", onnx.TensorProto.FLOAT, [3])],
-                         [oh.make_tensor_value_info("s_out", onnx.TensorProto.FLOAT, [3]),
-                          oh.make_tensor_value_info("y_t", onnx.TensorProto.FLOAT, [3])])
-    node = oh.make_node("Scan", ["s0", "xs"], ["s", "y"], name="n", body=body, num_scan_inputs=1)
-    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("s0", onnx.TensorProto.FLOAT, [3]),
-                                    oh.make_tensor_value_info("xs", onnx.TensorProto.FLOAT, [4, 3])],
-                      [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 3])])
-    proto = oh.make_model(g, opset_imports=[oh.make_opsetid("", 11)]).SerializeToString()
-    with pytest.raises(popart.popart_exception, match=r"ONNX op Scan \(node 'n'\): ONNX Scan is not supported"):
-        popart.InferenceSession(proto, popart.DataFlow(1, ["y"]), device())
-
-
 def test_the_compatibility_doc_lists_what_is_translated_and_refused():
     import pathlib
     import re
@@ -86,3 +71,11 @@ def test_the_compatibility_doc_lists_what_is_translated_and_refused():
         (supported if row[1] == "supported" else refused).update(names)
     assert supported == TRANSLATED
     assert refused == set(NOT_TRANSLATED)
+
+
+def test_a_refused_op_says_why(monkeypatch):
+    """The path an op PopART has takes when the frontend refuses it (none does today)."""
+    monkeypatch.delitem(RULES, ("", "Shrink"))
+    monkeypatch.setitem(NOT_TRANSLATED, "Shrink", "the simulator's frontend refuses Shrink in this test, because ...")
+    with pytest.raises(popart.popart_exception, match=r"ONNX op Shrink \(node 'n'\): the simulator's frontend refuses"):
+        popart.InferenceSession(_model("Shrink"), popart.DataFlow(1, ["y"]), device())
