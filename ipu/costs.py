@@ -12,7 +12,7 @@ from . import interpreted
 from .links import link_phase_cycles
 from .target import Target
 
-__all__ = ["branch_cycles", "compute_set_tile_cycles", "distinct_runs", "exchange_tile_cycles",
+__all__ = ["branch_cycles", "compute_set_tile_cycles", "distinct_runs", "exchange_costs", "exchange_tile_cycles",
            "host_transfer_tile_cycles", "sync_cycles"]
 
 
@@ -254,16 +254,140 @@ def exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target: Target, di
     cycles = (np.ceil(np.maximum(sent, recv) / target.exchange_bytes_per_cycle)
               + np.ceil(copied / target.memory_write_bytes_per_cycle)
               + busy * target.exchange_overhead_cycles).astype(np.int64)
-    extra = 0
-    if target.ipus > 1 and remote.any():
-        src_ipu = src_tile // target.tiles_per_ipu
-        dst_ipu = dst_tile // target.tiles_per_ipu
-        cross = src_ipu != dst_ipu
-        if cross.any():
-            link = link_phase_cycles(src_ipu[cross], dst_ipu[cross], nbytes[cross], target)
-            link += target.exchange_overhead_cycles  # the phase's start, as on a tile
-            extra = max(0, link - int(cycles.max(initial=0))) + target.inter_ipu_sync_cycles()
-    return cycles, extra
+    return cycles, _inter_ipu_extra(src_tile, dst_tile, nbytes, cycles, target)
+
+
+def _inter_ipu_extra(src_tile, dst_tile, nbytes, cycles, target: Target) -> int:
+    """The cycles an exchange phase takes beyond its slowest tile when runs cross IPUs: the busiest
+    link bundle's time when slower than the tiles, plus an inter-IPU sync (exchange_tile_cycles)."""
+    if target.ipus <= 1:
+        return 0
+    src_ipu = src_tile // target.tiles_per_ipu
+    dst_ipu = dst_tile // target.tiles_per_ipu
+    cross = src_ipu != dst_ipu
+    if not cross.any():
+        return 0
+    link = link_phase_cycles(src_ipu[cross], dst_ipu[cross], nbytes[cross], target)
+    link += target.exchange_overhead_cycles  # the phase's start, as on a tile
+    return max(0, link - int(cycles.max(initial=0))) + target.inter_ipu_sync_cycles()
+
+
+@njit(cache=True)
+def _exchange_kernel(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles, span, bus_pairs):
+    """One pass of bucketing over an exchange's runs, then small sorts within each tile's bucket:
+    per tile the bytes sent (each distinct (source offset, size) run once), received (a run both
+    tiles of a bus pair receive counting half when `bus_pairs`), copied within the tile, the
+    distinct runs sent, the receive regions and whether it takes part: what
+    exchange_tile_cycles and exchange_code_bytes compute with global sorts, in time linear in
+    the runs (a source offset lies on one tile, so distinct runs are distinct within their
+    sending tile's bucket, and bus partners meet in their pair's bucket). Keys are
+    (src_off * span + nbytes) * 2 + (receiving tile & 1); the caller checks they fit in int64."""
+    m = src_tile.shape[0]
+    n = num_tiles
+    sent = np.zeros(n, np.int64)
+    recv2 = np.zeros(n, np.int64)  # twice the bytes received (a shared run counts half)
+    copied = np.zeros(n, np.int64)
+    sends = np.zeros(n, np.int64)
+    regions = np.zeros(n, np.int64)
+    part = np.zeros(n, np.bool_)
+    last_st = np.full(n, -1, np.int64)
+    last_end = np.zeros(n, np.int64)
+    pairs = (n + 1) // 2
+    s_ptr = np.zeros(n + 1, np.int64)
+    d_ptr = np.zeros(pairs + 1, np.int64)
+    for i in range(m):  # local copies, receive regions (each receiver's runs in copy order), bucket sizes
+        s = src_tile[i]
+        d = dst_tile[i]
+        if s == d:
+            copied[s] += nbytes[i]
+            continue
+        part[s] = True
+        part[d] = True
+        if last_st[d] != s or dst_off[i] != last_end[d]:
+            regions[d] += 1
+        last_st[d] = s
+        last_end[d] = dst_off[i] + nbytes[i]
+        s_ptr[s + 1] += 1
+        d_ptr[(d >> 1) + 1] += 1
+    for t in range(n):
+        s_ptr[t + 1] += s_ptr[t]
+    for p in range(pairs):
+        d_ptr[p + 1] += d_ptr[p]
+    r = s_ptr[n]
+    s_keys = np.empty(r, np.int64)
+    d_keys = np.empty(r, np.int64)
+    s_fill = s_ptr[:n].copy()
+    d_fill = d_ptr[:pairs].copy()
+    for i in range(m):
+        s = src_tile[i]
+        d = dst_tile[i]
+        if s == d:
+            continue
+        key = src_off[i] * span + nbytes[i]
+        s_keys[s_fill[s]] = key
+        s_fill[s] += 1
+        d_keys[d_fill[d >> 1]] = key * 2 + (d & 1)
+        d_fill[d >> 1] += 1
+    for t in range(n):  # distinct runs sent: each once, however many tiles receive it
+        a = s_ptr[t]
+        b = s_ptr[t + 1]
+        if b - a > 1:
+            s_keys[a:b].sort()
+        prev = -1
+        for j in range(a, b):
+            if s_keys[j] != prev:
+                prev = s_keys[j]
+                sends[t] += 1
+                sent[t] += prev % span
+    for p in range(pairs):  # received: a run landing on both tiles of a bus pair counts half on each
+        a = d_ptr[p]
+        b = d_ptr[p + 1]
+        if b - a > 1:
+            d_keys[a:b].sort()
+        j = a
+        while j < b:
+            v = d_keys[j]
+            k = j
+            while k < b and d_keys[k] == v:
+                k += 1
+            shared = False
+            if bus_pairs:
+                if v & 1:
+                    shared = j > a and d_keys[j - 1] == v - 1
+                else:
+                    shared = k < b and d_keys[k] == v + 1
+            size = (v >> 1) % span
+            recv2[2 * p + (v & 1)] += (k - j) * size * (1 if shared else 2)
+            j = k
+    return sent, recv2, copied, sends, regions, part
+
+
+def exchange_costs(src_tile, dst_tile, src_off, dst_off, nbytes, target: Target) -> tuple[np.ndarray, int, np.ndarray]:
+    """An exchange phase's per-tile cycles, its extra cycles and its per-tile exchange code bytes:
+    exchange_tile_cycles and exchange_code_bytes of the same runs (the same numbers, which
+    tests/machine/test_cycles.py checks), from one linear pass when the compiled kernel is
+    ready and the runs' keys fit in int64, else from those two."""
+    src_tile, dst_tile, src_off, dst_off, nbytes = (np.ascontiguousarray(x, np.int64)
+                                                     for x in (src_tile, dst_tile, src_off, dst_off, nbytes))
+    n = target.num_tiles
+    span = int(nbytes.max(initial=0)) + 1
+    fits = src_off.size == 0 or (int(src_off.min()) >= 0 and int(src_off.max()) < (2 ** 61) // span)
+    if not (fits and interpreted.ready(_exchange_kernel)):
+        remote = src_tile != dst_tile
+        distinct = distinct_runs(src_off[remote], nbytes[remote])
+        cycles, extra = exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target, distinct)
+        return cycles, extra, exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, n, distinct)
+    bus_pairs = int(target.tiles_per_shared_exchange_bus) == 2 and int(np.count_nonzero(src_tile != dst_tile)) >= 2
+    sent, recv2, copied, sends, regions, part = _exchange_kernel(src_tile, dst_tile, src_off, dst_off, nbytes, n,
+                                                                 span, bus_pairs)
+    recv = recv2 / 2.0
+    busy = (sent > 0) | (recv > 0) | (copied > 0)
+    cycles = (np.ceil(np.maximum(sent, recv) / target.exchange_bytes_per_cycle)
+              + np.ceil(copied / target.memory_write_bytes_per_cycle)
+              + busy * target.exchange_overhead_cycles).astype(np.int64)
+    extra = _inter_ipu_extra(src_tile, dst_tile, nbytes, cycles, target)
+    code = sends * EXCHANGE_CODE_SEND + regions * EXCHANGE_CODE_RECEIVE + part * EXCHANGE_CODE_PHASE
+    return cycles, extra, code
 
 
 def sync_cycles(target: Target) -> int:
@@ -291,3 +415,7 @@ def branch_cycles(target: Target) -> int:
     """Deciding an If/Switch: a sync, then the condition's word broadcast over the exchange to
     every tile (one exchange phase carrying 4 bytes)."""
     return sync_cycles(target) + target.exchange_overhead_cycles + 1
+
+
+_Z = np.zeros(0, np.int64)
+interpreted.register(_exchange_kernel, _Z, _Z, _Z, _Z, _Z, 1, 1, True)

@@ -1,8 +1,9 @@
 """The exchange kinds: `Copy(src, dst)` (an exchange phase after a sync) and `Sync`.
 
-A copy becomes a table of byte runs contiguous at both ends (`copytables.runs`); its cycles come
-from `costs.exchange_tile_cycles`, and its exchange code (`costs.exchange_code_bytes`: sends,
-receive regions and phase entry) is charged to the tiles' `exchange_code` memory.
+A copy becomes a table of byte runs contiguous at both ends (`copytables.runs`); its cycles
+(`costs.exchange_tile_cycles`) and its exchange code (`costs.exchange_code_bytes`: sends, receive
+regions and phase entry, charged to the tiles' `exchange_code` memory) come from one linear pass
+over the runs (`costs.exchange_costs`).
 """
 from __future__ import annotations
 
@@ -36,13 +37,10 @@ def _copy_step(comp, p: Copy):
     isz = src.dtype.itemsize
     src_off, dst_off, nbytes, src_tile, dst_tile = merge_runs(comp.address_runs(src, "Copy source"),
                                                               comp.address_runs(dst, "Copy destination"), isz)
-    target = comp.target
-    remote = src_tile != dst_tile
-    distinct = costs.distinct_runs(src_off[remote], nbytes[remote])  # what the exchange multicasts
-    tile_cycles, extra = costs.exchange_tile_cycles(src_tile, dst_tile, src_off, nbytes, target, distinct)
-    # exchange code from the phase's messages: sends, receive regions, phase entry (costs.py)
-    comp.add_exchange_code(costs.exchange_code_bytes(src_tile, dst_tile, src_off, dst_off, nbytes, target.num_tiles,
-                                                     distinct), p.name or f"copy {src.name} -> {dst.name}")
+    # cycles (multicast runs sent once, bus pairs) and exchange code from the phase's messages:
+    # sends, receive regions, phase entry (costs.py)
+    tile_cycles, extra, code = costs.exchange_costs(src_tile, dst_tile, src_off, dst_off, nbytes, comp.target)
+    comp.add_exchange_code(code, p.name or f"copy {src.name} -> {dst.name}")
     staged = src.variable is dst.variable
     return comp.add_step("exchange", p.name or f"copy {src.name} -> {dst.name}",
                          int(tile_cycles.max(initial=0)) + extra, tile_cycles,

@@ -135,3 +135,41 @@ def test_tiles_of_an_exchange_bus_pair_receive_shared_data_at_twice_the_rate():
                                  ipu.small_target(8))
     assert w.tolist() == [0.5, 0.5, 1.0]
     assert costs.shared_bus_weights(np.array([0, 0]), np.array([64, 64]), np.array([2, 3]), ipu.GC2).tolist() == [1, 1]
+
+
+def _exchange_runs(rng, n, num_tiles):
+    """Runs of an exchange as merge_runs gives them, with what makes the cost models branch:
+    runs multicast to several tiles (often both tiles of a bus pair, sometimes the same tile
+    twice), receive regions that continue or jump, on-tile copies."""
+    sources = rng.integers(0, 1 << 20, max(1, n // 4)) * 4
+    sizes = rng.choice([4, 8, 12, 64, 256], sources.size)
+    pick = rng.integers(0, sources.size, n)
+    src_off, nbytes = sources[pick], sizes[pick]
+    src_tile = (src_off >> 16) % num_tiles  # one source offset lies on one tile
+    dst_tile = rng.integers(0, num_tiles, n)
+    pair = rng.random(n) < 0.4  # the same run again on the receiver's bus partner
+    dst_tile = np.concatenate([dst_tile, dst_tile[pair] ^ 1])
+    src_off, nbytes, src_tile = (np.concatenate([x, x[pair]]) for x in (src_off, nbytes, src_tile))
+    dst_tile = np.where(dst_tile >= num_tiles, dst_tile - 1, dst_tile)
+    local = rng.random(dst_tile.size) < 0.1
+    dst_tile[local] = src_tile[local]
+    dst_off = np.cumsum(nbytes) + np.where(rng.random(nbytes.size) < 0.3, 64, 0)  # some regions jump
+    return [np.ascontiguousarray(x, np.int64) for x in (src_tile, dst_tile, src_off, dst_off, nbytes)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("target", [ipu.small_target(16), ipu.small_target(7), ipu.GC2, ipu.small_target(8).with_ipus(2)],
+                         ids=lambda t: t.name)
+def test_exchange_costs_in_one_pass_equal_the_cost_models(seed, target):
+    """costs.exchange_costs (one linear pass, as every Copy is compiled) gives exactly the cycles,
+    extra cycles and exchange code of exchange_tile_cycles and exchange_code_bytes."""
+    from ipu import costs
+    rng = np.random.default_rng(seed)
+    st, dt, so, do, nb = _exchange_runs(rng, int(rng.integers(0, 3000)) if seed else 1, target.num_tiles)
+    costs._exchange_kernel(st[:0], st[:0], st[:0], st[:0], st[:0], 1, 1, True)  # compiled: the pass is taken
+    cycles, extra, code = costs.exchange_costs(st, dt, so, do, nb, target)
+    want_cycles, want_extra = costs.exchange_tile_cycles(st, dt, so, nb, target)
+    want_code = costs.exchange_code_bytes(st, dt, so, do, nb, target.num_tiles)
+    assert cycles.dtype == want_cycles.dtype and np.array_equal(cycles, want_cycles)
+    assert extra == want_extra
+    assert code.dtype == want_code.dtype and np.array_equal(code, want_code)

@@ -192,3 +192,16 @@ def test_a_first_run_of_many_steps_compiles_the_step_loop(monkeypatch):
     e = ipu.Engine(exe, compiled=False)
     e.run()
     assert exe.native is None  # the Python walk never plans
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exchange_costs_are_identical_compiled_and_in_python(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    src_off = rng.integers(0, 5000, n).astype(np.int64) * 4
+    nbytes = rng.choice([4, 8, 64], n).astype(np.int64)
+    src_tile = (src_off // 512) % 37
+    dst_tile = rng.integers(0, 37, n).astype(np.int64)
+    dst_off = np.cumsum(nbytes)
+    got, body, _ = _both(costs._exchange_kernel, src_tile, dst_tile, src_off, dst_off, nbytes, 37, 65, True)
+    _assert_identical(got, body)
