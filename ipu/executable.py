@@ -66,13 +66,27 @@ def _piece_of(e, starts):
 
 
 @njit(cache=True)
+def _piece_near(e, starts, h):
+    """_piece_of(e, starts), trying piece h and the one after it first (a copy's next run mostly
+    starts in the piece where the last one ended, or the next)."""
+    n = starts.shape[0]
+    if 0 <= h < n and starts[h] <= e:
+        if h + 1 == n or starts[h + 1] > e:
+            return h
+        if h + 2 == n or starts[h + 2] > e:
+            return h + 1
+    return _piece_of(e, starts)
+
+
+@njit(cache=True)
 def _split_runs(rs, rl, starts, stops, addr, tiles, isz):
     n = 0
     first = np.empty(rs.shape[0], np.int64)  # each run's first piece, searched for once
+    p = 0
     for i in range(rs.shape[0]):  # count the (run, piece) parts
         e = rs[i]
         left = rl[i]
-        p = _piece_of(e, starts) if left > 0 else 0
+        p = _piece_near(e, starts, p - 1) if left > 0 else 0
         first[i] = p
         while left > 0:
             k = min(left, stops[p] - e)

@@ -103,3 +103,33 @@ def test_many_pieces_live_at_once_split_the_active_list():
     want = reference_place(order, tile, size, seg_ptr, ss, se, 1)
     np.testing.assert_array_equal(got[0], want[0])
     assert got[1][0] == want[1][0]
+
+
+@pytest.mark.parametrize("calls", [0, 3])
+def test_thousands_of_live_pieces_on_a_tile_match_the_plain_scan(calls):
+    """Enough pieces live at once on a tile that the active list has dozens of blocks (so whole
+    groups of blocks are passed by their summaries), with and without a function's dormant pieces."""
+    rng = np.random.default_rng(7 + calls)
+    n = 1500
+    call_at = np.array([300, 900, 1500])[:calls]
+    tiles, sizes, starts, ends, counts = [], [], [], [], []
+    for _ in range(n):
+        tiles.append(0)
+        sizes.append(int(rng.choice([8, 16, 24, 64, 136])))
+        if calls and rng.random() < 0.3:
+            a = int(rng.integers(0, 20)); b = a + int(rng.integers(0, 4))
+            starts.append([c + a for c in call_at]); ends.append([c + b for c in call_at])
+        else:
+            a = int(rng.integers(0, 2000)); b = a + int(rng.integers(0, 1500 if rng.random() < 0.8 else 40))
+            starts.append([a]); ends.append([b])
+        counts.append(len(starts[-1]))
+    seg_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    ss = np.concatenate([np.array(x, np.int64) for x in starts])
+    se = np.concatenate([np.array(x, np.int64) for x in ends])
+    tile = np.array(tiles, np.int64)
+    size = np.array(sizes, np.int64)
+    order = np.lexsort((-size, ss[seg_ptr[:-1]], tile))
+    got = place(order, tile, size, seg_ptr, ss, se, 1)
+    want = reference_place(order, tile, size, seg_ptr, ss, se, 1)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1][0] == want[1][0]
