@@ -41,7 +41,8 @@ def test_jobs_list_each_kernel_and_types_once_in_order_then_the_compile_time_ker
         ("codelets", (ipu.FLOAT16.storage,))]
     assert got[:2] == codelet_jobs  # the codelet kernels first
     assert sorted((m, n) for m, n, s in got if s is None) == [
-        ("ipu.copytables", "_merge_kernel"), ("ipu.copytables", "_runs_kernel"), ("ipu.costs", "_schedule"),
+        ("ipu.copytables", "_merge_kernel"), ("ipu.copytables", "_runs_kernel"), ("ipu.costs", "_exchange_kernel"),
+        ("ipu.costs", "_schedule"),
         ("ipu.executable", "_lookup_addresses"), ("ipu.executable", "_split_runs"),
         ("ipu.placement", "_patterns"), ("ipu.placement", "_place")]
     monkeypatch.setattr(interpreted, "ready", lambda kernel: True)  # all cached: nothing to do
