@@ -93,6 +93,7 @@ class UnaryOp(Codelet):
     name = "UnaryOp"
     fields = UNARY_FIELDS
     int_params = OP_PARAMS
+    template_params = OP_PARAMS  # popops UnaryOp1DSupervisor<UnaryOpType op, T>: one instantiation per op
     supervisor = True
     allowed_types = (_TYPES, _TYPES)
     poplibs_vertices = ("popops::UnaryOp1DSupervisor", "popops::UnaryOp1D")
@@ -149,6 +150,7 @@ class BinaryOp(Codelet):
     name = "BinaryOp"
     fields = BINARY_FIELDS
     int_params = OP_PARAMS
+    template_params = OP_PARAMS  # popops BinaryOp1DSupervisor<BinaryOpType op, T>: one instantiation per op
     supervisor = True
     allowed_types = (_TYPES, _TYPES, _TYPES)
     poplibs_vertices = ("popops::BinaryOp1DSupervisor", "popops::BinaryOp1D", "popops::BroadcastScalar1DSupervisor",

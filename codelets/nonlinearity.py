@@ -143,6 +143,7 @@ class NonLinearityGrad(Codelet):
     name = "NonLinearityGrad"
     fields = (Field("outGrad", IN), Field("out", IN), Field("inGrad", OUT))
     int_params = ("op",)
+    template_params = ("op",)  # popnn NonLinearityGrad1D<FPType, NonLinearityType>: one instantiation each
     float_params = ("p0", "p1")
     supervisor = True
     allowed_types = ((ipu.FLOAT32, ipu.FLOAT16),) * 3

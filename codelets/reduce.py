@@ -400,6 +400,9 @@ class Reduce(Codelet):
     name = "Reduce"
     fields = (Field("in", IN), Field("out", OUT))
     int_params = ("op", "inner", "layout")
+    # popops Reduce<ReduceOp, PartialsType, OutType, isUpdate, ReductionSpecialisation>: the operation
+    # and the layout (specialisation) are the class's template parameters, not vertex state
+    template_params = ("op", "layout")
     supervisor = False
     allowed_types = ((*_FLOATS, ipu.INT32, ipu.BOOL), (*_FLOATS, ipu.INT32, ipu.BOOL))
     poplibs_vertices = ("popops::Reduce",)

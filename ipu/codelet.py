@@ -139,6 +139,11 @@ class Codelet:
     fields: tuple = ()
     float_params: tuple = ()
     int_params: tuple = ()
+    # Int parameters that are template parameters of the poplibs vertex class (the operation of
+    # popops' BinaryOp1DSupervisor<op, T>, Reduce<ReduceOp, ..., specialisation>): each value is
+    # its own instantiation, so it selects the vertex code (held once per tile per value) and is
+    # no vertex state.
+    template_params: tuple = ()
     # A supervisor vertex occupies all worker contexts of its tile and its cycles are tile cycles;
     # a worker vertex runs on one context and its cycles are that context's (thread) cycles.
     supervisor: bool = False
@@ -168,6 +173,9 @@ class Codelet:
         if clash:
             raise ValueError(f"codelet {owner}: a parameter cannot be named {', '.join(sorted(clash))} (the "
                              f"names of table(...)'s field views)")
+        unknown = set(cls.template_params) - set(cls.int_params)
+        if unknown:
+            raise ValueError(f"codelet {owner}: template_params {sorted(unknown)} are not among its int_params")
 
     def kernel(self):
         raise NotImplementedError
@@ -181,8 +189,8 @@ class Codelet:
 
     def state_bytes(self) -> int:
         """Bytes of state per vertex: a 4-byte pointer and a 2-byte size per field, 4 per parameter
-        (Poplar vertex state layout: ScaledPtr32 + count)."""
-        return 6 * len(self.fields) + 4 * (len(self.float_params) + len(self.int_params))
+        that is not a template parameter (Poplar vertex state layout: ScaledPtr32 + count)."""
+        return 6 * len(self.fields) + 4 * (len(self.float_params) + len(self.int_params) - len(self.template_params))
 
     # A multi-region codelet is a poplibs 2D vertex: each field is a vector of regions, and one vertex
     # (one per worker context on a tile, poplibs' splitRegionsBetweenWorkers) walks several regions.
