@@ -103,6 +103,10 @@ def batch_norm_training_grad(ctx, op):
     deviation, M the elements per channel, dscale = s (sum(g x) - mean sum(g)))."""
     g, x, scale, mean, inv_std = (ctx.value(t) for t in op.inputs)
     et, r = x.dtype, x.rank
+    if x.is_identity and g.shape == x.shape:
+        # popnn's batchNormGradients lays its gradients out like the activations: g is brought into
+        # x's layout once (no copy when it already is: a non-linearity's gradient is mapped so)
+        g = ctx.like(g, x.variable)
     axes = tuple(i for i in range(r) if i != 1)
     inv_count = B.scalar_constant(ctx, 1.0 / max(_channel_count(x), 1), et, "inv_count")
     dbias = B.reduce(ctx, g, axes, "sum", suffix="sum_g")
@@ -129,9 +133,14 @@ def nonlinearity_grad(ctx, op):
     from codelets.nonlinearity import GRAD_OPS
     g, t = ctx.value(op.inputs[0]), ctx.value(op.inputs[1])
     a = op.attrs
+    suffix = a["kind"] + "_grad"
+    # popnn's nonLinearityInputGradient maps the input gradient like the forward output, not like
+    # the incoming gradient, so that batch norm's backward pass finds its gradient and activations
+    # on the same tiles (no exchange there)
+    out = ctx.new_var(g.shape, g.dtype, ctx.name(suffix), like=t) if t.is_identity and t.shape == g.shape else None
     out = B.elementwise(ctx, "NonLinearityGrad", [g, t], ["outGrad", "out"], g.shape, g.dtype,
-                        ip={"op": GRAD_OPS[a["kind"]]}, fp={"p0": a["p0"], "p1": a["p1"]}, out_field="inGrad",
-                        suffix=a["kind"] + "_grad")
+                        ip={"op": GRAD_OPS[a["kind"]]}, fp={"p0": a["p0"], "p1": a["p1"]}, out=out,
+                        out_field="inGrad", suffix=suffix)
     ctx.bind(op.outputs[0], out)
 
 
