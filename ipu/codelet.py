@@ -187,6 +187,17 @@ class Codelet:
         """Bytes of vertex code for one field-type combination (held once per tile that uses it)."""
         return 256
 
+    def code_variants(self, types, ip: np.ndarray) -> list:
+        """[(code key, mask of the vertices (rows of ip) using it, or None for all)]: the vertex code
+        a tile holds once per key, one per field-type combination and value of the template
+        parameters (each value is its own instantiation of the poplibs vertex class)."""
+        if not self.template_params:
+            return [((self.name, types), None)]
+        cols = [self.int_params.index(p) for p in self.template_params]
+        values, which = np.unique(ip[:, cols], axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        return [((self.name, types, tuple(int(x) for x in v)), which == j) for j, v in enumerate(values)]
+
     def state_bytes(self) -> int:
         """Bytes of state per vertex: a 4-byte pointer and a 2-byte size per field, 4 per parameter
         that is not a template parameter (Poplar vertex state layout: ScaledPtr32 + count)."""

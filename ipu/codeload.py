@@ -159,7 +159,8 @@ def _collect(programs):
 
 
 def _key_masks(execs, n):
-    """Code keys (codelet, field types), their bytes, and per owner a (keys x tiles) bool mask."""
+    """Code keys (codelet, field types, template values: `Codelet.code_variants`), their bytes, and
+    per owner a (keys x tiles) bool mask."""
     index: dict = {}
     key_bytes: list = []
     per_owner: dict = {}
@@ -171,15 +172,16 @@ def _key_masks(execs, n):
                 continue
             done.add(id(cs))
             for chunk in cs.chunks:
-                key = (chunk.codelet.name, chunk.types)
-                k = index.get(key)
-                if k is None:
-                    k = index[key] = len(key_bytes)
-                    key_bytes.append(int(chunk.codelet.code_bytes(chunk.types)))
-                m = rows.get(k)
-                if m is None:
-                    m = rows[k] = np.zeros(n, bool)
-                m[np.asarray(chunk.tiles, np.int64)] = True
+                tiles = np.asarray(chunk.tiles, np.int64)
+                for key, sel in chunk.codelet.code_variants(chunk.types, np.asarray(chunk.ip)):
+                    k = index.get(key)
+                    if k is None:
+                        k = index[key] = len(key_bytes)
+                        key_bytes.append(int(chunk.codelet.code_bytes(chunk.types)))
+                    m = rows.get(k)
+                    if m is None:
+                        m = rows[k] = np.zeros(n, bool)
+                    m[tiles if sel is None else tiles[sel]] = True
         per_owner[okey] = rows
     K = len(key_bytes)
     masks = {}

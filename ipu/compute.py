@@ -93,16 +93,9 @@ def _compile_compute_set(comp, cs: ComputeSet):
         all_sup.append(np.full(len(tiles), c.supervisor))
         all_further.append(further)
         # memory: vertex state per vertex, code once per (codelet, types, template values) per tile
-        if c.template_params:
-            cols = [c.int_params.index(p) for p in c.template_params]
-            values, which = np.unique(ip[:, cols], axis=0, return_inverse=True)
-            which = which.reshape(-1)
-            for j, v in enumerate(values):
-                sel = which == j
-                comp.add_vertex_memory(tiles[sel], (name, types, tuple(int(x) for x in v)), c.code_bytes(types),
-                                       state[sel], cs.name)
-        else:
-            comp.add_vertex_memory(tiles, (name, types), c.code_bytes(types), state, cs.name)
+        for key, sel in c.code_variants(types, ip):
+            comp.add_vertex_memory(tiles if sel is None else tiles[sel], key, c.code_bytes(types),
+                                   state if sel is None else state[sel], cs.name)
     if all_tiles:
         tile_cycles = costs.compute_set_tile_cycles(np.concatenate(all_tiles), np.concatenate(all_cycles),
                                                     np.concatenate(all_sup), target, np.concatenate(all_further))
