@@ -303,6 +303,15 @@ def _small_shapes(rng, count):
                      int(rng.integers(1, 150))) for _ in range(count)]
 
 
+def _wide_shapes(rng, count):
+    """16-wide blocks: every row count to 40 (each panel pattern) at awkward depths, then random."""
+    from codelets._sgemm import SMALL_DEPTH, WIDE
+
+    edges = [(m, k, WIDE) for m in range(1, 41) for k in (1, 7, 8, 9, 23)]
+    edges += [(12, SMALL_DEPTH, WIDE), (35, SMALL_DEPTH - 1, WIDE), (128, 112, WIDE)]
+    return edges + [(int(rng.integers(1, 140)), int(rng.integers(1, SMALL_DEPTH + 1)), WIDE) for _ in range(count)]
+
+
 def _fma_chain(x, y):
     """Per output, float32 fused multiply-adds over k in order from 0: each step x*y + acc is
     exact in float64 (a 48-bit product plus a float32), rounded once to float32 (a double
@@ -311,6 +320,47 @@ def _fma_chain(x, y):
     for kk in range(x.shape[1]):
         acc = (x[:, kk:kk + 1].astype(np.float64) * y[kk].astype(np.float64) + acc).astype(np.float32)
     return acc
+
+
+def _two_chain_sum(x, y):
+    """Per output: one chain over the even k below the last multiple of 8 and the k from there on,
+    one over the odd k below it, then the first plus the second (each step as in _fma_chain)."""
+    q8 = x.shape[1] - x.shape[1] % 8
+    first = list(range(0, q8, 2)) + list(range(q8, x.shape[1]))
+    second = list(range(1, q8, 2))
+    return _fma_chain(x[:, first], y[first]) + _fma_chain(x[:, second], y[second])
+
+
+def _wide_rows_reference(x, y):
+    """The 16-wide order: rows in panels of 12, 8, 4, 2, 1; the first 6 rows of a 12-panel and the
+    rows of 8- and 4-panels two chains, the others one."""
+    m = x.shape[0]
+    two, i = [], 0
+    for panel in (12, 8, 4, 2, 1):
+        while m - i >= panel:
+            two += [r < 6 for r in range(12)] if panel == 12 else [panel in (8, 4)] * panel
+            i += panel
+            if panel != 12:
+                break
+    one, both = _fma_chain(x, y), _two_chain_sum(x, y)
+    return np.where(np.array(two)[:, None], both, one)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_wide_blocks_sum_in_panel_order(accumulate):
+    rng = np.random.default_rng(17 + accumulate)
+    run = _product("gemm")
+    for m, k, n in _wide_shapes(rng, 40):
+        a, b, c = _operands(rng, m, k, n)
+        got = c.copy()
+        run(a, b, got, m, k, n, accumulate)
+        sums = _wide_rows_reference(a[1:1 + m * k].reshape(m, k), b[2:2 + k * n].reshape(k, n))
+        old = c[3:3 + m * n].reshape(m, n)
+        want = (old + sums) if accumulate else (sums + np.float32(0.0))
+        np.testing.assert_array_equal(got[3:3 + m * n].reshape(m, n).view(np.uint32), want.view(np.uint32),
+                                      err_msg=f"m, k, n = {m}, {k}, {n}")
+        np.testing.assert_array_equal(got[:3], c[:3])
+        np.testing.assert_array_equal(got[3 + m * n:], c[3 + m * n:])
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
@@ -342,13 +392,22 @@ def test_small_block_zero_sum_is_positive_zero():
 
 
 def test_small_blocks_same_bits_as_this_hosts_sgemm():
-    """Where the host's sgemm sums small blocks in the same order (OpenBLAS's Haswell / Zen
-    kernels do, for k <= 320), the in-place path gives its bits: a host whose library orders
+    """Where the host's sgemm sums small and 16-wide blocks in the same order (OpenBLAS's Haswell /
+    Zen kernels do, for k <= 320), the in-place paths give its bits: a host whose library orders
     them otherwise (another kernel, another library) is skipped after a probe."""
+    from ipu.blas import single_threaded_kernel_blas
+
     rng = np.random.default_rng(11)
     small, blas = _product("gemm"), _product("sgemm")
-    probe = [(3, 40, 24), (1, 8, 10), (2, 300, 17)]
-    for i, (m, k, n) in enumerate(probe + _small_shapes(rng, 200)):
+    a, b, c = _operands(rng, 1, 1, 1)
+    small(a, b, c, 1, 1, 1, False), blas(a, b, c, 1, 1, 1, False)  # compiled: SciPy's BLAS is loaded
+    probe = [(3, 40, 24), (1, 8, 10), (2, 300, 17), (32, 40, 16), (35, 57, 16)]
+    with single_threaded_kernel_blas.limited(1):  # as in a run: a threaded sgemm splits rows otherwise
+        _compare_with_sgemm(rng, small, blas, probe, probe + _small_shapes(rng, 200) + _wide_shapes(rng, 100))
+
+
+def _compare_with_sgemm(rng, small, blas, probe, shapes):
+    for i, (m, k, n) in enumerate(shapes):
         for accumulate in (False, True):
             a, b, c = _operands(rng, m, k, n)
             mine, theirs = c.copy(), c.copy()
