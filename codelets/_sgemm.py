@@ -30,7 +30,7 @@ go in panels of 12, then 8, 4, 2, 1; rows 0-5 of a 12-panel and the rows of 8- a
 two chains, one over the even k and one over the odd k below the last multiple of 8, the rest of
 k on the first chain, then the two added; the other rows keep one chain over k in order. Without
 sgemm's packing copies the block costs 0.5-0.8x sgemm's time (`_rows16`: 8-wide vector fused
-multiply-adds, up to 4 rows of one kind at once so that their chains overlap).
+multiply-adds, 4 or 2 rows of one kind at once so that their chains overlap).
 """
 from __future__ import annotations
 
@@ -131,7 +131,8 @@ def _small_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):  # pragma: n
     raise NotImplementedError
 
 
-def _small_rows_f32(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
+@njit(cache=True, nogil=True)
+def _small_rows_compiled(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
     for i in range(m):
         row = borrow(a, a0 + i * k, k)
         for j0 in range(0, n, _CHUNK):
@@ -151,6 +152,13 @@ def _small_rows_f32(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
             else:
                 for j in range(w):
                     out[j] = acc[j] + np.float32(0.0)
+
+
+def _small_rows_f32(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
+    # one compiled function, called (not inlined into every kernel: that cost seconds of compile
+    # per kernel) with borrowed arrays, which carry no reference count to take
+    _small_rows_compiled(borrow(a, 0, a.size), a0, borrow(b, 0, b.size), b0, borrow(c, 0, c.size), c0, m, k, n,
+                         accumulate, borrow(scratch, 0, scratch.size))
 
 
 @overload(_small_rows, inline="always")
@@ -231,7 +239,7 @@ def _rows16(rows: int):
     return run
 
 
-_rows16_1, _rows16_2, _rows16_3, _rows16_4 = (_rows16(r) for r in (1, 2, 3, 4))
+_rows16_1, _rows16_2, _rows16_4 = (_rows16(r) for r in (1, 2, 4))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -248,7 +256,8 @@ def _wide_rows(a, a0, b, b0, c, c0, m, k, accumulate, scratch):  # pragma: no co
     raise NotImplementedError
 
 
-def _wide_rows_f32(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
+@njit(cache=True, nogil=True)
+def _wide_rows_compiled(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
     q8 = k - k % 8
     full = m - m % 12
     rest = m - full
@@ -261,9 +270,8 @@ def _wide_rows_f32(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
             n += 1
         if n == 4:
             _rows16_4(a, a0 + i * k, b, b0, k, q8, two, tmp)
-        elif n == 3:
-            _rows16_3(a, a0 + i * k, b, b0, k, q8, two, tmp)
-        elif n == 2:
+        elif n >= 2:
+            n = 2
             _rows16_2(a, a0 + i * k, b, b0, k, q8, two, tmp)
         else:
             _rows16_1(a, a0 + i * k, b, b0, k, q8, two, tmp)
@@ -275,6 +283,11 @@ def _wide_rows_f32(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
             for j in range(WIDE * n):
                 out[j] = tmp[j] + np.float32(0.0)
         i += n
+
+
+def _wide_rows_f32(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
+    _wide_rows_compiled(borrow(a, 0, a.size), a0, borrow(b, 0, b.size), b0, borrow(c, 0, c.size), c0, m, k,
+                        accumulate, borrow(scratch, 0, scratch.size))
 
 
 @overload(_wide_rows, inline="always")
