@@ -321,22 +321,29 @@ def test_gru_gradient_matches_torch(rng):
     def zrh(a):  # PyTorch's (r, z, n) blocks -> ONNX's (z, r, h)
         r_, z_, n_ = np.split(a, 3, axis=0)
         return np.concatenate([z_, r_, n_], axis=0)
+    got = _sum_of_squares_gradient("gru", x_val, zrh(wih), zrh(whh), np.concatenate([zrh(bih), zrh(bhh)]), hid,
+                                   "W", linear_before_reset=1)
+    yt, _ = net(torch.tensor(x_val))
+    (yt * yt).sum().backward()
+    np.testing.assert_allclose(got, zrh(net.weight_ih_l0.grad.numpy()), rtol=2e-4, atol=2e-5)
+
+
+def _sum_of_squares_gradient(op, x_val, W, R, B, hid, wrt, **attrs):
+    """The gradient of sum(y * y) over a one-layer recurrent op's output y, with respect to `wrt`
+    (W, R or B), from one step of a PopART TrainingSession."""
     b = popart.Builder()
-    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
-    w = b.addInitializedInputTensor(zrh(wih)[None].astype(np.float32), "W")
-    r = b.addInitializedInputTensor(zrh(whh)[None].astype(np.float32), "R")
-    bias = b.addInitializedInputTensor(np.concatenate([zrh(bih), zrh(bhh)])[None].astype(np.float32), "B")
-    y = b.aiOnnxOpset11.gru([x, w, r, bias], 2, hidden_size=hid, linear_before_reset=1)[0]
+    x = b.addInputTensor(popart.TensorInfo("FLOAT", list(x_val.shape)), "x")
+    ids = {name: b.addInitializedInputTensor(np.asarray(v, np.float32)[None], name)
+           for name, v in (("W", W), ("R", R), ("B", B))}
+    y = getattr(b.aiOnnxOpset11, op)([x, ids["W"], ids["R"], ids["B"]], 2, hidden_size=hid, **attrs)[0]
     loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)])
-    grad = popart.reservedGradientPrefix() + w
+    grad = popart.reservedGradientPrefix() + ids[wrt]
     s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
     s.prepareDevice()
     s.weightsFromHost()
     out = s.initAnchorArrays()
     s.run(popart.PyStepIO({x: x_val.astype(np.float32)}, out))
-    yt, _ = net(torch.tensor(x_val))
-    (yt * yt).sum().backward()
-    np.testing.assert_allclose(out[grad][0], zrh(net.weight_ih_l0.grad.numpy()), rtol=2e-4, atol=2e-5)
+    return out[grad][0]
 
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
@@ -418,23 +425,12 @@ def test_rnn_gradient_matches_torch(rng):
     seq, batch, inp, hid = 5, 3, 2, 4
     net = torch.nn.RNN(inp, hid).double()
     x_val = rng.normal(size=(seq, batch, inp))
-    p = {n: t.detach().numpy().astype(np.float32) for n, t in net.named_parameters()}
-    b = popart.Builder()
-    x = b.addInputTensor(popart.TensorInfo("FLOAT", [seq, batch, inp]), "x")
-    w = b.addInitializedInputTensor(p["weight_ih_l0"][None], "W")
-    r = b.addInitializedInputTensor(p["weight_hh_l0"][None], "R")
-    bias = b.addInitializedInputTensor(np.concatenate([p["bias_ih_l0"], p["bias_hh_l0"]])[None], "B")
-    y = b.aiOnnxOpset11.rnn([x, w, r, bias], 2, hidden_size=hid)[0]
-    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)])
-    grad = popart.reservedGradientPrefix() + r
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({x: x_val.astype(np.float32)}, out))
+    p = {n: t.detach().numpy() for n, t in net.named_parameters()}
+    got = _sum_of_squares_gradient("rnn", x_val, p["weight_ih_l0"], p["weight_hh_l0"],
+                                   np.concatenate([p["bias_ih_l0"], p["bias_hh_l0"]]), hid, "R")
     yt, _ = net(torch.tensor(x_val))
     (yt * yt).sum().backward()
-    np.testing.assert_allclose(out[grad][0], net.weight_hh_l0.grad.numpy(), rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(got, net.weight_hh_l0.grad.numpy(), rtol=2e-4, atol=2e-5)
 
 
 def test_roi_align_image_gradient(rng):
