@@ -347,33 +347,20 @@ def _wide_rows_reference(x, y):
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
-def test_wide_blocks_sum_in_panel_order(accumulate):
-    rng = np.random.default_rng(17 + accumulate)
+@pytest.mark.parametrize("shapes,reference,seed", [
+    (_small_shapes, _fma_chain, 7),  # 1-3 rows: each output one chain over k in order
+    (_wide_shapes, _wide_rows_reference, 17),  # 16 wide: sgemm's panels of rows
+], ids=["small", "wide"])
+def test_in_place_blocks_sum_in_sgemm_order(shapes, reference, seed, accumulate):
+    rng = np.random.default_rng(seed + accumulate)
     run = _product("gemm")
-    for m, k, n in _wide_shapes(rng, 40):
+    for m, k, n in shapes(rng, 60 if shapes is _small_shapes else 40):
         a, b, c = _operands(rng, m, k, n)
         got = c.copy()
         run(a, b, got, m, k, n, accumulate)
-        sums = _wide_rows_reference(a[1:1 + m * k].reshape(m, k), b[2:2 + k * n].reshape(k, n))
+        sums = reference(a[1:1 + m * k].reshape(m, k), b[2:2 + k * n].reshape(k, n))
         old = c[3:3 + m * n].reshape(m, n)
         want = (old + sums) if accumulate else (sums + np.float32(0.0))
-        np.testing.assert_array_equal(got[3:3 + m * n].reshape(m, n).view(np.uint32), want.view(np.uint32),
-                                      err_msg=f"m, k, n = {m}, {k}, {n}")
-        np.testing.assert_array_equal(got[:3], c[:3])
-        np.testing.assert_array_equal(got[3 + m * n:], c[3 + m * n:])
-
-
-@pytest.mark.parametrize("accumulate", [False, True])
-def test_small_blocks_sum_each_output_in_k_order(accumulate):
-    rng = np.random.default_rng(7 + accumulate)
-    run = _product("gemm")
-    for m, k, n in _small_shapes(rng, 60):
-        a, b, c = _operands(rng, m, k, n)
-        got = c.copy()
-        run(a, b, got, m, k, n, accumulate)
-        chain = _fma_chain(a[1:1 + m * k].reshape(m, k), b[2:2 + k * n].reshape(k, n))
-        old = c[3:3 + m * n].reshape(m, n)
-        want = (old + chain) if accumulate else (chain + np.float32(0.0))
         np.testing.assert_array_equal(got[3:3 + m * n].reshape(m, n).view(np.uint32), want.view(np.uint32),
                                       err_msg=f"m, k, n = {m}, {k}, {n}")
         # nothing outside the block is touched
