@@ -41,6 +41,19 @@ def _unary(op, shape, elem=F, opset=11):
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)]).SerializeToString()
 
 
+def _train_step(b, y, weight, anchors, feeds=None):
+    """One step of a TrainingSession on the loss sum(y * weight), at learning rate 0 so the weights
+    stay as given: the anchors' values (gradients named with popart.reservedGradientPrefix())."""
+    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, weight])], keepdims=0)])
+    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, list(anchors)), loss, popart.ConstSGD(0.0),
+                               device())
+    s.prepareDevice()
+    s.weightsFromHost()
+    out = s.initAnchorArrays()
+    s.run(popart.PyStepIO(feeds or {}, out))
+    return out
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("op", sorted(FAMILY))
 def test_unary_family_matches_numpy(op, dtype, rng):
@@ -111,13 +124,8 @@ def test_lrn_gradient_matches_torch(rng):
     w = b.addInitializedInputTensor(np.ones(shape, np.float32), "w")
     r = b.aiOnnx.constant(r_val)
     y = b.aiOnnx.lrn([b.aiOnnx.mul([x, w])], size=5, alpha=1e-2, beta=0.75, bias=1.5)
-    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, r])], keepdims=0)])
     grad = popart.reservedGradientPrefix() + w
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({x: x_val}, out))
+    out = _train_step(b, y, r, [grad], {x: x_val})
     wt = torch.ones(shape, dtype=torch.float64, requires_grad=True)
     yt = torch.nn.functional.local_response_norm(torch.tensor(x_val, dtype=torch.float64) * wt, 5, 1e-2, 0.75, 1.5)
     (yt * torch.tensor(r_val, dtype=torch.float64)).sum().backward()
@@ -180,13 +188,8 @@ def test_scatter_gradients(rng):
     d = b.addInitializedInputTensor(data_val, "d")
     u = b.addInitializedInputTensor(upd_val, "u")
     y = b.aiOnnxOpset11.scatterelements([d, b.aiOnnx.constant(idx), u], axis=1)
-    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
     gd, gu = (popart.reservedGradientPrefix() + t for t in (d, u))
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [gd, gu]), loss, popart.ConstSGD(0.0), device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({}, out))
+    out = _train_step(b, y, b.aiOnnx.constant(r_val), [gd, gu])
     want_d = r_val.copy()
     np.put_along_axis(want_d, idx % 7, 0.0, axis=1)
     np.testing.assert_allclose(out[gd], want_d, rtol=1e-6)
@@ -336,13 +339,8 @@ def _sum_of_squares_gradient(op, x_val, W, R, B, hid, wrt, **attrs):
     ids = {name: b.addInitializedInputTensor(np.asarray(v, np.float32)[None], name)
            for name, v in (("W", W), ("R", R), ("B", B))}
     y = getattr(b.aiOnnxOpset11, op)([x, ids["W"], ids["R"], ids["B"]], 2, hidden_size=hid, **attrs)[0]
-    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, y])], keepdims=0)])
     grad = popart.reservedGradientPrefix() + ids[wrt]
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({x: x_val.astype(np.float32)}, out))
+    out = _train_step(b, y, y, [grad], {x: x_val.astype(np.float32)})
     return out[grad][0]
 
 
@@ -376,13 +374,8 @@ def test_reflect_pad_gradient(rng):
     b = popart.Builder()
     w = b.addInitializedInputTensor(x_val, "w")
     y = b.aiOnnxOpset10.pad([w], pads=[0, 2, 0, 2], mode="reflect")
-    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
     grad = popart.reservedGradientPrefix() + w
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({}, out))
+    out = _train_step(b, y, b.aiOnnx.constant(r_val), [grad])
     src = np.array([2, 1, 0, 1, 2, 3, 4, 3, 2])  # the source column of each padded column
     want = np.zeros_like(x_val)
     for j, c in enumerate(src):
@@ -406,13 +399,8 @@ def test_cumsum_attributes_and_gradient(exclusive, reverse, shape, axis, rng):
     w = b.addInitializedInputTensor(x_val, "w")
     y = b.aiOnnxOpset11.cumsum([w, b.aiOnnx.constant(np.array(axis, np.int64))], exclusive=exclusive,
                                reverse=reverse)
-    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
     grad = popart.reservedGradientPrefix() + w
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad, y]), loss, popart.ConstSGD(0.0), device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({}, out))
+    out = _train_step(b, y, b.aiOnnx.constant(r_val), [grad, y])
     np.testing.assert_allclose(out[y], cums(x_val.astype(np.float64), exclusive, reverse), rtol=1e-5, atol=1e-5)
     # d/dx of sum(r * cumsum(x)) is the cumsum of r the other way, exclusive as the forward one
     np.testing.assert_allclose(out[grad], cums(r_val.astype(np.float64), exclusive, not reverse), rtol=1e-5,
@@ -444,13 +432,8 @@ def test_roi_align_image_gradient(rng):
     wt = b.addInitializedInputTensor(x_val, "img")
     y = b.aiOnnxOpset10.roialign([wt, b.aiOnnx.constant(rois), b.aiOnnx.constant(np.zeros(k, np.int64))],
                                  output_height=2, output_width=2, sampling_ratio=2, spatial_scale=1.0)
-    loss = b.aiGraphcore.identityloss([b.aiOnnx.reducesum([b.aiOnnx.mul([y, b.aiOnnx.constant(r_val)])], keepdims=0)])
     grad = popart.reservedGradientPrefix() + wt
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, [grad]), loss, popart.ConstSGD(0.0), device())
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    s.run(popart.PyStepIO({}, out))
+    out = _train_step(b, y, b.aiOnnx.constant(r_val), [grad])
     from codelets.roi_align import reference as roi_ref
     want = np.zeros_like(x_val, np.float64)
     for idx in np.ndindex(*x_val.shape):
