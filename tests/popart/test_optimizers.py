@@ -32,15 +32,21 @@ def _grads(w, bias):
 
 def _train(optimizer, steps=2, options=None):
     proto, x, loss = _model()
+    return _train_model(proto, loss, {x: X}, {"w": W0, "bias": B0}, optimizer, steps, device(), options)
+
+
+def _train_model(proto, loss, feeds, initial, optimizer, steps, dev, options=None):
+    """`steps` runs of a TrainingSession on the same feeds: the weights read back (named as in
+    `initial`, shaped like its arrays) and the session."""
     s = popart.TrainingSession(proto, popart.DataFlow(1, {loss: popart.AnchorReturnType("Final")}), loss, optimizer,
-                               device(), userOptions=options)
+                               dev, userOptions=options)
     s.prepareDevice()
     s.weightsFromHost()
     out = s.initAnchorArrays()
     for _ in range(steps):
-        s.run(popart.PyStepIO({x: X}, out))
+        s.run(popart.PyStepIO(feeds, out))
     s.weightsToHost()
-    got = {"w": np.zeros_like(W0), "bias": np.zeros_like(B0)}
+    got = {name: np.zeros_like(v) for name, v in initial.items()}
     s.readWeights(popart.PyWeightsIO(got))
     return got, s
 
@@ -197,8 +203,8 @@ def test_gradient_accumulation_sums_micro_batch_gradients():
     opts = popart.SessionOptions()
     opts.enableGradientAccumulation = True
     opts.accumulationFactor = 2
-    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, popart.SGD({"defaultLearningRate": (0.01, True)}),
-                               device(), userOptions=opts)
+    sgd = popart.SGD({"defaultLearningRate": (0.01, True)})
+    s = popart.TrainingSession(proto, popart.DataFlow(1, [loss]), loss, sgd, device(), userOptions=opts)
     s.prepareDevice()
     s.weightsFromHost()
     out = s.initAnchorArrays()
@@ -262,16 +268,7 @@ def test_sgd_on_a_gemm_trans_b_weight_in_its_consumers_layout(batch, k, n):
                                                             0.5)])
     lr, mm, steps = 0.01, 0.9, 3
     opt = popart.SGD({"defaultLearningRate": (lr, True), "defaultMomentum": (mm, True)})
-    s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, {loss: popart.AnchorReturnType("Final")}), loss,
-                               opt, device(tiles=16))
-    s.prepareDevice()
-    s.weightsFromHost()
-    out = s.initAnchorArrays()
-    for _ in range(steps):
-        s.run(popart.PyStepIO({x: x0}, out))
-    s.weightsToHost()
-    got = {"w": np.zeros_like(w0), "bias": np.zeros_like(b0)}
-    s.readWeights(popart.PyWeightsIO(got))
+    got, s = _train_model(b.getModelProto(), loss, {x: x0}, {"w": w0, "bias": b0}, opt, steps, device(tiles=16))
     p = {"w": w0.astype(np.float64), "bias": b0.astype(np.float64)}
     v = {key: np.zeros_like(val) for key, val in p.items()}
     for _ in range(steps):
