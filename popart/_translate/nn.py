@@ -84,32 +84,93 @@ def conv_transpose(node):
                                       "cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias",
                                       "keep_aspect_ratio_policy", "axes"))
 def resize(node):
-    """Upsample (scales attribute, opset < 9, or input 1) and Resize (scales input 2 or sizes input 3)."""
+    """Upsample (scales attribute, opset < 9, or input 1) and Resize (scales input 2 or sizes input
+    3), as PopART's UpsampleOp / ResizeOp (op/upsample.cpp, op/resize.cpp, popx/op/resizex.cpp):
+    Upsample is nearest only; Resize-10 indexes nearest neighbours by floor(i / scale); Resize-11
+    and later take the modes nearest, linear and cubic (Keys' kernel with a = -0.75, whatever
+    cubic_coeff_a says, as PopART) and every coordinate transformation mode but
+    tf_crop_and_resize; exclude_outside must be 0. An output length given by `sizes` is that
+    length (the scale is the nearest float32 whose product with the input length reaches it)."""
     x = node.input(0)
-    if node.op_type == "Upsample":
-        scales = node.attr("scales") if node.has_attr("scales") else node.const(1, "scales")
-    elif node.has_input(2) and np.asarray(node.const(2, "scales")).size:
-        scales = node.const(2, "scales")
-    elif node.has_input(3):
-        sizes = np.asarray(node.const(3, "sizes")).reshape(-1)
-        scales = sizes / np.asarray(x.shape, np.float64)
-    else:
-        raise node.error("needs scales or sizes")
-    scales = [float(s) for s in np.asarray(scales).reshape(-1)]
     mode = node.attr("mode", "nearest") or "nearest"
+    if node.op_type == "Upsample":
+        if mode != "nearest":
+            raise node.error(f"Upsample op only supports the mode 'nearest' at this time (mode {mode!r}; PopART's "
+                             f"UpsampleOp). Export with a Resize (opset 11 or later) for linear or cubic modes")
+        scales = node.attr("scales") if node.has_attr("scales") else node.const(1, "scales")
+        scales = _full_rank_scales(node, np.asarray(scales, np.float32).reshape(-1), x.rank, None)
+        return ops.interpolate(x, scales, mode="nearest", nearest_mode="floor",
+                               coordinate_transformation_mode="asymmetric")
     if mode not in ("nearest", "linear", "cubic"):
-        raise node.error(f"mode {mode!r} is not supported")
-    for a in ("cubic_coeff_a", "exclude_outside", "extrapolation_value", "antialias", "axes"):
-        if node.has_attr(a) and a != "cubic_coeff_a":
-            raise node.error(f"attribute {a!r} is not supported")
-    ctm = node.attr("coordinate_transformation_mode", "asymmetric" if node.op_type == "Upsample" else
-                    "half_pixel") or "half_pixel"
-    if node.op_type == "Upsample" or node.version < 11:
-        ctm = "asymmetric"  # what Upsample and Resize-10 mean
+        raise node.error(f"Unrecognised resize mode {mode!r} (PopART's Resize takes 'nearest', 'linear' or 'cubic')")
+    if int(node.attr("exclude_outside", 0) or 0) != 0:
+        raise node.error(f"Unsupported value '{node.attr('exclude_outside')}' for attribute 'exclude_outside'. "
+                         f"Acceptable values are [0] (PopART's Resize)")
+    if int(node.attr("antialias", 0) or 0) != 0:
+        raise node.error("antialias=1 (Resize-18) is not supported: PopART's Resize has no anti-aliasing filter")
+    axes = [int(a) % x.rank for a in node.attr("axes")] if node.has_attr("axes") else None
+    scales = np.asarray(node.const(2, "scales"), np.float32).reshape(-1) if node.version >= 11 and \
+        node.has_input(2) else np.zeros(0, np.float32)
+    if node.version < 11:
+        scales = np.asarray(node.const(1, "scales"), np.float32).reshape(-1)
+    sizes = np.asarray(node.const(3, "sizes")).reshape(-1) if node.version >= 11 and node.has_input(3) else None
+    if scales.size and sizes is not None and sizes.size:
+        raise node.error("Resize op has inputs for `sizes` and `scales`. Only one of these tensors should be present")
+    if scales.size:
+        scales = _full_rank_scales(node, scales, x.rank, axes)
+    elif sizes is not None and sizes.size:
+        scales = _scales_of_sizes(node, x.shape, sizes, axes)
+    else:
+        raise node.error("Resize op has no input for `size` or `scales`. One of these tensors needs to be present")
+    if node.version < 11:  # Resize-10: PopART's nearest mode 'pytorch', the index floor(i / scale)
+        return ops.interpolate(x, scales, mode=mode, nearest_mode="floor", coordinate_transformation_mode="asymmetric")
+    ctm = node.attr("coordinate_transformation_mode", "half_pixel") or "half_pixel"
     nearest = node.attr("nearest_mode", "round_prefer_floor") or "round_prefer_floor"
-    if node.op_type == "Upsample" or node.version < 11:
-        nearest = "floor"
-    return ops.interpolate(x, tuple(scales), mode=mode, nearest_mode=nearest, coordinate_transformation_mode=ctm)
+    return ops.interpolate(x, scales, mode=mode, nearest_mode=nearest, coordinate_transformation_mode=ctm)
+
+
+def _full_rank_scales(node, scales, rank, axes):
+    """One float32 scale per axis of the input (Resize-18's `axes` names the axes `scales` covers)."""
+    if axes is not None:
+        if len(axes) != scales.size:
+            raise node.error(f"scales has {scales.size} values for the {len(axes)} axes {axes}")
+        full = np.ones(rank, np.float32)
+        full[axes] = scales
+        scales = full
+    if scales.size != rank:
+        raise node.error(f"The number of dimensions of the resize op scales ({scales.size}) must match the number "
+                         f"of dimensions of the input ({rank})")
+    return tuple(float(s) for s in scales)
+
+
+def _scales_of_sizes(node, in_shape, sizes, axes):
+    """The float32 scale of each axis whose product with the input length floors to the requested
+    output length (out / in in float32 can fall an ulp short: 7 -> 31 would give 30)."""
+    sizes = [int(s) for s in sizes]
+    axes = list(range(len(in_shape))) if axes is None else axes
+    if len(sizes) != len(axes):
+        raise node.error(f"ResizeOp, length of sizes ({len(sizes)}) does not match the rank of input shape "
+                         f"({len(axes)})")
+    policy = node.attr("keep_aspect_ratio_policy", "stretch") or "stretch"
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise node.error(f"keep_aspect_ratio_policy {policy!r} is not one of 'stretch', 'not_larger', 'not_smaller'")
+    if policy != "stretch":  # one scale for the named axes, the lengths rounded (ONNX Resize-18)
+        ratios = [s / in_shape[a] for s, a in zip(sizes, axes)]
+        r = min(ratios) if policy == "not_larger" else max(ratios)
+        sizes = [int(np.floor(r * in_shape[a] + 0.5)) for a in axes]
+    out = list(in_shape)
+    for a, s in zip(axes, sizes):
+        out[a] = s
+    scales = []
+    for n_in, n_out in zip(in_shape, out):
+        if n_in == n_out:
+            scales.append(1.0)
+            continue
+        s = np.float32(n_out) / np.float32(n_in)
+        while int(np.floor(np.float32(n_in) * s)) < n_out:
+            s = np.nextafter(s, np.float32(np.inf))
+        scales.append(float(s))
+    return tuple(scales)
 
 
 def _pool_args(node, rank):

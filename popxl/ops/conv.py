@@ -2,6 +2,8 @@
 
 from typing import List, Literal, Optional, Tuple
 
+import numpy as np
+
 from popxl.context import op_debug_context
 from popxl.tensor import Tensor
 
@@ -217,7 +219,7 @@ def max_pool(t: Tensor, kernel_size: Tuple[int, ...], stride: Optional[Tuple[int
 def interpolate(t: Tensor, scale_factor: Optional[Tuple[float, ...]] = (1.0, 1.0, 1.0, 1.0),
                 mode: Optional[str] = "nearest", nearest_mode: Optional[str] = "round_prefer_floor",
                 coordinate_transformation_mode: Optional[str] = "half_pixel") -> Tensor:
-    """Resize ``t``: axis ``i`` becomes ``floor(shape[i] * scale_factor[i])`` long."""
+    """Resize ``t``: axis ``i`` becomes ``floor(shape[i] * scale_factor[i])`` long (in float32)."""
     if not isinstance(t, Tensor):
         raise not_a_tensor("t", t, "interpolate")
     check_float("interpolate", t)
@@ -229,7 +231,19 @@ def interpolate(t: Tensor, scale_factor: Optional[Tuple[float, ...]] = (1.0, 1.0
         raise ValueError(f"interpolate: {len(scales)} scale factors for a tensor of rank {t.rank}.")
     if mode not in ("nearest", "linear", "cubic"):
         raise ValueError(f"interpolate: mode must be 'nearest', 'linear' or 'cubic', not {mode!r}.")
-    shape = tuple(int(d * s) for d, s in zip(t.shape, scales))
+    from ._interpolation import COORDINATE_MODES, NEAREST_MODES
+
+    if coordinate_transformation_mode not in COORDINATE_MODES:
+        raise ValueError(f"interpolate: Unsupported coordinate transformation mode "
+                         f"{coordinate_transformation_mode!r} (PopART's Resize computes "
+                         f"{', '.join(repr(m) for m in COORDINATE_MODES)}).")
+    if nearest_mode not in NEAREST_MODES + ("pytorch",):
+        raise ValueError(f"interpolate: Unrecognised resize nearest mode {nearest_mode!r} (one of "
+                         f"{', '.join(repr(m) for m in NEAREST_MODES + ('pytorch',))}).")
+    if mode == "nearest" and nearest_mode == "pytorch":  # PopART: floor(i / scale) whatever the coordinates
+        nearest_mode, coordinate_transformation_mode = "floor", "asymmetric"
+    # floor(length x scale) in float32, as PopART's ResizeOp::setup (5 x 2.6f is 13, not 12)
+    shape = tuple(int(np.floor(np.float32(d) * np.float32(s))) for d, s in zip(t.shape, scales))
     return single("interpolate", [t], shape, t.dtype,
                   {"scale_factor": scales, "mode": mode, "nearest_mode": nearest_mode,
                    "coordinate_transformation_mode": coordinate_transformation_mode})

@@ -153,3 +153,28 @@ def test_interpolate_linear_is_popart_float32_arithmetic_bit_for_bit(shape, scal
         if s != 1.0:
             want = _popart_linear_1d(want, a, s, ctm)
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("shape,scales,ctm,align", [
+    ((1, 2, 5, 4), (1.0, 1.0, 2.0, 3.0), "pytorch_half_pixel", False),
+    ((2, 1, 6, 7), (1.0, 1.0, 0.5, 1.5), "pytorch_half_pixel", False),
+    ((1, 3, 4, 5), (1.0, 1.0, 2.5, 1.0), "align_corners", True),
+])
+def test_interpolate_cubic_against_pytorch_bicubic(shape, scales, ctm, align):
+    """PopART's cubic Resize (Keys' kernel, a = -0.75, neighbours clamped to the edges) is
+    PyTorch's bicubic upsampling."""
+    torch = pytest.importorskip("torch")
+    x = RNG.normal(size=shape).astype(np.float32)
+    out, _ = run_popxl(lambda a: ops.interpolate(a, scales, mode="cubic", coordinate_transformation_mode=ctm), [x])
+    want = torch.nn.functional.interpolate(torch.from_numpy(x), scale_factor=scales[2:], mode="bicubic",
+                                           align_corners=align).numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_interpolate_refuses_what_popart_does_not_compute():
+    x = np.zeros((1, 1, 2, 2), np.float32)
+    with pytest.raises(ValueError, match="Unsupported coordinate transformation mode 'tf_crop_and_resize'"):
+        run_popxl(lambda a: ops.interpolate(a, (1.0, 1.0, 2.0, 2.0), mode="linear",
+                                            coordinate_transformation_mode="tf_crop_and_resize"), [x])
+    with pytest.raises(ValueError, match="Unrecognised resize nearest mode 'nearest'"):
+        run_popxl(lambda a: ops.interpolate(a, (1.0, 1.0, 2.0, 2.0), nearest_mode="nearest"), [x])

@@ -302,6 +302,8 @@ CASES = [
     GradCase("interpolate_linear_align_corners",
              lambda x: ops.interpolate(x, (1.0, 2.5), mode="linear", coordinate_transformation_mode="align_corners"),
              [r(2, 3)]),
+    GradCase("interpolate_cubic", lambda x: ops.interpolate(x, (1.0, 1.0, 1.7, 0.6), mode="cubic"),
+             [r(1, 2, 4, 5)]),
     GradCase("concat", lambda a, b: ops.concat([a, b, a], 1), [r(2, 3), r(2, 2)]),
     GradCase("split", _split, [r(2, 5)]),
     # indexing

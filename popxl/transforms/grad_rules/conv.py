@@ -153,13 +153,10 @@ def _max_pool(ctx, op, grads):
 
 @grad_rule("interpolate")
 def _interpolate(ctx, op, grads):
-    """Nearest and linear resizing are linear and separable: out = M_a @ x along each resized
-    axis a, so the input gradient applies the transposed matrices M_a^T (a matmul with a constant,
-    the resized axis moved last), in reverse order."""
+    """Nearest, linear and cubic resizing are linear and separable: out = M_a @ x along each
+    resized axis a, so the input gradient applies the transposed matrices M_a^T (a matmul with a
+    constant, the resized axis moved last), in reverse order."""
     x, g = op.inputs[0], grads[0]
-    if op.attrs["mode"] not in ("nearest", "linear"):
-        raise NotImplementedError(f"autodiff: interpolate mode {op.attrs['mode']!r} has no gradient rule "
-                                  "(nearest and linear have).")
     out_shape = op.outputs[0].shape
     for a in reversed(range(x.rank)):
         n_in, n_out, s = x.shape[a], out_shape[a], op.attrs["scale_factor"][a]
