@@ -194,8 +194,9 @@ def average_pool(node):
     x = node.input(0)
     args = _pool_args(node, x.rank - 2)
     if int(node.attr("count_include_pad", 0)) and any(args["padding"]):
-        raise node.error("count_include_pad=1 with padding is not supported (the simulator averages over the "
-                         "real elements of each window, count_include_pad=0)")
+        raise node.error("`count_include_pad` is not supported (PopART's AveragePoolOp refuses count_include_pad=1; "
+                         "with padding the divisor would count the padded elements, which PopART's pooling does not: "
+                         "pad explicitly with a Pad node, or export at opset 9, where PyTorch writes a Pad)")
     return ops.average_pool(x, **args)
 
 

@@ -224,6 +224,14 @@ def pad(node):
     value = float(node.attr("value", 0.0)) if node.version < 11 else (
         float(np.asarray(node.const(2, "constant_value")).reshape(-1)[0]) if node.has_input(2) else 0.0)
     r = x.rank
+    if node.has_input(3):  # Pad-18: the pads are for these axes only
+        axes = [a % r for a in _ints(node.const(3, "axes"))]
+        if len(pads) != 2 * len(axes):
+            raise node.error(f"pads has {len(pads)} values for the {len(axes)} axes {axes}: it needs {2 * len(axes)}")
+        full = [0] * (2 * r)
+        for k, a in enumerate(axes):
+            full[a], full[a + r] = pads[k], pads[k + len(axes)]
+        pads = full
     if len(pads) != 2 * r:
         raise node.error(f"pads has {len(pads)} values; a rank-{r} input needs {2 * r} (all befores, then all afters)")
     for a in range(r):
