@@ -194,7 +194,14 @@ class Codelet:
         if not self.template_params:
             return [((self.name, types), None)]
         cols = [self.int_params.index(p) for p in self.template_params]
-        values, which = np.unique(ip[:, cols], axis=0, return_inverse=True)
+        chosen = ip[:, cols]
+        if chosen.shape[0] and (chosen == chosen[0]).all():  # mostly one value: no sort of the rows
+            return [((self.name, types, tuple(int(x) for x in chosen[0])), None)]
+        if len(cols) == 1:  # one parameter: a plain sort, in the order of the rows' unique
+            values, which = np.unique(chosen[:, 0], return_inverse=True)
+            values = values[:, None]
+        else:
+            values, which = np.unique(chosen, axis=0, return_inverse=True)
         which = which.reshape(-1)
         return [((self.name, types, tuple(int(x) for x in v)), which == j) for j, v in enumerate(values)]
 
