@@ -49,7 +49,9 @@ def _compile(comp, p: Execute):
     if not isinstance(cs, ComputeSet):
         raise CompileError("Execute takes a ComputeSet")
     groups, tile_cycles, nverts = comp.cached(("compute_set", id(cs)), lambda: _compile_compute_set(comp, cs))
-    tiles = np.unique(np.concatenate([g.tiles for g in groups])) if groups else np.zeros(0, np.int64)
+    # the tiles with vertices, in order (a count per tile rather than a sort of every vertex's tile)
+    tiles = (np.flatnonzero(np.bincount(np.concatenate([g.tiles for g in groups]), minlength=comp.target.num_tiles))
+             if groups else np.zeros(0, np.int64))
     step = comp.add_step("compute", p.name or cs.name, int(tile_cycles.max(initial=0)), tile_cycles,
                          payload=Vertices(groups), vertices=nverts, debug=cs.debug, tiles=tiles)
     return StepRef(step.id)

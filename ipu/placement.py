@@ -63,6 +63,7 @@ def _patterns(seg_ptr, seg_start, seg_end):
     n = seg_ptr.shape[0] - 1
     pid = np.full(n, -1, np.int64)
     h = np.zeros(n, np.uint64)
+    candidates = 0
     for p in range(n):
         p0 = seg_ptr[p]
         p1 = seg_ptr[p + 1]
@@ -78,6 +79,9 @@ def _patterns(seg_ptr, seg_start, seg_end):
             x = (x ^ np.uint64(seg_start[k] - seg_start[p0])) * np.uint64(0x100000001B3)
         if uniform:
             h[p] = x | np.uint64(1)  # nonzero: a candidate
+            candidates += 1
+    if candidates == 0:  # no piece of several segments (no function called twice): no patterns
+        return pid, np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     order = np.argsort(h)
     gap = np.empty(n, np.int64)
     npat = 0

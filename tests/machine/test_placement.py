@@ -88,6 +88,16 @@ def test_placement_of_nothing():
     assert addr.size == 0 and peak.tolist() == [0, 0, 0, 0]
 
 
+def test_no_call_patterns_when_every_piece_has_one_segment():
+    from ipu.placement import _patterns
+
+    ss = np.array([-1, 0, 3, 5], np.int64)
+    pid, least, off_ptr, offsets, widest = _patterns(np.arange(5, dtype=np.int64), ss, ss + 2)
+    assert pid.tolist() == [-1] * 4 and off_ptr.tolist() == [0]
+    assert least.size == offsets.size == widest.size == 0
+    assert all(x.dtype == np.int64 for x in (pid, least, off_ptr, offsets, widest))
+
+
 def test_many_pieces_live_at_once_split_the_active_list():
     """More live pieces on a tile than one block of the active list holds (blocks split, and
     pieces are then dropped from the middle blocks)."""
