@@ -84,7 +84,14 @@ def _ov_all_f32(a, b, c):
 @overload(_block_product, inline="always")
 def _ov_block_product(ov, o0, av, a0, bv, b0, m, k, n, accumulate, scratch):
     """The general block product (float16 operands or output, or k = 0); the kernel calls
-    gemm_rows itself for the all-float32 case."""
+    gemm_rows itself for the all-float32 case, so that case only zeroes here (k = 0): a second
+    inlined gemm_rows would cost seconds of compile for a branch never taken."""
+    if _is_f32(ov) and _is_f32(av) and _is_f32(bv):
+        def impl_zero(ov, o0, av, a0, bv, b0, m, k, n, accumulate, scratch):
+            if not accumulate:
+                for i in range(m * n):
+                    ov[o0 + i] = 0.0
+        return impl_zero
     if _is_f32(ov):
         def impl(ov, o0, av, a0, bv, b0, m, k, n, accumulate, scratch):
             if k != 0:
