@@ -10,14 +10,19 @@ program runs their Python bodies, ipu/interpreted.py, so a later, bigger one fin
 This process goes on planning memory and running; a kernel the worker has cached by the time the
 run reaches it is loaded (Numba looks in the cache before it compiles), one it has not reached is
 compiled here as before. The two meet in the middle: on two cores the codelet compiles take about
-half the wall time. Nothing waits for the worker and nothing depends on it: the machine code is
-the same whichever process compiled it, and a worker that fails or is killed only leaves more to
-compile. One worker runs per cache directory at a time (a lock file); it runs at a lower priority
-and outlives this process if it must. IPU_SIM_COMPILE_AHEAD=0 turns it off.
+half the wall time. Neither compiles a kernel the other is compiling: each codelet job has a lock
+file that whoever compiles it holds meanwhile (`claim`, called by this process before it first
+calls or compiles a kernel it handed over): the worker skips a job this process holds, and this
+process waits for one the worker holds (the progress line counts it as a kernel compile), then
+loads it from the cache. The machine code is the same whichever process compiled it, and a
+worker that fails or is killed only leaves more to compile (its locks go with it). One worker
+runs per cache directory at a time (a lock file); it runs at a lower priority and outlives this
+process if it must. IPU_SIM_COMPILE_AHEAD=0 turns it off.
 """
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import pickle
 import subprocess
@@ -28,15 +33,18 @@ import numba
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
-from . import env, interpreted
+from . import compile_progress, env, interpreted
 from .step_loop import kernel_signature
 
-__all__ = ["jobs", "main", "start"]
+__all__ = ["claim", "jobs", "main", "start"]
 
 LOCK = "compile_ahead.lock"
 PACKAGES = ("codelets.", "ipu.")  # whose kernels a worker compiles (it imports them by name)
 _worker: subprocess.Popen | None = None  # this process's worker, while it runs
 _handed: set = set()  # jobs this process has handed to a worker: each once (one may never be cached)
+# the codelet jobs handed to a worker that this process has not called yet: (id(kernel), storage
+# dtypes) -> the job's lock file (`claim`)
+pending: dict = {}
 
 
 def _cache_dir() -> str:
@@ -113,7 +121,45 @@ def start(graph) -> subprocess.Popen | None:
         os.unlink(path)
         return None
     _handed.update(todo)
+    for m, n, storages in todo:
+        if storages is not None:
+            pending[(id(getattr(sys.modules[m], n)), storages)] = _lock_path(cache, m, n, storages)
     return _worker
+
+
+def _lock_path(cache: str, module: str, name: str, storages: tuple) -> str:
+    """The lock file of one codelet job, held by whichever process compiles it."""
+    key = hashlib.sha1(repr((module, name, tuple(str(s) for s in storages))).encode()).hexdigest()[:16]
+    return os.path.join(cache, f"compile_ahead.{key}.lock")
+
+
+def claim(kern, types) -> None:
+    """Before this process first calls a codelet kernel for field types `types` (or compiles it):
+    if it handed that job to a worker, make sure only one of the two compiles it. The worker holds
+    the job's lock while compiling it: wait for it, then load its machine code from the cache;
+    otherwise compile it here under the lock, so the worker skips it. Nothing when the job was
+    never handed over (`pending` is empty when no worker was started)."""
+    storages = tuple(np.dtype(t.storage) for t in types)
+    path = pending.pop((id(kern), storages), None)
+    if path is None:
+        return
+    sig = kernel_signature(storages)
+    if sig in kern.overloads:
+        return
+    try:
+        lock = open(path, "a")
+    except OSError:
+        return  # the call compiles it, as without a worker
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # the worker is compiling it
+            with compile_progress.waiting_for(kern):
+                fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            kern.compile(sig)  # from the cache when the worker finished it, else compiled here
+        except Exception:  # noqa: BLE001 - the call itself raises the kernel's error, as before
+            pass
 
 
 class _ByReference(pickle.Pickler):
@@ -150,10 +196,21 @@ def main(path: str) -> int:
                 if storages is None:
                     kern(*examples[id(kern)])
                 else:
-                    kern.compile(kernel_signature(storages))
+                    _compile_unless_claimed(cache, kern, storages)
             except Exception:  # noqa: BLE001 - the program's process compiles it if it must
                 pass
     return 0
+
+
+def _compile_unless_claimed(cache: str, kern, storages: tuple) -> None:
+    """The worker compiles a codelet job under its lock, or skips it when the program's process
+    holds the lock (it is compiling that kernel itself)."""
+    with open(_lock_path(cache, kern.py_func.__module__, kern.py_func.__qualname__, storages), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return
+        kern.compile(kernel_signature(storages))
 
 
 if __name__ == "__main__":

@@ -28,13 +28,14 @@ import contextlib
 import sys
 import threading
 import time
+import types as pytypes
 
 from numba.core import event
 from rich.console import Console
 
 from . import env
 
-__all__ = ["install", "phase", "program", "stats", "tick"]
+__all__ = ["install", "phase", "program", "stats", "tick", "waiting_for"]
 
 SHOW_AFTER = 1.0  # seconds of compiling before anything is shown
 IDLE_END = 0.5  # seconds without a compile that end a burst
@@ -317,6 +318,22 @@ def program(what: str = "the program"):
     finally:
         _program_now = None
         p.close(ok)
+
+
+@contextlib.contextmanager
+def waiting_for(kernel):
+    """This process waits while another compiles `kernel` for it (ipu/compile_ahead.py): shown as
+    a compile of that kernel, so a long wait is not a silent terminal either."""
+    w = _watcher
+    if w is None:
+        yield
+        return
+    ev = pytypes.SimpleNamespace(data={"dispatcher": kernel})
+    w.on_start(ev)
+    try:
+        yield
+    finally:
+        w.on_end(ev)
 
 
 def phase(name: str, total: int = 0) -> None:

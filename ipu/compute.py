@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import costs
+from . import compile_ahead, costs
 from .codelet import IN, INOUT, OUT
 from .errors import CompileError
 from .graph import ComputeSet
@@ -177,6 +177,8 @@ def _covers(starts: np.ndarray, counts: np.ndarray, numel: int) -> bool:
 def _run(engine, payload: Vertices, reps) -> None:
     for g in payload.groups:
         kern = g.codelet.kernel()
+        if compile_ahead.pending:  # a worker may be compiling it (until this process has called it)
+            compile_ahead.claim(kern, g.types)
         for r in reps:
             kern(tuple(engine.view(r, t.storage) for t in g.types), g.off, g.cnt, g.fp, g.ip)
 

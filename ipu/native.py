@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import hostmem
+from . import compile_ahead, hostmem
 from .codelet import IN, INOUT, OUT
 from .copytables import CopyTable
 from .errors import IpuError
@@ -236,6 +236,8 @@ class Plan:
     def _group(self, g):
         k = self._group_index.get(id(g))
         if k is None:
+            if compile_ahead.pending:  # a worker may be compiling the kernel (ipu/compile_ahead.py)
+                compile_ahead.claim(g.codelet.kernel(), g.types)
             addr = kernel_address(g)
             if addr is None:
                 self._group_index[id(g)] = -1

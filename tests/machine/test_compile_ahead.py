@@ -72,6 +72,7 @@ def test_each_job_goes_to_a_worker_once_per_process(monkeypatch, tmp_path):
     monkeypatch.setattr(compile_ahead, "_cache_dir", lambda: str(tmp_path))
     monkeypatch.setattr(compile_ahead, "_handed", set())
     monkeypatch.setattr(compile_ahead, "_worker", None)
+    monkeypatch.setattr(compile_ahead, "pending", {})
     monkeypatch.setattr(compile_ahead.subprocess, "Popen", Finished)
     assert compile_ahead.start(_graph()) is not None
     assert compile_ahead.start(_graph()) is None  # the same kernels: not handed again
@@ -122,3 +123,101 @@ def test_the_example_arguments_give_the_signatures_the_compiler_calls_with(monke
         session.run({s: np.ones((8, 5), np.float32)})
     for kern, _ in kernels:  # a second signature would be a compile the worker did not do
         assert len(kern.signatures) == 1, (kern, kern.signatures)
+
+
+class _Kernel:
+    """A kernel's compile, recorded: whether the job's lock was free to others while it ran."""
+
+    def __init__(self, lock_path):
+        self.overloads = {}
+        self.lock_path = lock_path
+        self.compiled_with_lock_held = []
+
+    def compile(self, sig):
+        with open(self.lock_path, "a") as other:  # another open file: conflicts with a holder's flock
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = False
+            except OSError:
+                held = True
+        self.compiled_with_lock_held.append(held)
+        self.overloads[sig] = object()
+
+
+def _pending_job(monkeypatch, tmp_path):
+    kern = _Kernel(str(tmp_path / "job.lock"))
+    types = (ipu.FLOAT32, ipu.FLOAT32)
+    storages = tuple(np.dtype(t.storage) for t in types)
+    monkeypatch.setattr(compile_ahead, "pending", {(id(kern), storages): kern.lock_path})
+    return kern, types
+
+
+def test_claim_compiles_a_handed_kernel_here_under_its_lock_so_the_worker_skips_it(monkeypatch, tmp_path):
+    kern, types = _pending_job(monkeypatch, tmp_path)
+    compile_ahead.claim(kern, types)
+    assert kern.compiled_with_lock_held == [True] and compile_ahead.pending == {}
+    compile_ahead.claim(kern, types)  # claimed once: later calls cost nothing
+    assert kern.compiled_with_lock_held == [True]
+
+
+def test_claim_waits_for_the_worker_compiling_the_kernel_then_loads_it(monkeypatch, tmp_path):
+    import threading
+    import time
+
+    kern, types = _pending_job(monkeypatch, tmp_path)
+    released = []
+    with open(kern.lock_path, "a") as worker:
+        fcntl.flock(worker, fcntl.LOCK_EX)  # the worker compiles it
+
+        def finish():
+            time.sleep(0.3)
+            released.append(True)
+            fcntl.flock(worker, fcntl.LOCK_UN)
+
+        t = threading.Thread(target=finish)
+        t.start()
+        compile_ahead.claim(kern, types)
+        t.join()
+    assert released == [True] and len(kern.compiled_with_lock_held) == 1  # (a load from the cache)
+
+
+def test_the_worker_skips_a_job_the_program_is_compiling(monkeypatch, tmp_path):
+    from ipu.step_loop import kernel_signature
+
+    calls = []
+
+    class Kern:
+        py_func = test_the_worker_skips_a_job_the_program_is_compiling
+
+        def compile(self, sig):
+            calls.append(sig)
+
+    storages = (np.dtype(np.float32),)
+    kern = Kern()
+    path = compile_ahead._lock_path(str(tmp_path), Kern.py_func.__module__, Kern.py_func.__qualname__, storages)
+    with open(path, "a") as program:
+        fcntl.flock(program, fcntl.LOCK_EX)
+        compile_ahead._compile_unless_claimed(str(tmp_path), kern, storages)
+        assert calls == []
+    compile_ahead._compile_unless_claimed(str(tmp_path), kern, storages)
+    assert calls == [kernel_signature(storages)]
+
+
+def test_a_started_worker_leaves_its_codelet_jobs_pending_for_claim(monkeypatch, tmp_path):
+    class Running:
+        def __init__(self, argv, **kw):
+            pass
+
+        def poll(self):
+            return None
+
+    monkeypatch.setattr(interpreted, "ready", lambda kernel: False)
+    monkeypatch.setattr(compile_ahead, "_cache_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(compile_ahead, "_handed", set())
+    monkeypatch.setattr(compile_ahead, "_worker", None)
+    monkeypatch.setattr(compile_ahead, "pending", {})
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", Running)
+    assert compile_ahead.start(_graph()) is not None
+    codelet_jobs = [(m, n, s) for m, n, s in compile_ahead.jobs(_graph()) if s is not None]
+    assert sorted(compile_ahead.pending) == sorted((id(getattr(sys.modules[m], n)), s) for m, n, s in codelet_jobs)
+    assert len(set(compile_ahead.pending.values())) == len(codelet_jobs)

@@ -124,3 +124,28 @@ def test_a_short_program_compile_or_progress_off_prints_nothing():
     assert out == "512.0" and "program" not in err
     out, err = _program(0.0, progress="0")
     assert out == "512.0" and "program" not in err
+
+
+WAIT = """
+import time
+from ipu import compile_progress
+compile_progress.SHOW_AFTER = 0.0
+compile_progress.install()
+def matmul_kernel():
+    pass
+matmul_kernel.__module__ = "codelets.matmul"  # one of the project's kernels, compiled by another process
+class Kernel:
+    py_func = matmul_kernel
+with compile_progress.waiting_for(Kernel()):
+    time.sleep(0.5)
+time.sleep(1.0)
+print(compile_progress.stats()[0])
+"""
+
+
+def test_waiting_for_a_kernel_another_process_compiles_shows_like_a_compile():
+    env = dict(os.environ, PYTHONPATH=ROOT, IPU_SIM_PROGRESS="1")
+    p = subprocess.run([sys.executable, "-c", WAIT], env=env, capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "1"
+    assert "compiling simulator kernels (once per install" in p.stderr
+    assert "compiled 1 simulator kernels in" in p.stderr
