@@ -7,7 +7,8 @@ micro-batches on every replica.
     step graph:   repeat accumulationFactor x  micro graph      (inline when accumulationFactor == 1)
                   [training] gradients all-reduced over replicas, optimizer update, accumulators zeroed
     micro graph:  inputs <- host; call the ONNX forward graph;
-                  [training] call its gradient graph (popxl autodiff), accumulate the gradients;
+                  [training] call its gradient graph (popxl autodiff; the ops recomputation picks,
+                  _recompute.py, run again in it), accumulate the gradients;
                   All / EveryN anchors -> host, Final / Sum anchors kept in variables
 
 The ONNX graph itself is translated once into a popxl subgraph ("onnx_forward", see _translate)
@@ -27,6 +28,7 @@ import popxl
 import popxl.ops as ops
 import popxl.transforms as transforms
 from popxl.ops import var_updates
+from popxl.transforms.autodiff import autodiff_recomputing
 
 from ._model import ModelIO, onnx_opset
 from ._optimizer_updates import OptimizerState, grouped_zeros
@@ -36,7 +38,8 @@ from ._translate.nn import RANDOM_GENERATORS
 from popxl.lowering.context import lower_inline
 from .dataflow import AnchorReturnType, AnchorReturnTypeId
 from .errors import popart_exception
-from .options import ReductionType, SyntheticDataMode, VariableRetrievalMode
+from ._recompute import recompute_ops
+from .options import RecomputationType, ReductionType, SyntheticDataMode, VariableRetrievalMode
 from .tensorinfo import onnx_type
 
 GRAD_PREFIX = "Gradient___"
@@ -63,6 +66,7 @@ class ProgramSpec:
     distributed: bool = False  # replicas over several PopRun instances (rf is this instance's)
     global_rf: int = 1
     clip_norm: Optional[float] = None  # gradient clipping by global norm (PopTorch's max_grad_norm)
+    recomputation: RecomputationType = RecomputationType.NoRecompute  # SessionOptions.autoRecomputation
 
 
 @dataclass
@@ -150,8 +154,11 @@ class _Builder:
             if has_random:
                 self.seed_input = popxl.graph_input((2,), popxl.uint32, name="random_seed")
                 tr.seed_tensor = self.seed_input
+            node_ops = []  # each node with the ops it became (what recomputation annotates)
             for node in self._nodes():
+                n0 = len(fwd._ops)
                 tr.run_node(node)
+                node_ops.append((node, fwd._ops[n0:]))
             for name in weight_ids:  # unused weights stay weights; those only read when ops were built do not
                 if name in tr.pending and (name not in tr.read_at_compile_time or name in spec.anchors
                                            or GRAD_PREFIX + name in spec.anchors):
@@ -195,7 +202,11 @@ class _Builder:
             self.trainable = list(self.weight_inputs)
             self.grad_of = self.trainable + [g for g in grad_ids if g not in self.weight_inputs]
             required = [tr.values[w] for w in self.grad_of]
-            self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
+            recompute = recompute_ops(spec.recomputation, node_ops, loss_t)
+            if recompute:
+                self.bwd = autodiff_recomputing(fwd, [loss_t], required, recompute)
+            else:
+                self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
             self.loss_tensor = loss_t
 
     def _weight_input(self, name: str) -> popxl.Tensor:

@@ -462,7 +462,12 @@ class Builder:
         return False
 
     def checkpointOutput(self, nodeOutputNames: List[str]) -> List[str]:  # noqa: N802,N803
-        return [self.aiGraphcore.nop([t]) for t in nodeOutputNames]
+        """An Identity of each tensor, annotated RecomputeType.Checkpoint (as PopART's builder
+        makes it): kept for the backward pass whatever the automatic recomputation picks."""
+        from .options import RecomputeType
+        outs = [self.aiOnnx.identity([t], debugContext="Checkpoint") for t in nodeOutputNames]
+        self._set_on_nodes(outs, RECOMPUTE_ATTRIBUTE, RecomputeType.Checkpoint.value)
+        return outs
 
     def outputTensorLocation(self, *args):  # noqa: N802
         if len(args) <= 1:

@@ -435,7 +435,7 @@ ACTED_ON = {"enableReplicatedGraphs", "replicatedGraphCount", "virtualGraphMode"
             "enableGradientAccumulation", "accumulationFactor", "engineOptions",
             "instrumentWithHardwareCycleCounter", "accumulationAndReplicationReductionType", "syntheticDataMode",
             "enableDistributedReplicatedGraphs", "globalReplicationFactor", "globalReplicaOffset",
-            "enableEngineCaching", "cachePath", "executionPhaseSettings"}
+            "enableEngineCaching", "cachePath", "executionPhaseSettings", "autoRecomputation"}
 # fields whose effect on hardware is more than speed or placement: the warning says what happens here
 _NOT_SIMULATED = {
     "enableStochasticRounding": "float16 results are rounded to nearest, as without stochastic rounding",

@@ -90,7 +90,7 @@ class _Session:
                                     self._af, self._rf, training=self._training, loss=loss, optimizer=optimizer,
                                     placement=self._placement, reduction=o.accumulationAndReplicationReductionType,
                                     synthetic=o.syntheticDataMode, distributed=self._distributed,
-                                    global_rf=self._global_rf)
+                                    global_rf=self._global_rf, recomputation=o.autoRecomputation)
         self._program = _program.build(spec)
         ir = self._program.ir
         # engine options (autoReport.* switch the profiler on) travel on the Ir's session options,

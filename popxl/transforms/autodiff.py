@@ -249,9 +249,13 @@ class GradGraphInfo:
 class _State:
     """Shared by the builders of one autodiff call: the grad infos of called graphs."""
 
-    def __init__(self, called_graphs_grad_info: Optional[Mapping[Graph, GradGraphInfo]]):
+    def __init__(self, called_graphs_grad_info: Optional[Mapping[Graph, GradGraphInfo]],
+                 recompute: Iterable[Op] = ()):
         self.infos: Dict[Graph, GradGraphInfo] = dict(called_graphs_grad_info or {})
         self.building: List[Graph] = []
+        # forward ops whose outputs the gradient graph computes again instead of reading them
+        # (PopART's RecomputeType.Recompute; see recompute_ops)
+        self.recompute = frozenset(recompute)
 
     def grad_info(self, graph: Graph) -> GradGraphInfo:
         """The grad info of a called graph: given by the user, or made now (stitched)."""
@@ -403,6 +407,8 @@ class _GradBuilder:
         v: Tensor
         if isinstance(t, Constant):
             v = constant(t._data, t.dtype, t.name)
+        elif self._recomputed(t):
+            return self._recompute(t)
         else:
             for c in t.consumers:
                 if c.graph is self.fwd and any(c.inputs[j] is t for j in c.modified):
@@ -413,6 +419,32 @@ class _GradBuilder:
             self.expected_inputs.append(ExpectedConnection._create(t, ExpectedConnectionType.Fwd))
         self.values[t] = v
         return v
+
+    def _recomputed(self, t: Tensor) -> bool:
+        """Whether ``t`` is computed again in the gradient graph: its producer is marked for
+        recomputation and ``t`` is not an input or output of the forward graph (those are at hand)."""
+        op = t._producer
+        return (op is not None and op in self.state.recompute and op.graph is self.fwd
+                and t not in self.fwd.inputs and t not in self.fwd.outputs)
+
+    def _recompute(self, t: Tensor) -> Tensor:
+        """A copy of the producer of ``t`` in the gradient graph, placed where its value is first
+        needed (as PopART runs a recomputed op just before the first backward op reading it), its
+        inputs the forward values (kept, or recomputed in turn). The forward tensor is no longer an
+        output of the forward graph, so it dies after its last forward reader."""
+        from popxl.ops._op_builder import create_op
+        op = t._producer_op()
+        ins = [self.fwd_value(x) for x in op.inputs]
+        with placement(op):
+            nop = create_op(op.type, ins, [(o.shape, o.dtype) for o in op.outputs], dict(op.attrs),
+                            out_names=[o.name.split("/")[-1] for o in op.outputs], name=op.name.split("/")[-1],
+                            inplace=op.inplace, modified=op.modified, aliases=op.aliases,
+                            called_graphs=op.called_graphs, check_placement=False,
+                            out_meta_shapes=[o.meta_shape for o in op.outputs])
+        nop.debug_context = op.debug_context
+        for o, no in zip(op.outputs, nop.outputs):
+            self.values[o] = no
+        return self.values[t]
 
     def _total(self, t: Tensor):
         ps = self.partials.get(t)
@@ -567,4 +599,16 @@ def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
     state.infos[graph] = info
     if return_all_grad_graphs:
         return dict(state.infos)
+    return info
+
+
+def autodiff_recomputing(graph: Graph, grads_provided: Sequence[Tensor], grads_required: Sequence[Tensor],
+                         recompute: Iterable[Op]) -> GradGraphInfo:
+    """``autodiff`` (stitched) where the outputs of the forward ops ``recompute`` are computed again
+    in the gradient graph, each just before its first backward reader, instead of being kept from
+    the forward pass (PopART's implicit recomputation, driven by popart/_recompute.py). Outputs of
+    ``graph`` and its inputs are never recomputed. Results are those of plain ``autodiff``."""
+    state = _State(None, recompute)
+    info = _autodiff_stitched(graph, list(grads_provided), list(grads_required), state)
+    state.infos[graph] = info
     return info
