@@ -30,7 +30,7 @@ from .half import load, store
 from .codeload import CodeLiveness
 from .remote import StreamingMemory
 from .program import CodeLoad, MultiExchange, RemoteLoad, RemoteStore
-from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Sequence,
+from .program import (Call, Copy, DeviceToHost, Execute, HostToDevice, If, Program, Repeat, Rerun, Sequence,
                       Switch, Sync)
 from .target import BOW, C600, GC2, GC200, Target, get_target, small_target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, IndexBlocks, Tensor, Variable
@@ -43,7 +43,7 @@ __all__ = [
     "Call", "CodeLiveness", "CodeLoad", "Codelet", "Columns", "CompileError", "ComputeSet", "Copy", "CrossReplica",
     "DeviceToHost", "ElementType", "Engine", "Executable", "Execute", "Field", "Function", "Graph", "HostStream",
     "HostToDevice", "If", "IpuError", "MappingError", "MultiExchange", "OutOfMemoryError", "Program", "ProgramKind",
-    "RemoteBuffer", "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Step", "StepKind", "StreamError",
+    "RemoteBuffer", "RemoteLoad", "RemoteStore", "Repeat", "Rerun", "Sequence", "Step", "StepKind", "StreamError",
     "StreamingMemory", "Switch", "Sync", "Target", "Tensor", "IndexBlocks", "Use", "Variable", "Vertex", "VertexTable",
     "columns", "compile", "element_type", "get_codelet", "get_target", "groups_from_assignment", "load", "register",
     "register_kind", "register_step_kind", "registered_codelets", "replica_groups", "small_target", "store",

@@ -13,7 +13,7 @@ from .graph_objects import ComputeSet, Function, HostStream
 from .tensor import Tensor
 
 __all__ = ["Call", "CodeLoad", "Copy", "DeviceToHost", "Execute", "HostToDevice", "If", "MultiExchange",
-           "Program", "RemoteLoad", "RemoteStore", "Repeat", "Sequence", "Switch", "Sync"]
+           "Program", "RemoteLoad", "RemoteStore", "Repeat", "Rerun", "Sequence", "Switch", "Sync"]
 
 
 class Program:
@@ -45,6 +45,19 @@ class Sequence(Program):
             raise TypeError(f"Sequence.add takes a program, got {type(program).__name__}")
         self.programs.append(program)
         return self
+
+
+class Rerun(Sequence):
+    """Programs that already ran earlier, run again to recompute what they wrote (PopART's
+    implicit recomputation reruns a forward op's programs in the backward pass). It runs as a
+    Sequence. `fresh`: the ids of the variables the programs create (an op's outputs and its
+    own temporaries, which it writes before it needs their values); for liveness
+    (ipu/timeline.py) the block's first touch of one of them starts it afresh, as the first run
+    did, even a write in pieces: its values between the two runs are dead."""
+
+    def __init__(self, *programs: Program, name: str = "", fresh=()):
+        super().__init__(*programs, name=name)
+        self.fresh = frozenset(fresh)
 
 
 @dataclass(eq=False)

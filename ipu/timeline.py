@@ -8,6 +8,12 @@ each call gives them a segment of their own: within a call they live and die as 
 them, and between calls their bytes are free for others (as Poplar's liveness analysis treats the
 variables of a called function; see docs/machine.md).
 
+A `Rerun` block (an op's programs that ran before, run again to recompute what they wrote) opens
+a new segment at its first touch of each variable the op created (`Rerun.fresh`: its outputs and
+temporaries), even a write in pieces or an accumulation that ignores the old value: the op began
+that variable so the first time, so its values between the two runs are dead (the lowering reruns
+an op's programs only when nothing changes its inputs or outputs in place).
+
 Two things keep the segments safe:
 
 - a whole-variable write closes the previous segment only if it surely runs before every later use
@@ -22,7 +28,7 @@ from __future__ import annotations
 from .errors import CompileError
 from .kinds import Use, program_kind_of
 from .nodes import Branch, CallRef, Loop, MultiBranch, Seq, StepRef
-from .program import Call, If, Program, Repeat, Sequence, Switch
+from .program import Call, If, Program, Repeat, Rerun, Sequence, Switch
 from .tensor import Variable
 
 __all__ = ["Timeline", "timeline_steps"]
@@ -39,19 +45,29 @@ class Timeline:
         self._arms = 0
         self._pending: dict[int, list] = {}  # uses of the leaf being walked: vid -> [read, whole write]
         self._uses_of: dict[int, list] = {}  # leaf id -> its Uses (a function's leaves are walked per call)
+        # inside a Rerun block: (the variables it creates, those of them it has touched so far)
+        self._rerun: tuple[frozenset, set] | None = None
+        self._fresh: set = set()  # variables the leaf being walked starts afresh (Rerun)
 
     # -- recording ---------------------------------------------------------------------------
     def use(self, var: Variable, read: bool, write: bool, whole: bool = False):
         """Record a use at the current position; `whole`: the write replaces every element."""
         self.vars[var.id] = var
         u = self._pending.setdefault(var.id, [False, False])
+        if self._rerun is not None and var.id in self._rerun[0] and var.id not in self._rerun[1]:
+            self._rerun[1].add(var.id)  # a Rerun block's first touch of a variable it creates
+            self._fresh.add(var.id)
+            u[1] = True
+            return
         u[0] |= bool(read)
         u[1] |= bool(write and whole)
 
     def _leaf_done(self):
         for vid, (read, whole) in self._pending.items():
+            read = read and vid not in self._fresh
             self.uses.setdefault(vid, []).append((self.pos, read, whole and not read, self._ctx))
         self._pending = {}
+        self._fresh = set()
         self.pos += 1
 
     def _arm(self, p: Program | None):
@@ -73,6 +89,13 @@ class Timeline:
     # -- walking -----------------------------------------------------------------------------
     def walk(self, p: Program):
         match p:
+            case Rerun(programs=programs) if self._rerun is None:
+                self._rerun = (p.fresh, set())
+                try:
+                    for q in programs:
+                        self.walk(q)
+                finally:
+                    self._rerun = None
             case Sequence(programs=programs):
                 for q in programs:
                     self.walk(q)

@@ -10,18 +10,20 @@ ops the ONNX nodes became in the forward graph; every op of a node takes the nod
 - NormOnly: the normalisations on a path to the loss (BatchNormalization, GroupNormalization,
   InstanceNormalization, LayerNormalization: PopART's Op::isNorm) are recomputed, nothing else
   (user annotations are overwritten, as PopART's annotateNormOnly does);
-- Standard (user Recompute annotations stay): the ops on a path to the loss, in schedule order, are
-  cut into intervals of decreasing length (sizes K, K-1, ..., 1, then single ops; K = floor(0.75 * (floor(sqrt(2N)) - 1)) for N ops);
-  in each interval the point where the outputs still waiting for a forward reader take the fewest
-  bytes is a checkpoint (every op live there is kept); every other op is recomputed;
+- Standard (user Recompute annotations stay): the ops on a path to the loss, in schedule order,
+  are cut into intervals of decreasing length (sizes K, K-1, ..., 1, then single ops;
+  K = floor(0.75 * (floor(sqrt(2N)) - 1)) for N ops); in each interval the point where the outputs
+  still waiting for a forward reader take the fewest bytes is a checkpoint (every op live there is
+  kept); every other op is recomputed;
 - RecomputeAll (and Pipeline, whose rule PopART writes the same way): every op on a path to the loss
   not annotated Checkpoint is recomputed, then the ops between the last checkpoints and the loss are
   kept again (allCheckpointAfterLastCheckpoint: recomputing them would only run them twice in a row).
 
 Ops with side effects, ops that change an input in place and ops calling subgraphs are never
 recomputed (PopART's Op::canRecompute). Recomputed ops run again just before the first backward op
-that reads their outputs (popxl/transforms/autodiff.py: autodiff_recomputing), so their forward
-outputs die after their last forward reader: fewer bytes live, more cycles, the same results.
+that reads their outputs (popxl/transforms/autodiff.py: autodiff_recomputing; the lowering reruns
+the forward op's own programs, ipu.Rerun), so their forward outputs die after their last forward
+reader: fewer bytes live, more cycles, the same results.
 """
 from __future__ import annotations
 

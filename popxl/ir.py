@@ -14,6 +14,7 @@ from popxl.replica_grouping import ReplicaGrouping
 from popxl.tensor import Tensor, TensorByRef, TensorSpec, graph_input, graph_output
 
 if TYPE_CHECKING:
+    from popxl.op import Op
     from popxl.remote_buffer import RemoteBuffer
     from popxl.streams import DeviceToHostStream, HostToDeviceStream, Stream
 
@@ -57,6 +58,9 @@ class Ir:
         self._streams: List["Stream"] = []
         self._remote_buffers: List["RemoteBuffer"] = []
         self._remote_buffer_ids = itertools.count(1)
+        # recomputation: an op of a gradient graph -> the forward op it computes again
+        # (transforms.autodiff_recomputing); the lowering reruns the forward op's programs for it
+        self._recompute_of: Dict["Op", "Op"] = {}
         self._num_host_transfers = 1
         self._replication_factor = 1
         self._instance_replication_factor: Optional[int] = None

@@ -65,6 +65,26 @@ def lower_inline(graph) -> None:
 FRAGMENTS = (ExecutionContext.WeightsFromHostFragment, ExecutionContext.WeightsToHostFragment)
 
 
+def _changed_in_place(t) -> bool:
+    """Whether an op changes ``t`` (or a view of it) in place."""
+    todo, seen = [t], set()
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        for c in x.consumers:
+            idx = [j for j, y in enumerate(c.inputs) if y is x]
+            if any(j in c.modified for j in idx):
+                return True
+            todo.extend(c.outputs[o] for o, i in c.aliases.items() if i in idx)
+    return False
+
+
+def _rerunnable(op) -> bool:
+    return not any(_changed_in_place(t) for t in list(op.inputs) + list(op.outputs))
+
+
 class Lowering:
     def __init__(self, ir, target: ipu.Target):
         self.ir = ir
@@ -87,6 +107,11 @@ class Lowering:
         self.op = None  # the op being lowered (for names)
         self.check_indices = index_checks.enabled(ir)
         self._graph_uses: dict[int, int] | None = None  # id(graph) -> how many ops name it (inlinable)
+        # recomputation: copy op -> forward op (autodiff_recomputing), the forward ops whose programs
+        # may run again (none of their inputs or outputs changed in place), and those programs
+        self._recompute_of: dict = ir._recompute_of
+        self._rerun_sources = {src for src in self._recompute_of.values() if _rerunnable(src)}
+        self._op_programs: dict = {}
         self.planned: dict = {}  # op -> the matmul plan a variable it reads was laid out for (creators.py)
 
     # -- entry point ---------------------------------------------------------------------------
@@ -148,16 +173,22 @@ class Lowering:
                     self.values[c] = self.constants[c] = self._persistent(c, ipu.CONSTANT)
             is_main = graph is self.ir.main_graph
             for op in sorted(graph.ops, key=lambda o: o.id):
+                if self._rerun(op):
+                    continue
                 fragment = self._fragments.get(op.execution_context) if is_main else None
                 if fragment is not None:  # the op's programs go to its fragment's program
                     self._seqs.append(fragment)
                 prev, self.op = self.op, op
+                n0, v0 = len(self._seqs[-1].programs), len(self.g.variables)
                 mark = self.placement.begin(op, self)
                 if self.check_indices:  # the debug.checkIndices engine option (index_checks.py)
                     index_checks.emit(self, op)
                 ipu.compile_progress.tick(op.name)
                 get_rule(op.type)(self, op)
                 self.placement.end(mark, op)  # onto the op's IPU (placement.py)
+                if op in self._rerun_sources:
+                    self._op_programs[op] = (list(self._seqs[-1].programs[n0:]),
+                                             {v.id for v in self.g.variables[v0:]})
                 self.op = prev
                 if fragment is not None:
                     self._seqs.pop()
@@ -165,6 +196,23 @@ class Lowering:
             self._seqs.pop()
             self._lowering_stack.pop()
         return seq
+
+    def _rerun(self, op) -> bool:
+        """A forward op recomputed in the backward pass (popxl/transforms/autodiff.py: the copy the
+        gradient graph holds, `Ir._recompute_of`) runs the forward op's own programs a second time,
+        writing the same tensors, as PopART's implicit recomputation reruns the op's Poplar program:
+        no second set of compute sets and vertex state. The tensors' liveness has a gap between
+        the last forward read and the rewrite (ipu/timeline.py). Not when the op's inputs or
+        outputs are changed in place afterwards (the rerun would read or overwrite other values)
+        or it runs in another program fragment: then the copy is lowered as an op of its own."""
+        src = self._recompute_of.get(op)
+        if src is None or src not in self._op_programs or op.execution_context != src.execution_context:
+            return False
+        programs, fresh = self._op_programs[src]
+        self._seqs[-1].add(ipu.Rerun(*programs, name=f"recompute {src.name}", fresh=fresh))
+        for o, so in zip(op.outputs, src.outputs):
+            self.values[o] = self.values[so]
+        return True
 
     def lowered(self, graph) -> LoweredGraph:
         """The ipu Function of a called graph, lowering it on first use."""

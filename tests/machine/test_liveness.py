@@ -138,3 +138,33 @@ def test_partial_writes_keep_one_segment():
     tl = ipu.timeline.Timeline()
     tl.walk(prog)
     assert tl.segments()[t.id] == [(0, 3)]
+
+
+def test_rerun_starts_what_it_created_afresh():
+    """An op's programs run again (ipu.Rerun, PopART's implicit recomputation): the variables the
+    op created (`fresh`) are dead between the two runs even when it writes them in pieces, so a
+    temporary used in between shares their bytes; inputs keep one segment; values are right."""
+    g = ipu.Graph(ipu.small_target(1))
+    x, out, out2 = (g.add_variable(n, (64,), "float32") for n in ("x", "out", "out2"))
+    for v in (x, out, out2):
+        g.set_tile_mapping(v, 0)
+    p, y, t = _temps(g, ["p", "y", "t"])
+    op = [ipu.Copy(x[:32], p[:32]), ipu.Copy(x[32:], p[32:]), ipu.Copy(p, y), _double(g, "dy", y)]
+    between = [ipu.Copy(y, out2), ipu.Copy(x, t), _double(g, "dt", t), _double(g, "dt2", t), ipu.Copy(t, out2)]
+    after = [ipu.Copy(y, out)]  # out = 2x, y recomputed; out2 = 4x
+
+    def timeline(rerun):
+        tl = ipu.timeline.Timeline()
+        tl.walk(ipu.Sequence(*op, *between, rerun, *after))
+        return tl.segments()
+
+    segs = timeline(ipu.Rerun(*op, fresh={p.id, y.id}))
+    assert len(segs[p.id]) == 2 and len(segs[y.id]) == 2 and len(segs[x.id]) == 1
+    assert len(timeline(ipu.Sequence(*op))[p.id]) == 1  # written in halves: one segment without Rerun
+    exe = ipu.compile(g, ipu.Sequence(*op, *between, ipu.Rerun(*op, fresh={p.id, y.id}), *after))
+    assert exe.layouts[t.id].addr[0] in (exe.layouts[p.id].addr[0], exe.layouts[y.id].addr[0])
+    engine = ipu.Engine(exe)
+    engine.write_tensor(x, np.arange(64, dtype=np.float32))
+    engine.run()
+    np.testing.assert_array_equal(engine.read_tensor(out), 2 * np.arange(64, dtype=np.float32))
+    np.testing.assert_array_equal(engine.read_tensor(out2), 4 * np.arange(64, dtype=np.float32))
