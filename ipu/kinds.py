@@ -3,7 +3,7 @@ without edits to the compiler, the engine, the compiled step loop or the profile
 
 A *program kind* (`ProgramKind`) is a kind of leaf program node (`Execute`, `Copy`,
 `HostToDevice`, ...): how it compiles, what it touches and how the engine runs what it compiled,
-as a codelet has a kernel and a cost. Control nodes (Sequence, Repeat, If, Switch, Call) belong to
+as a codelet has a kernel and a cost. Control nodes (Sequence and Rerun, Repeat, If, Switch, Call) belong to
 the compiler and the engine; every other node is a leaf of a registered program kind:
 
     compile(compiler, node) -> ipu.nodes node   the steps it adds (`Compiler.add_step`), as

@@ -8,7 +8,7 @@ from ipu import kinds, program
 
 
 def test_every_leaf_program_node_has_a_kind():
-    control = {program.Sequence, program.Repeat, program.If, program.Switch, program.Call}
+    control = {program.Sequence, program.Rerun, program.Repeat, program.If, program.Switch, program.Call}
     leaves = [c for _, c in inspect.getmembers(program, inspect.isclass)
               if issubclass(c, program.Program) and c is not program.Program and c not in control]
     leaves.append(ipu.CrossReplica)
