@@ -27,7 +27,7 @@ class CopyTable:
     (`runs`), replaced whole by `share` (the compiled step loop hands over its merged runs, so the
     tables are held once): a reader in another thread sees the old runs or the new, never a mix."""
 
-    __slots__ = ("runs", "staged")
+    __slots__ = ("runs", "staged", "ordered")
 
     def __init__(self, src_off, dst_off, nbytes, staged: bool = False):
         arrays = [np.asarray(x, np.int64) for x in (src_off, dst_off, nbytes)]
@@ -35,6 +35,9 @@ class CopyTable:
         dt = np.int32 if top < 2 ** 31 else np.int64
         self.runs = tuple(np.ascontiguousarray(x, dt) for x in arrays)
         self.staged = bool(staged)
+        # 0: the runs may be copied in any order; k > 0: runs k.. copy blocks that runs ..k wrote
+        # (`share` with `first`), so they follow them
+        self.ordered = 0
 
     @property
     def src_off(self) -> np.ndarray:
@@ -48,10 +51,18 @@ class CopyTable:
     def nbytes(self) -> np.ndarray:
         return self.runs[2]
 
-    def share(self, src_off, dst_off, nbytes) -> None:
+    def share(self, src_off, dst_off, nbytes, first: int = 0) -> None:
         """Take the same copy as other runs: the table's runs in another order (destinations
-        disjoint) or merged where contiguous at both ends, which copy the same bytes."""
+        disjoint) or merged where contiguous at both ends, which copy the same bytes; with
+        `first` > 0, runs from `first` on copy whole blocks of destination that the runs before
+        them wrote (`native.replicated_blocks`), so they run after those."""
         self.runs = (src_off, dst_off, nbytes)
+        self.ordered = int(first)
+
+    def __setstate__(self, state):  # tables pickled before `ordered` existed
+        self.ordered = 0
+        for k, v in (state[1] if isinstance(state, tuple) else state).items():
+            setattr(self, k, v)
 
 
 def runs(sa, da, st, dt, isz):

@@ -70,5 +70,5 @@ def _compile_sync(comp, p: Sync):
 EXCHANGE_STEP = StepKind("exchange", "exchange")
 SYNC_STEP = StepKind("sync", "sync")
 register_kind(ProgramKind("exchange", (Copy,), _compile_copy, _copy_uses, CopyTable, _run_copy,
-                          lambda loop, table: [loop.copy(table)], (EXCHANGE_STEP,)))
+                          lambda loop, table: loop.exchange(table), (EXCHANGE_STEP,)))
 register_kind(ProgramKind("sync", (Sync,), _compile_sync, lambda p: [], steps=(SYNC_STEP,)))

@@ -373,3 +373,102 @@ def test_the_compiled_loop_reads_branch_conditions_as_views_of_the_bytes_would()
         assert _condition(m, off, FLOAT, 4) == (0 if m[off:off + 4].view(np.float32)[0] == 0.0 else 1)
         assert _condition(m, off, BOOL, 1) == (1 if m[off] else 0)
     assert [_condition(m, off, FLOAT, 4) for off in range(0, 24, 4)] == [0, 0, 1, 1, 1, 1]
+
+
+# ------------------------------------------------------------------------------------------------
+# a multicast's repeated blocks copied whole (native.replicated_blocks)
+
+
+def _copy_in_order(memory, runs):
+    out = memory.copy()
+    for s, d, n in zip(*(np.asarray(x, np.int64) for x in runs)):
+        out[d:d + n] = out[s:s + n]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_repeated_blocks_copied_whole_write_the_bytes_the_runs_write(seed, monkeypatch):
+    """Random multicasts (a source gathered in short runs into several destination blocks, some
+    blocks differing in one run, awkward run sizes, two blocks that touch each other in memory):
+    the regrouped table, copied in its order, writes exactly what the runs write."""
+    monkeypatch.setattr(native, "REPLICATE_MIN_GAIN", 1)  # regroup whatever it saves
+    rng = np.random.default_rng(seed)
+    src_bytes = 600
+    pattern_runs = int(rng.integers(4, 40))
+    sizes = rng.integers(1, 9, pattern_runs) * 4 // int(rng.choice([1, 2, 4]))
+    sizes = np.maximum(sizes, 1)
+    srcs = rng.integers(0, src_bytes - 32, pattern_runs)
+    blocks = int(rng.integers(8, 17))
+    s, d, n = [], [], []
+    at = src_bytes + int(rng.integers(0, 50))
+    for b in range(blocks):
+        odd = b > 0 and rng.random() < 0.3  # a block that repeats all but one run
+        for i, (a, k) in enumerate(zip(srcs, sizes)):
+            s.append(a + (4 if odd and i == pattern_runs // 2 else 0))
+            d.append(at)
+            n.append(k)
+            at += int(k)
+        at += 0 if b == 2 else int(rng.choice([4, 8, 12]))  # a gap, or (once) the next block right after
+    s, d, n = (np.array(x, np.int64) for x in (s, d, n))
+    memory = rng.integers(0, 256, at + 64).astype(np.uint8)
+    s0, d0, n0, disjoint = native.merged_runs(s, d, n)
+    assert disjoint
+    expected = _copy_in_order(memory, (s, d, n))
+    got = native.replicated_blocks(s0, d0, n0)
+    assert got is not None
+    s1, d1, n1, first = got
+    assert 0 < first < s1.size < s0.size
+    assert n1.sum() == n0.sum()
+    np.testing.assert_array_equal(_copy_in_order(memory, (s1, d1, n1)), expected)
+    # the block copies read only bytes the runs before them wrote
+    written = np.zeros(memory.size, bool)
+    for a, k in zip(d1[:first], n1[:first]):
+        written[a:a + k] = True
+    assert all(written[a:a + k].all() for a, k in zip(s1[first:], n1[first:]))
+
+
+def test_repeated_blocks_are_not_formed_when_a_source_is_a_destination_or_nothing_repeats():
+    s = np.tile(np.arange(60, -4, -4), 8)  # 16 runs of 4 bytes, backwards (nothing merges), 8 times
+    n = np.full(s.size, 4)
+    d = 64 + np.arange(s.size) * 4 + np.arange(s.size) // 16 * 8  # 8 blocks with gaps between
+    got = native.replicated_blocks(*native.merged_runs(s, d, n)[:3])
+    assert got is not None and got[3] == 16 and got[0].size == 16 + 7
+    s_hit = s.copy()
+    s_hit[3] = int(d[40])  # reads what a destination run writes
+    assert native.replicated_blocks(*native.merged_runs(s_hit, d, n)[:3]) is None
+    distinct = np.arange(s.size)[::-1] * 4 % 64 + np.arange(s.size) // 16 * 1000
+    assert native.replicated_blocks(*native.merged_runs(distinct, d + 10 ** 5, n)[:3]) is None
+
+
+@pytest.mark.parametrize("room", [None, 0])
+def test_a_multicast_of_a_transposed_tensor_is_copied_as_whole_blocks_and_matches_every_path(room, split_everything,
+                                                                                             monkeypatch):
+    """An exchange broadcasting a transposed tensor to 16 tiles (4-byte runs, each tile's block
+    the same sequence of sources) runs as two tables: the first block's runs, then one run per
+    repeated block; memory, cycles and step logs are the Python walk's, on 1 and 2 threads, and
+    the Python walk over the shared (regrouped) table too; also when the run table grows (room 0)."""
+    if room is not None:
+        monkeypatch.setattr(native, "_runs_storage", lambda exe: tuple(np.empty(room, np.int32) for _ in range(3)))
+    g = ipu.Graph(ipu.small_target(16))
+    x = g.add_variable("x", (6, 10), "float32")
+    g.map_linearly(x)
+    y = g.add_variable("y", (16, 10, 6), "float32")
+    g.set_tile_mapping(y, {t: [(60 * t, 60 * t + 60)] for t in range(16)})
+    body = ipu.Sequence(ipu.Copy(x.transpose(1, 0).reshape(1, 10, 6).broadcast((16, 10, 6)), y), _add_one(g, y))
+    exe = ipu.compile(g, body)
+    data = np.arange(60, dtype=np.float32).reshape(6, 10)
+
+    def feed(e):
+        e.write_tensor(x, data)
+
+    results = _runs(exe, feed)
+    _assert_same(results)
+    plan = exe.native
+    assert 2 in plan._table_parts.values()
+    table = next(s.payload for s in exe.steps if s.kind == "exchange" and s.payload is not None)
+    assert table.ordered and table.nbytes.size < 16 * 60 // 2
+    e = ipu.Engine(exe, compiled=False)
+    feed(e)
+    e.run(0)
+    np.testing.assert_array_equal(e.read_tensor(y), np.broadcast_to(data.T + 1, (16, 10, 6)))
+    assert np.array_equal(e.memory, results[0][0])
