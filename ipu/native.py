@@ -141,21 +141,28 @@ def replicated_blocks(src_off, dst_off, nbytes):
     (source, bytes) sequence an earlier block already has is copied from that block's destination
     in one run, after the runs of the blocks copied from the sources. Returns (sources,
     destinations, bytes, first) where runs [first:] are those block copies, or None when it would
-    not save enough runs (REPLICATE_*) or a source overlaps a destination (a block copied first
-    would then not hold what its source held). The bytes written are the table's: every repeat is
-    checked run by run against its first block (the hash below only pairs candidates)."""
+    not save enough runs (REPLICATE_*). The bytes written are the table's: every repeat is checked
+    run by run against its first block (the hash below only pairs candidates), and an exchange's
+    sources are apart from its destinations (a copy within one variable is staged, never here), as
+    copying in destination order and splitting over threads already take."""
     n_runs = nbytes.size
     if n_runs < 2 * REPLICATE_MIN_GAIN or int(nbytes.sum()) > REPLICATE_MAX_RUN_BYTES * n_runs:
         return None
-    s, d, n = (np.asarray(x, np.int64) for x in (src_off, dst_off, nbytes))
+    d, n = (np.asarray(x, np.int64) for x in (dst_off, nbytes))
     brk = np.ones(n_runs, bool)
     brk[1:] = d[1:] != d[:-1] + n[:-1]
     starts = np.flatnonzero(brk)
     if starts.size * REPLICATE_MIN_GAIN > n_runs:  # not even the blocks alone would save enough
         return None
+    s = np.asarray(src_off, np.int64)
+    length = np.diff(np.append(starts, n_runs))
+    # a block whose first source starts no other block is copied run by run whatever the rest:
+    # when those blocks alone keep too many runs, stop before hashing every run (most tables)
+    _, first_source, count = np.unique(s[starts], return_inverse=True, return_counts=True)
+    if int(length[count[first_source.reshape(-1)] == 1].sum()) * REPLICATE_MIN_GAIN > n_runs:
+        return None
     block = np.cumsum(brk) - 1
     pos = np.arange(n_runs) - starts[block]
-    length = np.diff(np.append(starts, n_runs))
     with np.errstate(over="ignore"):  # a 64-bit mix of (source, bytes, place in block), summed per block
         x = (s.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (n.astype(np.uint64) << np.uint64(40)) \
             ^ (pos.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
@@ -171,10 +178,6 @@ def replicated_blocks(src_off, dst_off, nbytes):
     keep = ~repeat[block]
     count = int(keep.sum()) + int(repeat.sum())
     if count * REPLICATE_MIN_GAIN > n_runs:
-        return None
-    # no source byte may be a destination byte: the first blocks must hold what their sources held
-    ends = np.searchsorted(d, s + n, side="left") - 1  # the last destination starting before each source ends
-    if ((ends >= 0) & (d[np.maximum(ends, 0)] + n[np.maximum(ends, 0)] > s)).any():
         return None
     block_bytes = np.add.reduceat(n, starts)
     out = (np.concatenate([s[keep], d[starts[primary[repeat]]]]), np.concatenate([d[keep], d[starts[repeat]]]),

@@ -427,15 +427,18 @@ def test_repeated_blocks_copied_whole_write_the_bytes_the_runs_write(seed, monke
     assert all(written[a:a + k].all() for a, k in zip(s1[first:], n1[first:]))
 
 
-def test_repeated_blocks_are_not_formed_when_a_source_is_a_destination_or_nothing_repeats():
+def test_repeated_blocks_are_formed_only_where_whole_blocks_repeat_often_enough():
     s = np.tile(np.arange(60, -4, -4), 8)  # 16 runs of 4 bytes, backwards (nothing merges), 8 times
     n = np.full(s.size, 4)
     d = 64 + np.arange(s.size) * 4 + np.arange(s.size) // 16 * 8  # 8 blocks with gaps between
     got = native.replicated_blocks(*native.merged_runs(s, d, n)[:3])
     assert got is not None and got[3] == 16 and got[0].size == 16 + 7
-    s_hit = s.copy()
-    s_hit[3] = int(d[40])  # reads what a destination run writes
-    assert native.replicated_blocks(*native.merged_runs(s_hit, d, n)[:3]) is None
+    s_odd = s.copy()
+    s_odd[16 * np.arange(1, 8) + 3] += 64 * np.arange(1, 8)  # every block differs from the others in one run
+    assert native.replicated_blocks(*native.merged_runs(s_odd, d, n)[:3]) is None
+    s_half = s.copy()
+    s_half[16 * np.arange(1, 8, 2) + 3] += 64 * np.arange(1, 8, 2)  # half of them differ: 80 runs + 3 of 128
+    assert native.replicated_blocks(*native.merged_runs(s_half, d, n)[:3]) is None
     distinct = np.arange(s.size)[::-1] * 4 % 64 + np.arange(s.size) // 16 * 1000
     assert native.replicated_blocks(*native.merged_runs(distinct, d + 10 ** 5, n)[:3]) is None
 
