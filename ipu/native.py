@@ -142,7 +142,7 @@ def replicated_blocks(src_off, dst_off, nbytes):
     in one run, after the runs of the blocks copied from the sources. Returns (sources,
     destinations, bytes, first) where runs [first:] are those block copies, or None when it would
     not save enough runs (REPLICATE_*). The bytes written are the table's: every repeat is checked
-    run by run against its first block (the hash below only pairs candidates), and an exchange's
+    run by run against its first block (first source and length only pair candidates), and an exchange's
     sources are apart from its destinations (a copy within one variable is staged, never here), as
     copying in destination order and splitting over threads already take."""
     n_runs = nbytes.size
@@ -156,28 +156,21 @@ def replicated_blocks(src_off, dst_off, nbytes):
         return None
     s = np.asarray(src_off, np.int64)
     length = np.diff(np.append(starts, n_runs))
-    # a block whose first source starts no other block is copied run by run whatever the rest:
-    # when those blocks alone keep too many runs, stop before hashing every run (most tables)
-    _, first_source, count = np.unique(s[starts], return_inverse=True, return_counts=True)
-    if int(length[count[first_source.reshape(-1)] == 1].sum()) * REPLICATE_MIN_GAIN > n_runs:
+    # candidates: blocks of one length starting at one source; a block whose pair no other block
+    # has is copied run by run whatever the rest: when those alone keep too many runs, stop here
+    pair = s[starts] * (int(length.max()) + 1) + length  # a byte offset times a run count: far below 2^63
+    _, first_of, which, count = np.unique(pair, return_index=True, return_inverse=True, return_counts=True)
+    which = which.reshape(-1)
+    if int(length[count[which] == 1].sum()) * REPLICATE_MIN_GAIN > n_runs:
         return None
+    primary = first_of[which]  # each block's first block (destination order) with its pair
     block = np.cumsum(brk) - 1
     pos = np.arange(n_runs) - starts[block]
-    with np.errstate(over="ignore"):  # a 64-bit mix of (source, bytes, place in block), summed per block
-        x = (s.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (n.astype(np.uint64) << np.uint64(40)) \
-            ^ (pos.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
-        x ^= x >> np.uint64(31)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(29)
-        key = np.add.reduceat(x, starts) ^ (length.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93))
-    _, first_of, which = np.unique(key, return_index=True, return_inverse=True)
-    primary = first_of[which.reshape(-1)]  # each block's first block with its key (destination order)
-    mate = np.minimum(starts[primary[block]] + pos, n_runs - 1)  # the same run of that block
-    differs = (s[mate] != s) | (n[mate] != n) | (length[primary] != length)[block]
+    mate = starts[primary[block]] + pos  # the same run of that block (same length: inside it)
+    differs = (s[mate] != s) | (n[mate] != n)
     repeat = (primary != np.arange(starts.size)) & (np.add.reduceat(differs.astype(np.int64), starts) == 0)
     keep = ~repeat[block]
-    count = int(keep.sum()) + int(repeat.sum())
-    if count * REPLICATE_MIN_GAIN > n_runs:
+    if (int(keep.sum()) + int(repeat.sum())) * REPLICATE_MIN_GAIN > n_runs:
         return None
     block_bytes = np.add.reduceat(n, starts)
     out = (np.concatenate([s[keep], d[starts[primary[repeat]]]]), np.concatenate([d[keep], d[starts[repeat]]]),
