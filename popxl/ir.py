@@ -258,6 +258,11 @@ class Ir:
     def _add_stream(self, stream: "Stream") -> None:
         self._streams.append(stream)
 
+    def _add_recomputation(self, copy: "Op", source: "Op") -> None:
+        """Record that ``copy`` (a gradient graph's op) computes ``source`` again, so the lowering
+        reruns ``source``'s programs for it."""
+        self._recompute_of[copy] = source
+
     def _add_remote_buffer(self, buffer: "RemoteBuffer") -> None:
         self._remote_buffers.append(buffer)
 

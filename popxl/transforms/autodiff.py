@@ -442,7 +442,7 @@ class _GradBuilder:
                             called_graphs=op.called_graphs, check_placement=False,
                             out_meta_shapes=[o.meta_shape for o in op.outputs])
         nop.debug_context = op.debug_context
-        self.fwd.ir._recompute_of[nop] = op  # the lowering reruns op's programs for it (lowering/context.py)
+        self.fwd.ir._add_recomputation(nop, op)  # the lowering reruns op's programs for it (lowering/context.py)
         for o, no in zip(op.outputs, nop.outputs):
             self.values[o] = no
         return self.values[t]
