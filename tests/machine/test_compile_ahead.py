@@ -57,6 +57,16 @@ def test_turned_off_or_nothing_to_compile_starts_no_worker(monkeypatch):
     assert env.compile_ahead() and compile_ahead.start(_graph()) is None
 
 
+def _no_worker_yet(monkeypatch, tmp_path, popen):
+    """A process that has handed nothing to a worker yet, whose worker would start as ``popen``."""
+    monkeypatch.setattr(interpreted, "ready", lambda kernel: False)
+    monkeypatch.setattr(compile_ahead, "_cache_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(compile_ahead, "_handed", set())
+    monkeypatch.setattr(compile_ahead, "_worker", None)
+    monkeypatch.setattr(compile_ahead, "pending", {})
+    monkeypatch.setattr(compile_ahead.subprocess, "Popen", popen)
+
+
 def test_each_job_goes_to_a_worker_once_per_process(monkeypatch, tmp_path):
     started = []
 
@@ -68,12 +78,7 @@ def test_each_job_goes_to_a_worker_once_per_process(monkeypatch, tmp_path):
         def poll(self):
             return 0  # done: the next compile may start another
 
-    monkeypatch.setattr(interpreted, "ready", lambda kernel: False)
-    monkeypatch.setattr(compile_ahead, "_cache_dir", lambda: str(tmp_path))
-    monkeypatch.setattr(compile_ahead, "_handed", set())
-    monkeypatch.setattr(compile_ahead, "_worker", None)
-    monkeypatch.setattr(compile_ahead, "pending", {})
-    monkeypatch.setattr(compile_ahead.subprocess, "Popen", Finished)
+    _no_worker_yet(monkeypatch, tmp_path, Finished)
     assert compile_ahead.start(_graph()) is not None
     assert compile_ahead.start(_graph()) is None  # the same kernels: not handed again
     assert started == [compile_ahead.jobs(_graph())]
@@ -211,12 +216,7 @@ def test_a_started_worker_leaves_its_codelet_jobs_pending_for_claim(monkeypatch,
         def poll(self):
             return None
 
-    monkeypatch.setattr(interpreted, "ready", lambda kernel: False)
-    monkeypatch.setattr(compile_ahead, "_cache_dir", lambda: str(tmp_path))
-    monkeypatch.setattr(compile_ahead, "_handed", set())
-    monkeypatch.setattr(compile_ahead, "_worker", None)
-    monkeypatch.setattr(compile_ahead, "pending", {})
-    monkeypatch.setattr(compile_ahead.subprocess, "Popen", Running)
+    _no_worker_yet(monkeypatch, tmp_path, Running)
     assert compile_ahead.start(_graph()) is not None
     codelet_jobs = [(m, n, s) for m, n, s in compile_ahead.jobs(_graph()) if s is not None]
     assert sorted(compile_ahead.pending) == sorted((id(getattr(sys.modules[m], n)), s) for m, n, s in codelet_jobs)
