@@ -14,12 +14,12 @@ may take different sides; the Python walk splits them).
 A `Plan` (one per executable) holds the segments and the tables they share: kernel groups with
 their kernels' addresses, copy tables as merged runs, host transfers and branch conditions.
 
-Copies: an exchange's runs in destination order with neighbours merged (`merged_runs`), each
+Copies: an exchange's runs in destination order with neighbours merged (`copytables.merged_runs`), each
 copied by `copy_runs`. (Grouping a multicast's destinations behind one read of its source was measured
 slower: the source stays in cache either way, and destination order keeps the writes sequential.)
 Where a multicast of short runs writes the same sequence of sources into several blocks (a matmul
 operand gathered to the ~16 tiles that use it), the first such block is copied run by run and each
-repeat in one run from it (`replicated_blocks`: a second table after the first; the same bytes).
+repeat in one run from it (`copytables.replicated_blocks`: a second table after the first; the same bytes).
 The merged runs of all tables are one flat int32 table (int64 only for a memory of 2 GiB or more),
 and each executable's CopyTable is handed its slice (`CopyTable.share`), so the Python walk copies
 the same runs and a model's copy tables are held once (BERT-base, 4 layers: 446 MiB, not 447 + 892).
@@ -38,15 +38,14 @@ import numpy as np
 
 from . import compile_ahead, hostmem
 from .codelet import IN, INOUT, OUT
-from .copytables import CopyTable
+from .copytables import CopyTable, merged_runs, replicated_blocks
 from .errors import IpuError
 from .kinds import program_kind_of_payload
 from .nodes import Branch, CallRef, Loop, MultiBranch, Segment, Seq, StepRef
 from .step_loop import (BIG, BOOL, COPY, END, FLOAT, IF, JUMP, KERNEL, LOOP, MAX_DEPTH, MAX_FIELDS, SIGNED, SMALL,
                         SPLIT, STAGED, STEP, STREAM, SWITCH, UNSIGNED, kernel_address, run_ops)
 
-__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "LoopOps", "Plan", "SegmentTable",
-           "merged_runs", "replicated_blocks"]
+__all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "LoopOps", "Plan", "SegmentTable"]
 
 # split a group / table over the threads only above this much work: below it, waking the other
 # threads and waiting for the slowest costs more than it saves. Measured on a shared 2-vCPU host
@@ -108,74 +107,6 @@ def _condition_reading(storage: np.dtype, two_way: bool):
     if storage.kind == "f":
         return FLOAT if two_way and storage.itemsize == 4 else None
     return {"i": SIGNED, "u": UNSIGNED, "b": BOOL}.get(storage.kind)
-
-
-def merged_runs(src_off, dst_off, nbytes):
-    """The runs of a copy table in destination order, runs contiguous at both ends merged (the
-    compiler keeps runs per tile for the cost model; memory is one array here), and whether the
-    destinations are disjoint (then the runs may be copied in any order, or split over threads).
-    Destinations that overlap keep the table's order: the last write wins, as in the table."""
-    if nbytes.size == 0:
-        return src_off, dst_off, nbytes, True
-    o = np.argsort(dst_off, kind="stable")
-    d, s, n = dst_off[o], src_off[o], nbytes[o]
-    if d.size > 1 and (d[1:] < d[:-1] + n[:-1]).any():
-        return src_off, dst_off, nbytes, False
-    brk = np.ones(d.size, bool)
-    brk[1:] = (d[1:] != d[:-1] + n[:-1]) | (s[1:] != s[:-1] + n[:-1])
-    starts = np.flatnonzero(brk)
-    return s[starts], d[starts], np.add.reduceat(n, starts), True
-
-
-# a table's runs are regrouped by `replicated_blocks` only when they are this short on average and
-# the regrouping at least this many times fewer (measured on the MNIST batch 128 step's tables, one
-# thread: the input gathers, 16 blocks of 100-byte runs from each source, 0.35 -> 0.18 ms; tables of
-# runs over 1 KiB or with few repeats were as fast or slower)
-REPLICATE_MAX_RUN_BYTES = 512
-REPLICATE_MIN_GAIN = 3
-
-
-def replicated_blocks(src_off, dst_off, nbytes):
-    """A multicast's repeats as whole blocks: given runs in destination order with disjoint
-    destinations (`merged_runs`), cut them into blocks contiguous in destination; each block whose
-    (source, bytes) sequence an earlier block already has is copied from that block's destination
-    in one run, after the runs of the blocks copied from the sources. Returns (sources,
-    destinations, bytes, first) where runs [first:] are those block copies, or None when it would
-    not save enough runs (REPLICATE_*). The bytes written are the table's: every repeat is checked
-    run by run against its first block (first source and length only pair candidates), and an exchange's
-    sources are apart from its destinations (a copy within one variable is staged, never here), as
-    copying in destination order and splitting over threads already take."""
-    n_runs = nbytes.size
-    if n_runs < 2 * REPLICATE_MIN_GAIN or int(nbytes.sum()) > REPLICATE_MAX_RUN_BYTES * n_runs:
-        return None
-    d, n = (np.asarray(x, np.int64) for x in (dst_off, nbytes))
-    brk = np.ones(n_runs, bool)
-    brk[1:] = d[1:] != d[:-1] + n[:-1]
-    starts = np.flatnonzero(brk)
-    if starts.size * REPLICATE_MIN_GAIN > n_runs:  # not even the blocks alone would save enough
-        return None
-    s = np.asarray(src_off, np.int64)
-    length = np.diff(np.append(starts, n_runs))
-    # candidates: blocks of one length starting at one source; a block whose pair no other block
-    # has is copied run by run whatever the rest: when those alone keep too many runs, stop here
-    pair = s[starts] * (int(length.max()) + 1) + length  # a byte offset times a run count: far below 2^63
-    _, first_of, which, count = np.unique(pair, return_index=True, return_inverse=True, return_counts=True)
-    which = which.reshape(-1)
-    if int(length[count[which] == 1].sum()) * REPLICATE_MIN_GAIN > n_runs:
-        return None
-    primary = first_of[which]  # each block's first block (destination order) with its pair
-    block = np.cumsum(brk) - 1
-    pos = np.arange(n_runs) - starts[block]
-    mate = starts[primary[block]] + pos  # the same run of that block (same length: inside it)
-    differs = (s[mate] != s) | (n[mate] != n)
-    repeat = (primary != np.arange(starts.size)) & (np.add.reduceat(differs.astype(np.int64), starts) == 0)
-    keep = ~repeat[block]
-    if (int(keep.sum()) + int(repeat.sum())) * REPLICATE_MIN_GAIN > n_runs:
-        return None
-    block_bytes = np.add.reduceat(n, starts)
-    out = (np.concatenate([s[keep], d[starts[primary[repeat]]]]), np.concatenate([d[keep], d[starts[repeat]]]),
-           np.concatenate([n[keep], block_bytes[repeat]]))
-    return (*out, int(keep.sum()))
 
 
 def _runs_storage(exe):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ipu
-from ipu import native
+from ipu import copytables, native
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -376,7 +376,7 @@ def test_the_compiled_loop_reads_branch_conditions_as_views_of_the_bytes_would()
 
 
 # ------------------------------------------------------------------------------------------------
-# a multicast's repeated blocks copied whole (native.replicated_blocks)
+# a multicast's repeated blocks copied whole (copytables.replicated_blocks)
 
 
 def _copy_in_order(memory, runs):
@@ -391,7 +391,7 @@ def test_repeated_blocks_copied_whole_write_the_bytes_the_runs_write(seed, monke
     """Random multicasts (a source gathered in short runs into several destination blocks, some
     blocks differing in one run, awkward run sizes, two blocks that touch each other in memory):
     the regrouped table, copied in its order, writes exactly what the runs write."""
-    monkeypatch.setattr(native, "REPLICATE_MIN_GAIN", 1)  # regroup whatever it saves
+    monkeypatch.setattr(copytables, "REPLICATE_MIN_GAIN", 1)  # regroup whatever it saves
     rng = np.random.default_rng(seed)
     src_bytes = 600
     pattern_runs = int(rng.integers(4, 40))
@@ -411,10 +411,10 @@ def test_repeated_blocks_copied_whole_write_the_bytes_the_runs_write(seed, monke
         at += 0 if b == 2 else int(rng.choice([4, 8, 12]))  # a gap, or (once) the next block right after
     s, d, n = (np.array(x, np.int64) for x in (s, d, n))
     memory = rng.integers(0, 256, at + 64).astype(np.uint8)
-    s0, d0, n0, disjoint = native.merged_runs(s, d, n)
+    s0, d0, n0, disjoint = copytables.merged_runs(s, d, n)
     assert disjoint
     expected = _copy_in_order(memory, (s, d, n))
-    got = native.replicated_blocks(s0, d0, n0)
+    got = copytables.replicated_blocks(s0, d0, n0)
     assert got is not None
     s1, d1, n1, first = got
     assert 0 < first < s1.size < s0.size
@@ -431,16 +431,16 @@ def test_repeated_blocks_are_formed_only_where_whole_blocks_repeat_often_enough(
     s = np.tile(np.arange(60, -4, -4), 8)  # 16 runs of 4 bytes, backwards (nothing merges), 8 times
     n = np.full(s.size, 4)
     d = 64 + np.arange(s.size) * 4 + np.arange(s.size) // 16 * 8  # 8 blocks with gaps between
-    got = native.replicated_blocks(*native.merged_runs(s, d, n)[:3])
+    got = copytables.replicated_blocks(*copytables.merged_runs(s, d, n)[:3])
     assert got is not None and got[3] == 16 and got[0].size == 16 + 7
     s_odd = s.copy()
     s_odd[16 * np.arange(1, 8) + 3] += 64 * np.arange(1, 8)  # every block differs from the others in one run
-    assert native.replicated_blocks(*native.merged_runs(s_odd, d, n)[:3]) is None
+    assert copytables.replicated_blocks(*copytables.merged_runs(s_odd, d, n)[:3]) is None
     s_half = s.copy()
     s_half[16 * np.arange(1, 8, 2) + 3] += 64 * np.arange(1, 8, 2)  # half of them differ: 80 runs + 3 of 128
-    assert native.replicated_blocks(*native.merged_runs(s_half, d, n)[:3]) is None
+    assert copytables.replicated_blocks(*copytables.merged_runs(s_half, d, n)[:3]) is None
     distinct = np.arange(s.size)[::-1] * 4 % 64 + np.arange(s.size) // 16 * 1000
-    assert native.replicated_blocks(*native.merged_runs(distinct, d + 10 ** 5, n)[:3]) is None
+    assert copytables.replicated_blocks(*copytables.merged_runs(distinct, d + 10 ** 5, n)[:3]) is None
 
 
 @pytest.mark.parametrize("room", [None, 0])
