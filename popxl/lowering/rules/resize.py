@@ -51,7 +51,6 @@ def interpolate(ctx, op):
     materialise(ctx, t_out, cur, "resize")
 
 
-
 def _cubic_axis(ctx, cur, a, coords, n_in, shape, dtype):
     """One axis of a cubic resize: the sum of four gathered neighbours, each times its weights."""
     idx, w = cubic_taps(coords, n_in)
