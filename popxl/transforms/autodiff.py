@@ -23,7 +23,6 @@ graph recursively; ``repeat`` ops are differentiated by a reverse repeat of the 
 reading per-iteration activations that the forward loop stacks (see grad_rules/control.py);
 ``conditional`` ops by a conditional over the gradients of the two branches.
 """
-import itertools
 from enum import Enum
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -39,7 +38,6 @@ from .grad_rules._registry import NON_DIFFERENTIABLE, get_grad_rule
 __all__ = ["ExpectedConnectionType", "ExpectedConnection", "GradGraphInfo", "autodiff"]
 
 GRAD_PREFIX = "Gradient___"
-_GRAD_SUM_GROUPS = itertools.count(1)
 
 
 class ExpectedConnectionType(Enum):
@@ -452,7 +450,7 @@ class _GradBuilder:
         if not ps:
             return None
         if len(ps) > 1:
-            group = next(_GRAD_SUM_GROUPS)
+            group = ps[0].id  # unique in the Ir and the same each time it is built (executable cache keys)
             acc = ps[0]
             for p in ps[1:]:
                 acc = ops.add(acc, p)

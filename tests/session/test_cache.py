@@ -75,6 +75,23 @@ def test_what_changes_the_executable_changes_the_key(tmp_path, change):
         np.testing.assert_array_equal(out, np.arange(3) + 3.0)
 
 
+def _training_ir():
+    """A weight read twice: autodiff sums its two partial gradients (ops tagged grad_sum)."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        fwd = ir.create_graph(lambda a: ops.sum(a * a + a), popxl.TensorSpec((3,), popxl.float32))
+        grads = popxl.transforms.autodiff(fwd)
+    assert any(op.attrs.get("grad_sum") is not None for op in grads.graph._ops)
+    return ir
+
+
+def test_a_gradient_graph_built_twice_has_one_key():
+    """Autodiff's grad_sum tags name the Ir's own tensors, not a count kept across Irs: the same
+    training program rebuilt in one process hits the same cache entry."""
+    first, second = (_cache.executable_key(_training_ir(), "target", "ipu_model", 1) for _ in range(2))
+    assert first == second
+
+
 def test_another_target_is_another_entry(tmp_path, monkeypatch):
     _run(*_ir(tmp_path))
     monkeypatch.setenv("IPU_SIM_TARGET", "small:8")
