@@ -6,23 +6,23 @@ first place, "Final" and "Sum" keep only the replica dimension. Inputs have the 
 """
 from __future__ import annotations
 
-import enum
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ._enum import PybindEnum
 from .errors import popart_exception
 from .tensorinfo import TensorInfo
 
 
-class AnchorReturnTypeId(enum.Enum):
+class AnchorReturnTypeId(PybindEnum):
     Final = 0
     EveryN = 1
     All = 2
     Sum = 3
 
 
-class ExchangeStrategy(enum.Enum):
+class ExchangeStrategy(PybindEnum):
     JustInTime = 0
     OverlapInnerLoop = 1
     OverlapLoops = 2

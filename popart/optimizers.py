@@ -8,9 +8,9 @@ The update formulas are built in popart/_optimizer_updates.py.
 """
 from __future__ import annotations
 
-import enum
 from typing import Dict, Iterable, List, Optional
 
+from ._enum import PybindEnum
 from .errors import popart_exception
 
 
@@ -47,12 +47,12 @@ class OptimizerValueMap:
         return weight in self._specific
 
 
-class WeightDecayMode(enum.Enum):
+class WeightDecayMode(PybindEnum):
     Decay = 0
     L2Regularization = 1
 
 
-class AdamMode(enum.Enum):
+class AdamMode(PybindEnum):
     Adam = 0
     AdamNoBias = 1
     AdaMax = 2
@@ -60,14 +60,14 @@ class AdamMode(enum.Enum):
     LambNoBias = 4
 
 
-class AdaptiveMode(enum.Enum):
+class AdaptiveMode(PybindEnum):
     AdaGrad = 0
     RMSProp = 1
     CenteredRMSProp = 2
     AdaDelta = 3
 
 
-class SGDAccumulatorAndMomentum(enum.Enum):
+class SGDAccumulatorAndMomentum(PybindEnum):
     Combined = 0
     Separate = 1
 

@@ -8,23 +8,23 @@ raises AttributeError for it.
 """
 from __future__ import annotations
 
-import enum
 import warnings
 from typing import Any, Dict, Optional
 
 import numpy as np
 
+from ._enum import PybindEnum
 from .errors import popart_exception
 
 
-class VirtualGraphMode(enum.Enum):
+class VirtualGraphMode(PybindEnum):
     Off = 0
     Manual = 1
     Auto = 2
     ExecutionPhases = 3
 
 
-class RecomputationType(enum.Enum):
+class RecomputationType(PybindEnum):
     NoRecompute = 0
     Standard = 1
     NormOnly = 2
@@ -32,67 +32,67 @@ class RecomputationType(enum.Enum):
     Pipeline = 4
 
 
-class RecomputeType(enum.Enum):
+class RecomputeType(PybindEnum):
     Undefined = 0
     Checkpoint = 1
     Recompute = 2
     Recomputed = 3
 
 
-class ReductionType(enum.Enum):
+class ReductionType(PybindEnum):
     Sum = 0
     Mean = 1
     NoReduction = 2
 
 
-class MeanReductionStrategy(enum.Enum):
+class MeanReductionStrategy(PybindEnum):
     Running = 0
     Post = 1
 
 
-class MergeVarUpdateType(enum.Enum):
+class MergeVarUpdateType(PybindEnum):
     Off = 0
     All = 1
     AutoTight = 2
     AutoLoose = 3
 
 
-class SyntheticDataMode(enum.Enum):
+class SyntheticDataMode(PybindEnum):
     Off = 0
     Zeros = 1
     RandomNormal = 2
     RandomUniform = 3
 
 
-class Instrumentation(enum.Enum):
+class Instrumentation(PybindEnum):
     Outer = 0
     Inner = 1
 
 
-class SubgraphCopyingStrategy(enum.Enum):
+class SubgraphCopyingStrategy(PybindEnum):
     OnEnterAndExit = 0
     JustInTime = 1
 
 
-class InitType(enum.Enum):
+class InitType(PybindEnum):
     NoInit = 1
     Zero = 0
 
 
-class PatternsLevel(enum.Enum):
+class PatternsLevel(PybindEnum):
     NoPatterns = 0
     Minimal = 1
     Default = 2
     All = 3
 
 
-class VariableRetrievalMode(enum.Enum):
+class VariableRetrievalMode(PybindEnum):
     OnePerGroup = 0
     AllReduceReplicas = 1
     AllReplicas = 2
 
 
-class CommGroupType(enum.Enum):
+class CommGroupType(PybindEnum):
     All = 0
     Consecutive = 1
     Orthogonal = 2
@@ -303,19 +303,19 @@ class VariableSettings:
         return cls(int(a), int(b), mode)
 
 
-class TensorStorage(enum.Enum):
+class TensorStorage(PybindEnum):
     """Where a tensor lives: tile memory or Streaming Memory (PopART's values)."""
     OnChip = 0
     OffChip = 1
 
 
-class TileSet(enum.Enum):
+class TileSet(PybindEnum):
     """The tiles a tensor is loaded onto or stored on: compute tiles or the IO tiles (numIOTiles)."""
     Compute = 0
     IO = 1
 
 
-class ReplicatedTensorSharding(enum.Enum):
+class ReplicatedTensorSharding(PybindEnum):
     Off = 0
     On = 1
 
