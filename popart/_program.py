@@ -38,7 +38,7 @@ from ._translate.nn import RANDOM_GENERATORS
 from popxl.lowering.context import lower_inline
 from .dataflow import AnchorReturnType, AnchorReturnTypeId
 from .errors import popart_exception
-from ._recompute import recompute_ops
+from ._recompute import from_onnx, recompute_ops
 from .options import RecomputationType, ReductionType, SyntheticDataMode, VariableRetrievalMode
 from .tensorinfo import onnx_type
 
@@ -202,7 +202,7 @@ class _Builder:
             self.trainable = list(self.weight_inputs)
             self.grad_of = self.trainable + [g for g in grad_ids if g not in self.weight_inputs]
             required = [tr.values[w] for w in self.grad_of]
-            recompute = recompute_ops(spec.recomputation, node_ops, loss_t)
+            recompute = recompute_ops(spec.recomputation, from_onnx(node_ops), loss_t)
             if recompute:
                 self.bwd = autodiff_recomputing(fwd, [loss_t], required, recompute)
             else:

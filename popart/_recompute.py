@@ -2,7 +2,8 @@
 recomputation: SessionOptions.autoRecomputation and Builder.recomputeOutputInBackwardPass).
 
 The rules are PopART's (willow/src/recompute.cpp, intervals.cpp, Graph::getLiveSets), applied to the
-ops the ONNX nodes became in the forward graph; every op of a node takes the node's annotation:
+ops each frontend node became in the forward graph (an ONNX node for PopART, a captured torch node for
+PopTorch: `Marked`); every op of a node takes the node's annotation:
 
 - user annotations: a node whose ``__recompute_output_in_backward_pass`` attribute is
   RecomputeType.Recompute (2) is recomputed, Checkpoint (1) is kept (Builder.checkpointOutput);
@@ -19,8 +20,8 @@ ops the ONNX nodes became in the forward graph; every op of a node takes the nod
   not annotated Checkpoint is recomputed, then the ops between the last checkpoints and the loss are
   kept again (allCheckpointAfterLastCheckpoint: recomputing them would only run them twice in a row).
 
-Ops with side effects, ops that change an input in place and ops calling subgraphs are never
-recomputed (PopART's Op::canRecompute). Recomputed ops run again just before the first backward op
+Ops with side effects, ops that change an input in place, ops calling subgraphs and copies between
+IPUs are never recomputed (PopART's Op::canRecompute; its pipelining keeps IpuCopyOps). Recomputed ops run again just before the first backward op
 that reads their outputs (popxl/transforms/autodiff.py: autodiff_recomputing; the lowering reruns
 the forward op's own programs, ipu.Rerun), so their forward outputs die after their last forward
 reader: fewer bytes live, more cycles, the same results.
@@ -28,7 +29,7 @@ reader: fewer bytes live, more cycles, the same results.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import Dict, List, NamedTuple, Sequence, Set, Tuple
 
 import onnx
 
@@ -43,8 +44,19 @@ NORM_OPS = frozenset({"BatchNormalization", "GroupNormalization", "InstanceNorma
 # ops PopART gives a side effect (Op::hasSideEffect: host and remote transfers, prints): never recomputed
 SIDE_EFFECT_TYPES = frozenset({"host_load", "host_store", "remote_load", "remote_store", "remote_code_load",
                                "code_copy", "print_tensor"})
+NEVER_RECOMPUTED = SIDE_EFFECT_TYPES | {"ipu_copy"}
 
-NodeOps = Sequence[Tuple[onnx.NodeProto, Sequence[Op]]]
+
+class Marked(NamedTuple):
+    """One frontend node (ONNX or captured torch) with what recomputation reads of it."""
+    annotation: int        # its RecomputeType value (Undefined when the user gave none)
+    is_norm: bool          # a normalisation (what NormOnly recomputes)
+    ops: Sequence[Op]      # the forward ops it became, in schedule order
+
+
+def from_onnx(node_ops: Sequence[Tuple[onnx.NodeProto, Sequence[Op]]]) -> List[Marked]:
+    """PopART's view of ONNX nodes: the annotation attribute, the norm op types."""
+    return [Marked(_annotation(node), node.op_type in NORM_OPS, ops) for node, ops in node_ops]
 
 
 def _annotation(node: onnx.NodeProto) -> int:
@@ -55,7 +67,7 @@ def _annotation(node: onnx.NodeProto) -> int:
 
 
 def can_recompute(op: Op) -> bool:
-    return not op.modified and not op.called_graphs and op.type not in SIDE_EFFECT_TYPES
+    return not op.modified and not op.called_graphs and op.type not in NEVER_RECOMPUTED
 
 
 def decreasing_intervals(n: int) -> List[Tuple[int, int]]:
@@ -146,13 +158,13 @@ def _checkpoint_after_last_checkpoint(recompute: Set[Op], loss: Tensor) -> None:
                 stack.append(prod)
 
 
-def recompute_ops(mode: RecomputationType, node_ops: NodeOps, loss: Tensor) -> Set[Op]:
+def recompute_ops(mode: RecomputationType, nodes: Sequence[Marked], loss: Tensor) -> Set[Op]:
     """The forward ops to recompute under ``autoRecomputation`` = ``mode`` and the nodes' own
-    annotations. ``node_ops``: each ONNX node with the ops it became, in schedule order."""
+    annotations. ``nodes``: each frontend node with the ops it became, in schedule order."""
     mode = RecomputationType(mode)
-    ops = [op for _, ops_ in node_ops for op in ops_]
-    annotation = {op: _annotation(node) for node, ops_ in node_ops for op in ops_}
-    norm = {op for node, ops_ in node_ops if node.op_type in NORM_OPS for op in ops_}
+    ops = [op for n in nodes for op in n.ops]
+    annotation = {op: n.annotation for n in nodes for op in n.ops}
+    norm = {op for n in nodes if n.is_norm for op in n.ops}
     to_loss = _to_loss(ops, loss)
     if mode == RecomputationType.NoRecompute:
         chosen = {op for op in ops if annotation[op] == RecomputeType.Recompute.value}

@@ -86,8 +86,7 @@ class PoplarExecutor:
             if options.Training.gradient_accumulation != 1:
                 msg = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its default "
                        "value (1) when running a poptorch.inferenceModel().")
-                strategy = options._execution_strategy
-                if isinstance(strategy, PipelinedExecution) and not isinstance(strategy, ShardedExecution):
+                if _pipelines(options._execution_strategy):
                     msg += (" Use poptorch.Options().deviceIterations() to process a sufficient number of batches "
                             "each run for pipelined execution instead.")
                 raise createPoptorchError(msg)
@@ -247,7 +246,9 @@ class PoplarExecutor:
             af=o.Training.gradient_accumulation, rf=o.replication_factor, training=self._training,
             optimizer=popart_opt, placement=captured.num_ipus > 1, reduction=reduction, synthetic=synthetic,
             distributed=distributed, global_rf=global_rf, clip_norm=clip, captured=captured, loss=loss,
-            anchor_values=anchor_values, settings=settings)
+            anchor_values=anchor_values, settings=settings,
+            recomputation=_program.recomputation(o._Popart.options, _pipelines(o._execution_strategy),
+                                                 captured.num_ipus))
         try:
             program = _program.build(spec)
         except (ValueError, TypeError, NotImplementedError) as e:
@@ -257,6 +258,12 @@ class PoplarExecutor:
         ir._pb_ir.getSessionOptions().engineOptions = engine_options
         ir._pb_ir.getSessionOptions().instrumentWithHardwareCycleCounter = bool(
             o._Popart.options.get("instrumentWithHardwareCycleCounter", False))
+        # enableExecutableCaching(path), else POPTORCH_CACHE_DIR as in PopTorch: popxl's executable cache
+        cache = o._Popart.options.get("cachePath") if o._Popart.options.get("enableEngineCaching") else None
+        cache = cache or os.environ.get("POPTORCH_CACHE_DIR") or None
+        if cache is not None and o._Popart.options.get("enableEngineCaching", True):
+            ir._pb_ir.getSessionOptions().enableEngineCaching = True
+            ir._pb_ir.getSessionOptions().cachePath = str(cache)
         self._check_ipu_count(captured)
         capture_seconds = time.perf_counter() - t0
         try:
@@ -337,8 +344,7 @@ class PoplarExecutor:
     def _check_strategy(self, c) -> None:
         o = self._options
         stages = sorted({n.stage for n in c.nodes})
-        strategy = o._execution_strategy
-        if len(stages) <= 1 or not isinstance(strategy, PipelinedExecution) or isinstance(strategy, ShardedExecution):
+        if len(stages) <= 1 or not _pipelines(o._execution_strategy):
             return
         # pipeline stages must run in increasing order
         last = -1
@@ -744,6 +750,11 @@ class PoplarExecutor:
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
+
+def _pipelines(strategy) -> bool:
+    """A PipelinedExecution proper (ShardedExecution derives from it and runs its stages one by one)."""
+    return isinstance(strategy, PipelinedExecution) and not isinstance(strategy, ShardedExecution)
+
 
 def _describe(inputs: _Inputs) -> str:
     return "[" + ", ".join(f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in inputs.tensors) + "]"

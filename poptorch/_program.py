@@ -4,7 +4,8 @@ ATen nodes (poptorch/_capture.py, _translate/) instead of an ONNX graph.
 
     captured model ──> TorchBuilder._forward: graph inputs for the data, parameters, buffers and
                        the random seed; the nodes translated by _translate; outputs: the model's
-                       outputs, the loss and the new values of buffers (running statistics)
+                       outputs, the loss and the new values of buffers (running statistics);
+                       its gradient graph, rerunning the ops recomputation picks (popart/_recompute.py)
                    ──> popart._program._Builder: repeat deviceIterations x (repeat
                        gradientAccumulation x micro-batch), all-reduce over replicas, optimizer
 """
@@ -20,7 +21,10 @@ import popxl.ops as ops
 import popxl.transforms as transforms
 from popart import _program as popart_program
 from popart._program import GRAD_PREFIX, ProgramSpec, _Builder, _safe
+from popart._recompute import Marked, recompute_ops
 from popart.dataflow import AnchorReturnType
+from popart.options import RecomputationType, RecomputeType
+from popxl.transforms.autodiff import autodiff_recomputing
 
 from . import enums
 from ._capture import RANDOM_OPS, Captured, Value
@@ -121,7 +125,11 @@ class TorchBuilder(_Builder):
             self.seed_input = popxl.graph_input((2,), popxl.uint32, name="random_seed") if self.uses_random else None
             tr = self._translation(self.seed_input)
             self._bind(tr, self.data_inputs, self.weight_inputs)
-            tr.run(c.nodes)
+            marked = []  # each node with the ops it became (what recomputation reads)
+            for node in c.nodes:
+                n0 = len(fwd._ops)
+                tr.run([node])
+                marked.append(_marked(node, fwd._ops[n0:]))
             named = self._outputs(tr)
             loss_name = "__loss__"
             named[loss_name] = tr.tensor(spec.loss)
@@ -143,8 +151,13 @@ class TorchBuilder(_Builder):
             raise Error("The model has no parameters that require gradients: nothing to train (use "
                         "poptorch.inferenceModel, or set requires_grad=True on the parameters to train)")
         self.grad_of = list(self.trainable)
-        self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t],
-                                       grads_required=[self.weight_inputs[w] for w in self.trainable])
+        required = [self.weight_inputs[w] for w in self.trainable]
+        # the loss as the nodes made it (loss_t may be an output copy of it)
+        recompute = recompute_ops(spec.recomputation, marked, tr.tensor(spec.loss))
+        if recompute:
+            self.bwd = autodiff_recomputing(fwd, [loss_t], required, recompute)
+        else:
+            self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
         self.loss_tensor = loss_t
         self.state_updates = {w: f"__state__{w}" for w in c.state_updates}
 
@@ -160,6 +173,32 @@ class TorchBuilder(_Builder):
             outs[f"__state__{w}"] = tr.tensor(v)
         self.state_updates = {w: f"__state__{w}" for w in self.captured.state_updates}
         return outs
+
+
+# what PopART's Op::isNorm calls the ops these lower to (NormOnly recomputes them)
+_NORM_PACKETS = frozenset({"native_batch_norm", "native_layer_norm", "native_group_norm"})
+
+
+def _marked(node, ops_) -> Marked:
+    """A captured node as recomputation sees it: poptorch.recomputationCheckpoint's identity is a
+    checkpoint (PopTorch builds it with PopART's Builder.checkpointOutput)."""
+    kind = node.packet.split("::")[-1]
+    annotation = RecomputeType.Checkpoint if kind == "recomputation_checkpoint" else RecomputeType.Undefined
+    return Marked(annotation.value, kind in _NORM_PACKETS, ops_)
+
+
+def recomputation(popart_options: Dict, pipelined: bool, num_ipus: int) -> RecomputationType:
+    """SessionOptions.autoRecomputation as PopTorch sets it: the user's
+    ``Options._Popart.set("autoRecomputation", n)``, else Pipeline when a PipelinedExecution spans
+    several IPUs (PopTorch's Compiler::initSession turns it on by default there), else none."""
+    value = popart_options.get("autoRecomputation")
+    if value is None:
+        return RecomputationType.Pipeline if pipelined and num_ipus > 1 else RecomputationType.NoRecompute
+    try:
+        return RecomputationType(int(value))
+    except (TypeError, ValueError):
+        raise Error(f"Value for RecomputationType out of range: autoRecomputation={value!r}; use one of "
+                    f"{', '.join(f'{int(t)} ({t.name})' for t in RecomputationType)}") from None
 
 
 def build(spec: TorchProgramSpec):

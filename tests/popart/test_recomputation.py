@@ -149,13 +149,14 @@ def test_which_ops_each_mode_picks():
     # the batch norms themselves, not the running statistics they update (no path to the loss)
     norms = {op for node, ops in node_ops if node.op_type == "BatchNormalization" for op in ops
              if op.type == "batch_norm_training"}
-    assert len(norms) == 2 and _recompute.recompute_ops(popart.RecomputationType.NormOnly, node_ops, loss) == norms
-    assert _recompute.recompute_ops(popart.RecomputationType.NoRecompute, node_ops, loss) == set()
+    nodes = _recompute.from_onnx(node_ops)
+    assert len(norms) == 2 and _recompute.recompute_ops(popart.RecomputationType.NormOnly, nodes, loss) == norms
+    assert _recompute.recompute_ops(popart.RecomputationType.NoRecompute, nodes, loss) == set()
     first_block = {op for node, ops in node_ops[:node_ops.index(next(n for n in node_ops
                                                                     if n[0].op_type == "Identity"))]
                    for op in ops if op.type in ("conv", "batch_norm_training", "relu")}
     assert len(first_block) == 3
-    assert _recompute.recompute_ops(popart.RecomputationType.RecomputeAll, node_ops, loss) == first_block
+    assert _recompute.recompute_ops(popart.RecomputationType.RecomputeAll, nodes, loss) == first_block
 
 
 def test_decreasing_intervals_and_live_sets():

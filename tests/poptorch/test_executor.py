@@ -99,6 +99,32 @@ def test_compile_and_export_then_load(small_ipu, tmp_path):
         poptorch.load(__file__)
 
 
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_executable_caching(small_ipu, tmp_path, monkeypatch, how):
+    """enableExecutableCaching(path) or POPTORCH_CACHE_DIR: the second model of the same program
+    loads its executable from the cache and trains the same; enableExecutableCaching(None) opts out."""
+    def run(cache_opt):
+        torch.manual_seed(0)
+        model = models.MLP()
+        opts = poptorch.Options()
+        if cache_opt != "unset":
+            opts.enableExecutableCaching(cache_opt)
+        trainer = poptorch.trainingModel(model, opts)
+        x, y = models.data("mlp", 4)
+        loss = float(trainer(x, y)[1])
+        return trainer._session.loaded_from_cache, loss
+
+    cache = tmp_path / "cache"
+    if how == "environment":
+        monkeypatch.setenv("POPTORCH_CACHE_DIR", str(cache))
+        first, second, off = run("unset"), run("unset"), run(None)
+    else:
+        first, second, off = run(str(cache)), run(str(cache)), run(None)
+    assert (first[0], second[0], off[0]) == (False, True, False)
+    assert first[1] == second[1] == off[1]
+    assert len(list(cache.glob("*.popef"))) == 1
+
+
 def test_loss_rules(small_ipu):
     class NoLoss(torch.nn.Module):
         def __init__(self):

@@ -31,9 +31,9 @@ def test_to_dict_and_load_from_file(tmp_path):
         poptorch.Options().toDict()
 
 
-def test_option_groups_are_accepted(small_ipu):
+def test_option_groups_are_accepted(small_ipu, tmp_path):
     opts = poptorch.Options()
-    opts.useIpuModel(True).enableExecutableCaching("/tmp/poptorch-cache").randomSeed(3)
+    opts.useIpuModel(True).enableExecutableCaching(str(tmp_path / "cache")).randomSeed(3)
     opts.setAvailableMemoryProportion({"IPU0": 0.3})
     opts.Precision.enableStochasticRounding(False).runningStatisticsAlwaysFloat(True)
     opts.Precision.halfFloatCasting(poptorch.HalfFloatCastingBehavior.HalfUpcastToFloat)
