@@ -14,6 +14,8 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from ._enum import PybindEnum
+from ._settings import (AccumulateOuterFragmentSettings, AutodiffSettings, AutomaticLossScalingSettings,
+                        BatchSerializationSettings, ExecutionPhaseSettings, ReplicatedCollectivesSettings)
 from .errors import popart_exception
 
 
@@ -24,12 +26,12 @@ class VirtualGraphMode(PybindEnum):
     ExecutionPhases = 3
 
 
-class RecomputationType(PybindEnum):
+class RecomputationType(PybindEnum):  # values as sessionoptions.hpp numbers them (RecomputeAll came last)
     NoRecompute = 0
     Standard = 1
     NormOnly = 2
-    RecomputeAll = 3
-    Pipeline = 4
+    Pipeline = 3
+    RecomputeAll = 4
 
 
 class RecomputeType(PybindEnum):
@@ -395,12 +397,12 @@ def _defaults() -> Dict[str, Any]:
         "syntheticDataMode": SyntheticDataMode.Off, "constantWeights": True,
         "enableStochasticRounding": False, "reportOptions": {},
         # recorded only (performance / memory knobs with no effect on results)
-        "accumulateOuterFragmentSettings": _Settings(schedule=0, excludedVirtualGraphs=[]),
+        "accumulateOuterFragmentSettings": AccumulateOuterFragmentSettings(),
         "accumulatorTensorLocationSettings": TensorLocationSettings(),
         "activationTensorLocationSettings": TensorLocationSettings(),
         "optimizerStateTensorLocationSettings": TensorLocationSettings(),
         "weightTensorLocationSettings": TensorLocationSettings(),
-        "aliasZeroCopy": False, "batchSerializationSettings": _Settings(factor=0, method=0, batchSchedule=0),
+        "aliasZeroCopy": False, "batchSerializationSettings": BatchSerializationSettings(),
         "cachePath": "session_cache", "compileEngine": True, "convolutionOptions": {}, "lstmOptions": {},
         "matmulOptions": {}, "gclOptions": {}, "createImplicitPipeliningFwdOnlyProgram": False,
         "customCodeletCompileFlags": "", "customCodelets": [], "decomposeGradSum": False, "delayVarUpdates": True,
@@ -411,7 +413,7 @@ def _defaults() -> Dict[str, Any]:
         "enableFullyConnectedPass": True, "enableLoadAndOffloadRNGState": False, "enableMergeExchange": True,
         "enableNonStableSoftmax": False, "enableOutlining": True, "enableOutliningCopyCostPruning": True,
         "enableStableNorm": False, "enableSupportedDataTypeCasting": True, "enableVariablesCaching": True,
-        "ensureFp32LossScaleTensor": False, "executionPhaseSettings": _Settings(phases=0, stages=2),
+        "ensureFp32LossScaleTensor": False, "executionPhaseSettings": ExecutionPhaseSettings(),
         "explicitRecomputation": False, "exportPoplarComputationGraph": False, "exportPoplarVertexGraph": False,
         "finalDotOp": 10000, "firstDotOp": 0, "globalReplicaOffset": 0, "globalReplicationFactor": 1,
         "groupHostSync": False, "kahnTieBreaker": "greedy", "logDir": "", "mergeVarUpdate": MergeVarUpdateType.Off,
@@ -423,8 +425,8 @@ def _defaults() -> Dict[str, Any]:
         "subgraphCopyingStrategy": SubgraphCopyingStrategy.OnEnterAndExit, "swapLimitScheduler": -1,
         "throwIfLog2ScaleTensorNotInRange": True, "timeLimitScheduler": 1e9, "updatableNamedBuffers": [],
         "useHostCopyOps": False, "useLoopCandidateCreator": False, "virtualGraphSplitRatios": [],
-        "automaticLossScalingSettings": _Settings(enabled=False), "autodiffSettings": _Settings(stitchStrategy=0),
-        "tensorLocationSettingsOverride": {}, "replicatedCollectivesSettings": _Settings(),
+        "automaticLossScalingSettings": AutomaticLossScalingSettings(), "autodiffSettings": AutodiffSettings(),
+        "tensorLocationSettingsOverride": {}, "replicatedCollectivesSettings": ReplicatedCollectivesSettings(),
         "developerSettings": _Settings(), "experimentalSettings": _Settings(),
     }
 

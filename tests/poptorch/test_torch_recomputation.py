@@ -107,6 +107,8 @@ def test_recomputation_type_as_poptorch_sets_it():
 
 def test_popart_enums_convert_to_int():
     """pybind11 enums convert to int: scripts pass int(popart.X.Y) to Options._Popart.set."""
-    assert int(popart.RecomputationType.RecomputeAll) == 3
+    # PopART's numbering (sessionoptions.hpp): scripts also write the bare number, as PopTorch's
+    # docstring does: _Popart.set("autoRecomputation", 3)  # RecomputationType::Pipeline
+    assert int(popart.RecomputationType.Pipeline) == 3 and int(popart.RecomputationType.RecomputeAll) == 4
     assert int(popart.SyntheticDataMode.RandomNormal) == 2
     assert [0, 1, 2][popart.RecomputationType.NormOnly] == 2
