@@ -17,5 +17,10 @@ from .options import (CommGroup, CommGroupType, InitType, Instrumentation, MeanR
                       ReplicatedTensorSharding, SubgraphCopyingStrategy, SyntheticDataMode, TensorLocation,
                       TensorLocationSettings, TensorStorage, TileSet, VariableRetrievalMode, VariableSettings,
                       VirtualGraphMode)
+from ._settings import (AccumulateOuterFragmentSchedule, AccumulateOuterFragmentSettings, AutodiffSettings,
+                        AutodiffStitchStrategy, AutomaticLossScalingSettings, BatchSerializationBatchSchedule,
+                        BatchSerializationMethod, BatchSerializationSettings, BatchSerializationTransformContext,
+                        ExecutionPhaseIOSchedule, ExecutionPhaseSchedule, ExecutionPhaseSettings,
+                        GradientTensorTrackingMethod, IrSerializationFormat, ReplicatedCollectivesSettings)
 from .session import InferenceSession, TrainingSession, reservedAccumPrefix, reservedGradientPrefix
 from .tensorinfo import DataType, TensorInfo
