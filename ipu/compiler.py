@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import codeload, compile_ahead, compile_progress, costs, hostmem
+from . import codeload, compile_ahead, compile_progress, costs, forwarding, hostmem
 from . import collectives, compute, exchange, remote, streams  # noqa: F401  (the built-in program kinds)
 from .errors import CompileError, MappingError
 from .executable import Executable, Layout, Step
@@ -28,7 +28,7 @@ from .nodes import Branch, CallRef, Loop, MultiBranch, ScalarRef, Seq, StepRef
 from .program import Call, If, Program, Repeat, Sequence, Switch
 from .target import Target
 from .tensor import CONSTANT, TEMPORARY, VARIABLE, Tensor
-from .timeline import Timeline
+from .timeline import Timeline, timeline_steps
 
 __all__ = ["CONTROL_CODE", "Compiler", "compile"]
 
@@ -370,7 +370,8 @@ def _compile(graph: Graph, programs: list) -> Executable:
     tl = Timeline()
     for p in programs:
         tl.walk(p)
-    layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, tl.segments(), target)
+    segments = tl.segments()
+    layouts, plan, liveness, live_peak = _plan_memory(graph, tl.vars, segments, target)
     compile_progress.phase("building exchange and compute tables")
     comp = Compiler(graph, layouts, plan)
     nodes = [comp.node(p) for p in programs]
@@ -392,7 +393,17 @@ def _compile(graph: Graph, programs: list) -> Executable:
     check_fits(plan, lambda t: comp.owners_on_tile(t, layouts, top=None))
     for v in graph.variables:  # mappings are fixed now: keep them as pieces, not per element
         v.compact()
-    return Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
-                      {v.id: v for v in graph.variables}, dict(graph.streams), plan,
-                      len(liveness), liveness, live_peak,
-                      remote_buffers=dict(graph.remote_buffers), code_liveness=code)
+    exe = Executable(target, comp.steps, nodes, comp.function_nodes, layouts,
+                     {v.id: v for v in graph.variables}, dict(graph.streams), plan,
+                     len(liveness), liveness, live_peak,
+                     remote_buffers=dict(graph.remote_buffers), code_liveness=code)
+    # exchanges the compiled step loop may feed into the next compute set (ipu/forwarding.py)
+    temporaries = {vid for vid, v in tl.vars.items() if v.category == TEMPORARY}
+    unwritten = [layouts[v] for v in tl.unwritten_first(temporaries) if v in layouts]
+    none = [np.zeros(0, np.int64)]
+    exe.forwarding = forwarding.Forwarding(
+        forwarding.exchange_readers(tl.uses, segments, timeline_steps(exe), exe.steps, temporaries),
+        np.concatenate([L.addr for L in unwritten] or none).astype(np.int64),
+        np.concatenate([L.addr + (L.stops - L.starts) * L.variable.dtype.itemsize for L in unwritten] or none
+                       ).astype(np.int64))
+    return exe

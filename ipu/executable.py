@@ -175,6 +175,8 @@ class Executable:
     remote_buffers: dict = field(default_factory=dict)  # name -> remote.RemoteBuffer (streaming memory)
     code_liveness: object = None  # codeload.CodeLiveness: resident / loaded code per tile and position
     native: object = None  # native.Plan: the compiled step tables, built by the first compiled run
+    # forwarding.Forwarding: exchanges that feed the next compute set directly (ipu/forwarding.py)
+    forwarding: object = None
 
     @property
     def total_bytes(self) -> int:

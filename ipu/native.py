@@ -24,6 +24,13 @@ The merged runs of all tables are one flat int32 table (int64 only for a memory 
 and each executable's CopyTable is handed its slice (`CopyTable.share`), so the Python walk copies
 the same runs and a model's copy tables are held once (BERT-base, 4 layers: 446 MiB, not 447 + 892).
 
+Under the floor (ipu/forwarding.py): where an exchange writes a temporary that only the compute
+step right after it (syncs and other exchanges between) reads, its runs that every reading vertex
+reads from inside one run are not copied, and those vertices read the run's source instead (a
+kernel group with redirected offsets, a table entry without the skipped runs): the same values
+from the same bytes, with the walk's cycles, step log and memory plan; only the skipped (dead)
+destination bytes differ from the walk's memory (`Plan.skipped_runs`). `FORWARD = False` turns it off.
+
 Threads: the vertices of one kernel group are independent by BSP construction, and the runs of
 an exchange write disjoint bytes, so a large group or table is marked to be split into one
 contiguous part per thread. Groups whose vertices' memory overlaps (a vertex reading what another
@@ -36,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compile_ahead, hostmem
+from . import compile_ahead, forwarding, hostmem
 from .codelet import IN, INOUT, OUT
 from .copytables import CopyTable, merged_runs, replicated_blocks
 from .errors import IpuError
@@ -57,6 +64,8 @@ __all__ = ["MAX_FIELDS", "PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "LoopOps
 # (4.24 vs 4.66 ms): 2 M elements. A 1024^3 matmul (tens of MB per exchange) splits throughout.
 PARALLEL_MIN_ELEMENTS = 1 << 21
 PARALLEL_MIN_BYTES = 1 << 22
+# exchanges into a buffer only the next compute set reads feed it directly (ipu/forwarding.py)
+FORWARD = True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -216,6 +225,11 @@ class Plan:
         self._lowered: dict = {}  # step id -> its payload's ops, or None: it runs in Python
         self._loop_ops = LoopOps(self)
         self._arrays = None
+        # exchanges feeding the next compute set (ipu/forwarding.py)
+        self._chain: list = []  # (step id, its first and end op row, its table) since the last other step
+        self._forwarded: dict = {}  # (compute step, chain's steps) -> the rows it rewrites
+        self._reduced: dict = {}  # table -> its table without the skipped runs
+        self._skipped: list = []  # where the skipped runs are in the run table: (first, end)
 
     # -- which nodes run compiled
     def _lower(self, step):
@@ -280,10 +294,19 @@ class Plan:
             case StepRef(step_id):
                 step = self.exe.steps[step_id]
                 ops.append((STEP, step.id, step.cycles))
+                at = len(ops)
                 ops.extend(self._lower(step))
+                self._follow(step, ops, at)
                 return 1
             case Seq(items):
                 return sum(self._emit(n, ops, depth) for n in items)
+        self._chain = []  # control flow: no exchange feeds a compute set across it
+        n = self._emit_control(node, ops, depth)
+        self._chain = []
+        return n
+
+    def _emit_control(self, node, ops, depth):
+        match node:
             case Loop(count, body):
                 if depth >= MAX_DEPTH:
                     raise IpuError(f"loops nested deeper than {MAX_DEPTH}")
@@ -403,7 +426,84 @@ class Plan:
             self._staged.append(t)
         return k
 
+    # -- exchanges feeding the next compute set (ipu/forwarding.py)
+    def _follow(self, step, ops, at):
+        """Track the exchanges since the last other step; at a compute step, forward them."""
+        if step.kind == "exchange" and all(r[0] == COPY for r in ops[at:]) and len(ops) > at:
+            self._chain.append((step.id, at, len(ops), int(ops[at][1])))
+            return
+        if step.kind == "compute" and self._chain and FORWARD and self.exe.forwarding is not None:
+            self._forward(step, ops, at)
+        if step.kind != "sync":
+            self._chain = []
+
+    def _forward(self, step, ops, at):
+        """Rewrite the last copy row of each exchange of the chain and this compute step's kernel
+        rows where `forwarding.forward` skips runs (the same rows: jump targets stay put)."""
+        key = (step.id, tuple(c[0] for c in self._chain))
+        done = self._forwarded.get(key)
+        if done is None:
+            done = self._forwarded[key] = self._plan_forward(step, ops[at:])
+        for copy, i, row in done:
+            ops[self._chain[i][2] - 1 if copy else at + i] = row
+
+    def _plan_forward(self, step, kernel_rows) -> list:
+        """The rows a compute step fed by the exchanges of self._chain rewrites: [(a copy row?,
+        its exchange's index in the chain or the kernel row's, the new row)]. A table forwarded
+        gets its skipped runs moved to its end and a table entry without them (the CopyTable
+        keeps all its runs, in that order: the Python walk copies everything)."""
+        fw = self.exe.forwarding.readers
+        chain, where = [], []
+        for x, _, _, k in self._chain:
+            parts = self._table_parts[k]
+            lo, hi = self._tables[k][0], self._tables[k + parts - 1][1]
+            first = self._tables[k][1] - lo if parts == 2 else 0
+            ok = fw.get(x) == step.id and k not in self._reduced
+            if ok:  # the candidates in destination order (an earlier plan of this table may have moved them)
+                order = np.argsort(self._runs[1][lo + first:hi], kind="stable")
+                for flat in self._runs:
+                    flat[lo + first:hi] = flat[lo + first:hi][order]
+            runs = tuple(flat[lo:hi] for flat in self._runs)
+            d, n = (np.asarray(r[first:], np.int64) for r in runs[1:])
+            ok = ok and bool((d[1:] >= d[:-1] + n[:-1]).all())
+            chain.append((ok, *runs, first))
+            where.append((k, lo, hi, first))
+        groups = [self._groups[int(r[1])][0] for r in kernel_rows]
+        got = forwarding.forward(groups, chain, (self.exe.forwarding.unwritten_start,
+                                                 self.exe.forwarding.unwritten_end))
+        if got is None:
+            return []
+        skips, new_groups = got
+        out: list = []
+        for i, (skip, (k, lo, hi, first)) in enumerate(zip(skips, where)):
+            if skip is None:
+                continue
+            a = lo + first
+            order = np.argsort(skip, kind="stable")  # kept runs first, then the skipped (destinations disjoint)
+            for flat in self._runs:
+                flat[a:hi] = flat[a:hi][order]
+            kept = a + int(skip.size - skip.sum())
+            self._skipped.append((kept, hi))
+            self._reduced[k] = len(self._tables)
+            big = int(self._runs[2][a:kept].sum()) >= PARALLEL_MIN_BYTES
+            self._tables.append((a, kept, (SPLIT if kept - a > 1 else BIG) if big else SMALL))
+            self._table_objects.append(None)
+            out.append((True, i, (COPY, self._reduced[k], 0)))
+        for i, (old, new) in enumerate(zip(groups, new_groups)):
+            if new is not old:
+                g = self._group(new)
+                if g is None:  # (same kernel as the original: not reached)
+                    raise IpuError("internal: a forwarded kernel group has no compiled kernel")
+                out.append((False, i, (KERNEL, g, 0)))
+        return out
+
+    def skipped_runs(self):
+        """(destinations, bytes) of the copies the compiled loop skips (their bytes are dead)."""
+        parts = [(self._runs[1][a:b], self._runs[2][a:b]) for a, b in self._skipped]
+        return tuple(np.concatenate([np.zeros(0, np.int64)] + [p[i].astype(np.int64) for p in parts]) for i in (0, 1))
+
     def _segment(self, nodes):
+        self._chain = []
         ops: list = []
         nlog = sum(self._emit(n, ops, 0) for n in nodes)
         table = np.array(ops, np.int64).reshape(-1, 3)

@@ -171,6 +171,11 @@ class Timeline:
             out[vid] = [(s[0], s[1]) for s in segs]
         return out
 
+    def unwritten_first(self, vids) -> set[int]:
+        """Those of variables `vids` whose first use is not a write of every element (a read, or a
+        write of some elements): they may read what their bytes held before."""
+        return {v for v in vids if v in self.uses and not self.uses[v][0][2]}
+
     def intervals(self):
         """(first, last) position of every variable: the hull of its segments."""
         segs = self.segments()

@@ -1,0 +1,207 @@
+"""Exchanges that feed the next compute set directly: the compiled step loop's copies under the floor.
+
+An exchange copies bytes into a buffer that, often, only the next compute set reads: a matmul
+operand gathered (and multicast) to the tiles that use it, then read once by the AMP vertices and
+dead until the next exchange rewrites it. The compiled step loop may then skip the copy of a run
+whose bytes every vertex reading them reads from inside that one run, and have those vertices read
+the run's source instead: the vertices compute the same values from the same bytes, so outputs,
+cycles, step logs, the memory plan and the profile are the Python walk's (which copies everything
+and stays the reference); only the skipped destination bytes, which nothing reads again before a
+whole write replaces them, keep their old contents.
+
+Two halves:
+
+- at compile time (`exchange_readers`): the exchanges whose destination is a temporary that the
+  liveness timeline shows to be written whole by that exchange and read by one compute step next,
+  in every segment of its life, and nothing else; and the bytes of temporaries whose first use is
+  not a whole write (they may read what a skipped copy left there), where nothing is skipped;
+- in the plan (`forward`): given a compute step's kernel groups and the exchanges just before it
+  in straight-line order, which runs may be skipped and the groups' field offsets redirected to
+  the sources. A run is skipped only when every read of the compute set that touches its
+  destination lies inside it at a whole-element offset from its source, no vertex writes its
+  destination or its source, and no later exchange before the compute set writes its source.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .codelet import IN, INOUT, OUT
+
+__all__ = ["Forwarding", "exchange_readers", "forward"]
+
+
+@dataclass
+class Forwarding:
+    """What the compile found for the plan: `readers`, {exchange step id: the compute step that
+    alone reads its destination}; `unwritten_start` / `_end`, the byte ranges of temporaries whose
+    first use is not a whole write (they may read what their bytes held before: a skipped copy
+    must not leave them other bytes than the Python walk does)."""
+
+    readers: dict
+    unwritten_start: np.ndarray
+    unwritten_end: np.ndarray
+
+
+def exchange_readers(uses: dict, segments: dict, steps_at, steps, temporaries: set) -> dict:
+    """{exchange step id: compute step id} for each exchange whose destination temporary lives,
+    in every segment, from that exchange's whole write to one read by that compute step at a later
+    position (and is touched by nothing else). `uses`: Timeline.uses; `segments`: its segments;
+    `steps_at`: the step at each timeline position (timeline_steps), or None."""
+    if steps_at is None:
+        return {}
+    out: dict[int, int] = {}
+    clash: set[int] = set()
+    for vid in temporaries:
+        u = uses.get(vid)
+        segs = segments.get(vid)
+        if not u or len(u) % 2 or segs is None or 2 * len(segs) != len(u):
+            continue
+        pair = None
+        for i in range(0, len(u), 2):
+            (p, read_p, whole_p, ctx_p), (q, read_q, whole_q, ctx_q) = u[i], u[i + 1]
+            if read_p or not whole_p or not read_q or whole_q or ctx_p != ctx_q or tuple(segs[i // 2]) != (p, q):
+                pair = None
+                break
+            if p >= len(steps_at) or q >= len(steps_at):
+                pair = None
+                break
+            x, c = steps_at[p], steps_at[q]
+            if steps[x].kind != "exchange" or steps[c].kind != "compute" or (pair is not None and pair != (x, c)):
+                pair = None
+                break
+            pair = (x, c)
+        if pair is None:
+            continue
+        if out.get(pair[0], pair[1]) != pair[1]:
+            clash.add(pair[0])
+        out[pair[0]] = pair[1]
+    for x in clash:
+        del out[x]
+    return out
+
+
+def _intervals(groups, directions):
+    """Byte intervals of the groups' fields of the given directions: (starts, ends, group, vertex,
+    field, item size), non-empty ones only."""
+    parts = []
+    for gi, g in enumerate(groups):
+        for j, (f, t) in enumerate(zip(g.codelet.fields, g.types)):
+            if f.direction not in directions:
+                continue
+            isz = t.storage.itemsize
+            s = g.off[:, j].astype(np.int64) * isz
+            e = s + g.cnt[:, j].astype(np.int64) * isz
+            keep = np.flatnonzero(e > s)
+            parts.append((s[keep], e[keep], np.full(keep.size, gi), keep, np.full(keep.size, j),
+                          np.full(keep.size, isz)))
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return z, z, z, z, z, z
+    return tuple(np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(6))
+
+
+def _merged(starts, ends):
+    """Disjoint sorted intervals covering the given ones."""
+    if starts.size == 0:
+        return starts, ends
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], ends[o]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(s.size, bool)
+    new[1:] = s[1:] >= reach[:-1]
+    idx = np.flatnonzero(new)
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def _hits(s, e, fs, fe):
+    """For each interval [s, e): whether it overlaps one of the disjoint sorted intervals [fs, fe)."""
+    if fs.size == 0:
+        return np.zeros(s.size, bool)
+    j = np.searchsorted(fs, e, side="left") - 1
+    ok = j >= 0
+    out = np.zeros(s.size, bool)
+    out[ok] = fe[j[ok]] > s[ok]
+    return out
+
+
+def forward(groups, chain, unwritten=None):
+    """Skip runs of the exchanges in `chain` that only the compute set with kernel groups `groups`
+    reads, its vertices reading the sources instead.
+
+    `chain`: the exchanges since the last other step, in order: (forwarded, src, dst, nbytes, lo)
+    each, the runs (int arrays, destinations disjoint and sorted within [lo:]) as the loop copies
+    them, where runs [lo:] may be skipped (those before are kept: a regrouped multicast's first
+    block, which its repeats copy from), `forwarded` False for an exchange that only has to be
+    checked against (its destinations must not meet a skipped run's source). `unwritten`: sorted
+    disjoint byte ranges (starts, ends) no skipped destination may meet. Returns (skips, new
+    groups): per chain entry a boolean mask over its runs [lo:] (None: none skipped), and the
+    groups with their redirected offsets (the same objects where nothing changed), or None when
+    nothing is skipped."""
+    rs, re_, rg, rv, rf, risz = _intervals(groups, (IN, INOUT))
+    ws, we, *_ = _intervals(groups, (OUT, INOUT))
+    inout = np.zeros(rs.size, bool)
+    for gi, g in enumerate(groups):
+        for j, f in enumerate(g.codelet.fields):
+            if f.direction == INOUT:
+                inout |= (rg == gi) & (rf == j)
+    wfs, wfe = _merged(ws, we)
+    z = np.zeros(0, np.int64)
+    ufs, ufe = _merged(*unwritten) if unwritten is not None else (z, z)
+    skips: list = []
+    moves = []  # (read indices, their new byte starts)
+    for i, (fwd, src, dst, nbytes, lo) in enumerate(chain):
+        if not fwd:
+            skips.append(None)
+            continue
+        s, d, n = (np.asarray(x[lo:], np.int64) for x in (src, dst, nbytes))
+        if d.size == 0:
+            skips.append(None)
+            continue
+        end = d + n
+        bad = _hits(d, end, wfs, wfe) | _hits(d, end, ufs, ufe)  # a vertex writes it, or it may be read unwritten
+        # sources: not written by the compute set nor by a later exchange of the chain
+        later = [np.asarray(c[2], np.int64) for c in chain[i + 1:]]
+        later_n = [np.asarray(c[3], np.int64) for c in chain[i + 1:]]
+        fs = np.concatenate([ws] + later) if later else ws
+        fe = np.concatenate([we] + [a + b for a, b in zip(later, later_n)]) if later else we
+        bad |= _hits(s, s + n, *_merged(fs, fe))
+        # reads: inside one run (redirectable) or across runs (those runs stay)
+        k = np.searchsorted(d, rs, side="right") - 1
+        kc = np.maximum(k, 0)
+        inside = (k >= 0) & (rs >= d[kc]) & (re_ <= end[kc])
+        touch = np.flatnonzero(~inside)
+        if touch.size:
+            a0 = np.searchsorted(end, rs[touch], side="right")
+            a1 = np.searchsorted(d, re_[touch], side="left")
+            span = a1 > a0
+            diff = np.zeros(d.size + 1, np.int64)
+            np.add.at(diff, a0[span], 1)
+            np.add.at(diff, a1[span], -1)
+            bad |= np.cumsum(diff[:-1]) > 0
+        hit = np.flatnonzero(inside)
+        delta = s[kc[hit]] - d[kc[hit]]
+        misfit = (delta % risz[hit] != 0) | inout[hit]
+        bad[kc[hit[misfit]]] = True
+        skip = ~bad
+        if not skip.any():
+            skips.append(None)
+            continue
+        skips.append(skip)
+        go = hit[skip[kc[hit]]]
+        moves.append((go, rs[go] + (s[kc[go]] - d[kc[go]])))
+    if not any(x is not None for x in skips):
+        return None
+    out = list(groups)
+    offs: dict[int, np.ndarray] = {}
+    for idx, starts in moves:
+        for gi in np.unique(rg[idx]).tolist():
+            off = offs.get(gi)
+            if off is None:
+                off = offs[gi] = groups[gi].off.copy()
+            m = rg[idx] == gi
+            off[rv[idx[m]], rf[idx[m]]] = starts[m] // risz[idx[m]]
+    for gi, off in offs.items():
+        out[gi] = replace(groups[gi], off=off)
+    return skips, out

@@ -1,0 +1,160 @@
+"""Exchanges that feed the next compute set directly (ipu/forwarding.py): the compiled step loop
+skips a copy whose destination only that compute set reads, its vertices reading the source; the
+Python walk copies everything and stays the reference. Outputs, cycles and step logs are the
+walk's on 1 and 2 threads (and with 2 replicas), memory too outside the skipped (dead) bytes."""
+import numpy as np
+import pytest
+
+import codelets  # noqa: F401  (registers the built-in codelets)
+import ipu
+from ipu import forwarding, native
+from ipu.compute import KernelGroup
+
+PATHS = [dict(compiled=False), dict(compiled=True, threads=1), dict(compiled=True, threads=2)]
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    monkeypatch.setattr(native, "PARALLEL_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(native, "PARALLEL_MIN_BYTES", 0)
+
+
+def _multicast(read_again=False, write_source=False, spanning=False):
+    """x (4 rows, row r on tile r) multicast into the temporary y (a copy of x on every tile),
+    then a compute set adding y into acc, one vertex per row (each reads one run of the copy)."""
+    g = ipu.Graph(ipu.small_target(4))
+    x = g.add_variable("x", (4, 8), "float32")
+    g.map_linearly(x)
+    y = g.add_variable("y", (4, 4, 8), "float32", category="temporary")
+    acc = g.add_variable("acc", (4, 4, 8), "float32")
+    for v in (y, acc):
+        g.set_tile_mapping(v, {t: [(32 * t, 32 * t + 32)] for t in range(4)})
+    cs = g.add_compute_set("add")
+    yf, af = y.flatten(), acc.flatten()
+    for t in range(4):
+        if spanning and t == 1:  # one vertex reading rows 0 and 1 of tile 1's copy: two runs
+            g.add_vertex(cs, "ScaledAdd", t, data=af[32:48], deltas=yf[32:48], a=1.0, b=1.0)
+            rows = range(2, 4)
+        else:
+            rows = range(4)
+        for r in rows:
+            at = 32 * t + 8 * r
+            g.add_vertex(cs, "ScaledAdd", t, data=af[at:at + 8], deltas=yf[at:at + 8], a=1.0, b=1.0)
+        if write_source:  # the compute set also writes the copy's source
+            one = g.add_constant(f"one{t}", np.ones(8, np.float32), tile=t)
+            g.add_vertex(cs, "ScaledAdd", t, data=x.flatten()[8 * t:8 * t + 8], deltas=one, a=1.0, b=1.0)
+    steps = [ipu.Copy(x.reshape((1, 4, 8)).broadcast((4, 4, 8)), y), ipu.Execute(cs)]
+    if read_again:
+        cs2 = g.add_compute_set("again")
+        for t in range(4):
+            g.add_vertex(cs2, "ScaledAdd", t, data=af[32 * t:32 * t + 32], deltas=yf[32 * t:32 * t + 32], a=1.0, b=1.0)
+        steps.append(ipu.Execute(cs2))
+    return ipu.compile(g, ipu.Sequence(*steps)), x, acc
+
+
+def _compare(exe, x, acc, replicas=1, runs=2):
+    data = np.arange(32, dtype=np.float32).reshape(4, 8)
+    out = []
+    for kw in PATHS:
+        exe.native = None
+        e = ipu.Engine(exe, replicas=replicas, **kw)
+        e.write_tensor(x, data)
+        for _ in range(runs):
+            e.run(0)
+        dead = np.zeros(e.memory.shape[-1], bool)
+        skipped = 0
+        if kw["compiled"]:
+            d, n = exe.native.skipped_runs()
+            skipped = int(n.sum())
+            for a, b in zip(d.tolist(), n.tolist()):
+                dead[a:a + b] = True
+        out.append((e.memory.copy(), e.cycles, *e.executed_steps(), dead, skipped,
+                    [e.read_tensor(acc, replica=r) for r in range(replicas)]))
+    mem0, cyc0, ids0, st0, _, _, acc0 = out[0]
+    for mem, cyc, ids, st, dead, _, got in out[1:]:
+        assert cyc == cyc0
+        np.testing.assert_array_equal(ids, ids0)
+        np.testing.assert_array_equal(st, st0)
+        assert np.array_equal(mem[..., ~dead], mem0[..., ~dead])
+        for a, b in zip(got, acc0):
+            np.testing.assert_array_equal(a, b)
+    assert out[1][5] == out[2][5]
+    return out[1][5], acc0[0]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_multicast_read_once_feeds_the_compute_set_from_its_source(replicas, split_everything):
+    exe, x, acc = _multicast()
+    assert list(exe.forwarding.readers.values()) == [s.id for s in exe.steps if s.kind == "compute"]
+    skipped, got = _compare(exe, x, acc, replicas)
+    assert skipped == 4 * 4 * 8 * 4  # every run of the copy: the vertices read x itself
+    data = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(got, 2 * np.broadcast_to(data, (4, 4, 8)))
+
+
+def test_nothing_is_skipped_when_another_step_reads_the_copy_too(split_everything):
+    exe, x, acc = _multicast(read_again=True)
+    assert not exe.forwarding.readers
+    assert _compare(exe, x, acc)[0] == 0
+
+
+def test_nothing_is_skipped_when_the_compute_set_writes_the_source(split_everything):
+    exe, x, acc = _multicast(write_source=True)
+    assert exe.forwarding.readers  # the liveness allows it; the plan sees the write
+    assert _compare(exe, x, acc)[0] == 0
+
+
+def test_a_read_across_runs_keeps_those_runs(split_everything):
+    exe, x, acc = _multicast(spanning=True)
+    assert _compare(exe, x, acc)[0] == (16 - 2) * 8 * 4
+
+
+def _group(reads, writes=()):
+    """A ScaledAdd kernel group: per vertex (data element offset, deltas element offset, count)."""
+    rows = [(w, r, n) for (r, n), w in zip(reads, writes or [1000 + 16 * i for i in range(len(reads))])]
+    off = np.array([[w, r] for w, r, _ in rows], np.int64)
+    cnt = np.array([[n, n] for _, _, n in rows], np.int64)
+    f32 = ipu.FLOAT32
+    return KernelGroup(ipu.get_codelet("ScaledAdd"), (f32, f32), np.zeros(len(rows), np.int64), off, cnt,
+                       np.ones((len(rows), 2)), np.zeros((len(rows), 0), np.int64), np.zeros(len(rows), np.int64))
+
+
+def _runs(*triples):
+    s, d, n = (np.array(v, np.int64) for v in zip(*triples))
+    return s, d, n
+
+
+def test_forward_redirects_reads_inside_one_run_to_its_source():
+    # runs (src, dst, bytes): reads of 2 floats at dst 400 and 408 (elements 100, 102)
+    src, dst, n = _runs((800, 400, 8), (900, 408, 8), (960, 416, 4))
+    g = _group([(100, 2), (102, 2)])
+    skips, (g2,) = forwarding.forward([g], [(True, src, dst, n, 0)])
+    assert skips[0].tolist() == [True, True, True]  # the last run is read by nobody: dead too
+    assert g2.off[:, 1].tolist() == [200, 225] and g2.off[:, 0].tolist() == g.off[:, 0].tolist()
+
+
+@pytest.mark.parametrize("case", ["across", "misaligned", "unwritten", "later write", "write over source", "first"])
+def test_forward_keeps_runs_it_cannot_prove_dead(case):
+    src, dst, n = _runs((800, 400, 8), (900, 408, 8))
+    reads, writes, chain, unwritten = [(100, 2), (102, 2)], (), None, None
+    lo = 0
+    if case == "across":  # one read over both runs
+        reads = [(100, 4)]
+    elif case == "misaligned":  # the second run's source is not at a whole float from its destination
+        src = np.array([800, 902], np.int64)
+    elif case == "unwritten":  # a temporary that may read what the first run's bytes held
+        unwritten = (np.array([400], np.int64), np.array([404], np.int64))
+    elif case == "later write":  # a later exchange writes the first run's source
+        chain = (False, np.array([0], np.int64), np.array([804], np.int64), np.array([4], np.int64), 0)
+    elif case == "write over source":  # a vertex writes the second run's source
+        writes = (1000, 226)
+    elif case == "first":  # runs before lo are a regrouped multicast's first block: always copied
+        lo = 1
+    links = [(True, src, dst, n, lo)] + ([chain] if chain else [])
+    got = forwarding.forward([_group(reads, writes)], links, unwritten)
+    expected = {"across": None, "misaligned": [True, False], "unwritten": [False, True],
+                "later write": [False, True], "write over source": [True, False], "first": [True]}[case]
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and got[0][0].tolist() == expected
