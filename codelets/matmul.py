@@ -468,6 +468,10 @@ class MatMulBlock(Codelet):
         # poplin conv_partial_1x1 .S object code)
         return 1536
 
+    def reads_inout(self, field, ip):
+        # out is overwritten (never read) where accumulate is 0: the kernel's `acc` flag
+        return ip[:, MM_IP.accumulate] != 0 if field == "out" else None
+
     def state_bytes(self):
         # pointers and sizes of the three fields and the parameters, plus the per-worker worklists
         # (6 workers x 3 entries x 2 bytes) the AMP vertex carries

@@ -235,6 +235,13 @@ class Codelet:
     def check(self, types, cnt: np.ndarray, fp: np.ndarray, ip: np.ndarray) -> None:
         """Raise ValueError if the vertices' fields or parameters do not fit this codelet."""
 
+    def reads_inout(self, field: str, ip: np.ndarray) -> np.ndarray | None:
+        """Which vertices (rows of ip) read in/out field `field` before writing it (bool per
+        vertex), or None: every vertex does (the default). A vertex that does not writes the whole
+        field without reading it (MatMulBlock's `out` with accumulate 0): ipu/forwarding.py counts
+        it as no read of what the memory held."""
+        return None
+
     def reference(self, *arrays, **params):
         raise NotImplementedError
 

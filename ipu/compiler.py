@@ -399,11 +399,21 @@ def _compile(graph: Graph, programs: list) -> Executable:
                      remote_buffers=dict(graph.remote_buffers), code_liveness=code)
     # exchanges the compiled step loop may feed into the next compute set (ipu/forwarding.py)
     temporaries = {vid for vid, v in tl.vars.items() if v.category == TEMPORARY}
-    unwritten = [layouts[v] for v in tl.unwritten_first(temporaries) if v in layouts]
-    none = [np.zeros(0, np.int64)]
+    steps_at = timeline_steps(exe)
+    unwritten: tuple[list, list] = ([np.zeros(0, np.int64)], [np.zeros(0, np.int64)])
+    for vid in tl.unwritten_first(temporaries):  # they may read what their bytes held: where?
+        L = layouts.get(vid)
+        if L is None:
+            continue
+        a = L.addr.astype(np.int64)
+        b = a + (L.stops - L.starts).astype(np.int64) * L.variable.dtype.itemsize
+        at = tl.uses[vid][0][0]
+        first = exe.steps[steps_at[at]] if steps_at is not None and at < len(steps_at) else None
+        if first is not None and first.kind == "compute" and first.payload is not None:
+            a, b = forwarding.stale_reads(first.payload.groups, a, b)  # the bytes its first step may read
+        unwritten[0].append(a)
+        unwritten[1].append(b)
     exe.forwarding = forwarding.Forwarding(
-        forwarding.exchange_readers(tl.uses, segments, timeline_steps(exe), exe.steps, temporaries),
-        np.concatenate([L.addr for L in unwritten] or none).astype(np.int64),
-        np.concatenate([L.addr + (L.stops - L.starts) * L.variable.dtype.itemsize for L in unwritten] or none
-                       ).astype(np.int64))
+        forwarding.exchange_readers(tl.uses, segments, steps_at, exe.steps, temporaries),
+        np.concatenate(unwritten[0]), np.concatenate(unwritten[1]))
     return exe

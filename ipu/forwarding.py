@@ -13,8 +13,9 @@ Two halves:
 
 - at compile time (`exchange_readers`): the exchanges whose destination is a temporary that the
   liveness timeline shows to be written whole by that exchange and read by one compute step next,
-  in every segment of its life, and nothing else; and the bytes of temporaries whose first use is
-  not a whole write (they may read what a skipped copy left there), where nothing is skipped;
+  in every segment of its life, and nothing else; and the bytes that temporaries whose first use
+  is not a whole write may read before writing them (`stale_reads`: what a skipped copy left there
+  would differ from the walk's), where nothing is skipped;
 - in the plan (`forward`): given a compute step's kernel groups and the exchanges just before it
   in straight-line order, which runs may be skipped and the groups' field offsets redirected to
   the sources. A run is skipped only when every read of the compute set that touches its
@@ -35,9 +36,9 @@ __all__ = ["Forwarding", "exchange_readers", "forward"]
 @dataclass
 class Forwarding:
     """What the compile found for the plan: `readers`, {exchange step id: the compute step that
-    alone reads its destination}; `unwritten_start` / `_end`, the byte ranges of temporaries whose
-    first use is not a whole write (they may read what their bytes held before: a skipped copy
-    must not leave them other bytes than the Python walk does)."""
+    alone reads its destination}; `unwritten_start` / `_end`, byte ranges that a temporary whose
+    first use is not a whole write may read before writing them (all of it unless that use is a
+    compute step: `stale_reads`): a skipped copy must not leave them other bytes than the walk."""
 
     readers: dict
     unwritten_start: np.ndarray
@@ -100,6 +101,47 @@ def _intervals(groups, directions):
         z = np.zeros(0, np.int64)
         return z, z, z, z, z, z
     return tuple(np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(6))
+
+
+def stale_reads(groups, starts, ends):
+    """Byte ranges meeting [starts, ends) (a temporary's pieces) that the vertices of a compute step
+    may read before the step writes them: its IN fields, and the in/out fields of vertices that read
+    them (`Codelet.reads_inout`) unless an earlier vertex of the step (groups in order, vertices in
+    order, as the kernels run them) wrote that same range. Returns (starts, ends), sorted, disjoint."""
+    fs, fe = _merged(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+    reads, inout, writes = [], [], []  # (starts, ends, order)
+    base = 0
+    for g in groups:
+        nv = g.off.shape[0]
+        order = base + np.arange(nv, dtype=np.int64)
+        for j, (f, t) in enumerate(zip(g.codelet.fields, g.types)):
+            isz = t.storage.itemsize
+            s = g.off[:, j].astype(np.int64) * isz
+            e = s + g.cnt[:, j].astype(np.int64) * isz
+            keep = (e > s) & _hits(s, e, fs, fe)
+            if f.direction in (OUT, INOUT):
+                writes.append((s[keep], e[keep], order[keep]))
+            if f.direction == IN:
+                reads.append((s[keep], e[keep]))
+            elif f.direction == INOUT:
+                mask = g.codelet.reads_inout(f.name, g.ip)
+                if mask is not None:
+                    keep = keep & np.asarray(mask, bool)
+                inout.append((s[keep], e[keep], order[keep]))
+        base += nv
+    z = np.zeros(0, np.int64)
+    cat = [np.concatenate([p[i] for p in parts]) if parts else z for parts, i in
+           ((reads, 0), (reads, 1), (inout, 0), (inout, 1), (inout, 2), (writes, 0), (writes, 1), (writes, 2))]
+    rs, re_, ios, ioe, ioo, ws, we, wo = cat
+    if ios.size:  # an in/out read of a range an earlier vertex wrote whole reads the step's own value
+        pairs = np.stack([np.concatenate([ios, ws]), np.concatenate([ioe, we])], 1)
+        _, ids = np.unique(pairs, axis=0, return_inverse=True)
+        ids = ids.reshape(-1)
+        first = np.full(int(ids.max()) + 1, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first, ids[ios.size:], wo)
+        stale = first[ids[:ios.size]] >= ioo
+        rs, re_ = np.concatenate([rs, ios[stale]]), np.concatenate([re_, ioe[stale]])
+    return _merged(rs, re_)
 
 
 def _merged(starts, ends):

@@ -158,3 +158,17 @@ def test_forward_keeps_runs_it_cannot_prove_dead(case):
         assert got is None
     else:
         assert got is not None and got[0][0].tolist() == expected
+
+
+def test_stale_reads_are_the_bytes_a_first_step_may_read_before_writing_them():
+    # MatMulBlock vertices (out is in/out): accumulate 0 writes without reading; accumulate 1
+    # reads, which is the step's own value when an earlier vertex wrote that same range
+    f32 = ipu.FLOAT32
+    off = np.array([[100, 200, 0], [100, 200, 0], [100, 200, 4], [8, 200, 300]], np.int64)  # elements
+    cnt = np.array([[4, 4, 4], [4, 4, 4], [4, 4, 4], [2, 4, 4]], np.int64)
+    ip = np.array([[1, 4, 4, 0], [1, 4, 4, 1], [1, 4, 4, 1], [1, 2, 4, 0]], np.int64)
+    g = KernelGroup(ipu.get_codelet("MatMulBlock"), (f32, f32, f32), np.zeros(4, np.int64), off, cnt,
+                    np.zeros((4, 0)), ip, np.zeros(4, np.int64))
+    s, e = forwarding.stale_reads([g], np.array([0], np.int64), np.array([64], np.int64))
+    # vertex 2 reads out bytes 16-32 that no earlier vertex wrote; vertex 3 reads a at bytes 32-40
+    assert list(zip(s.tolist(), e.tolist())) == [(16, 32), (32, 40)]
