@@ -337,10 +337,48 @@ def _reduce_rows_on_output_tiles(ctx, x, src_index, rows, k, out, op_code, suffi
 
 
 def _reduce_vertices(ctx, name, tiles, src, starts, counts, dst, dst_index, op_code):
-    """One Reduce vertex per group: src[start:start+count] -> dst[dst_index]."""
+    """Reduce groups src[start:start+count] -> dst[dst_index], in Reduce vertices of several groups
+    where they can share one (`continuous_groups`)."""
     cs = ctx.compute_set(name)
     dst_var = dst.variable if isinstance(dst, ipu.Tensor) and not isinstance(dst, ipu.Variable) else dst
-    ctx.g.add_vertices(cs, "Reduce", tiles,
-                       {"in": (src, starts, counts), "out": (dst_var, dst_index, np.ones_like(dst_index))},
-                       ip={"op": op_code, "inner": counts, "layout": 0})
+    first, n_out = continuous_groups(tiles, src, starts, counts, dst_var, dst_index, ctx.target.worker_contexts)
+    k = counts[first]
+    ctx.g.add_vertices(cs, "Reduce", tiles[first],
+                       {"in": (src, starts[first], n_out * k), "out": (dst_var, dst_index[first], n_out)},
+                       ip={"op": op_code, "inner": k, "layout": 0})
     ctx.emit(ipu.Execute(cs, name=cs.name))
+
+
+def continuous_groups(tiles, src: ipu.Variable, starts, counts, dst: ipu.Variable, dst_index, workers: int):
+    """(first group, groups) of each Reduce vertex over groups src[start:start+count] -> dst[dst_index]
+    (given in order): consecutive groups of one size that follow each other in one piece of src
+    and write consecutive elements of one piece of dst share a vertex, as poplibs' continuous
+    reduction does (popops ContinuousReduce, ALL_REGIONS_CONTINUOUS: the input [outputs, k] and
+    the outputs each one region, so its state does not grow with the outputs). A tile's groups
+    are dealt to at most `workers` vertices of about equal outputs each, plus one per break of a
+    run (poplibs splits a tile's reductions between its worker contexts)."""
+    tiles = np.asarray(tiles, np.int64)
+    starts = np.asarray(starts, np.int64)
+    counts = np.asarray(counts, np.int64)
+    dst_index = np.asarray(dst_index, np.int64)
+    n = tiles.size
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return z, z
+    s_starts = src.pieces()[0]
+    d_starts = dst.pieces()[0]
+    s_piece = np.searchsorted(s_starts, starts, side="right")
+    d_piece = np.searchsorted(d_starts, dst_index, side="right")
+    join = np.zeros(n, bool)
+    join[1:] = ((tiles[1:] == tiles[:-1]) & (counts[1:] == counts[:-1]) & (starts[1:] == starts[:-1] + counts[:-1])
+                & (s_piece[1:] == s_piece[:-1]) & (dst_index[1:] == dst_index[:-1] + 1)
+                & (d_piece[1:] == d_piece[:-1]))
+    # a tile's groups over its workers: at most ceil(groups on the tile / workers) a vertex
+    per_tile = np.bincount(tiles, minlength=int(tiles.max()) + 1)
+    per = np.maximum(-(-per_tile[tiles] // workers), 1)
+    run_start = np.flatnonzero(~join)
+    run_of = np.cumsum(~join) - 1
+    pos = np.arange(n) - run_start[run_of]
+    first = np.flatnonzero(~join | (pos % per == 0))
+    n_out = np.diff(np.append(first, n))
+    return first, n_out

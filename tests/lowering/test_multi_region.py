@@ -8,7 +8,13 @@ import pytest
 
 import ipu
 from codelets.select import clamp_cycles
-from popxl.lowering.blocks import worker_regions
+import popxl.ops as ops
+from popxl.lowering.blocks import continuous_groups, worker_regions
+
+from helpers import run_popxl
+
+RNG_MR = np.random.default_rng(5)
+
 
 def _fragmented(g, n, run, tiles, dtype=ipu.FLOAT32, name="v"):
     """A variable of n elements in runs of `run` dealt round robin to `tiles` tiles."""
@@ -117,3 +123,68 @@ def test_region_rows_must_form_vertices():
     with pytest.raises(ValueError, match="follow each other"):
         g.add_vertices(cs, "Clamp", [0, 0], {"in": (x, [0, 4], 4), "out": (x, [0, 4], 4)},
                        fp={"lo": [0.0, 0.5], "hi": 1.0}, region=[0, 1])
+
+
+# ------------------------------------------------------------------------------------------------
+# reductions: a tile's (tile, row) groups in continuous Reduce vertices
+
+
+def _groups(sizes, tiles, gap_after=()):
+    """Groups of `sizes` elements laid one after another on `tiles` (a variable whose pieces break
+    after the groups in `gap_after`), writing one output element each."""
+    g = ipu.Graph(ipu.small_target(max(tiles) + 2))
+    n = int(sum(sizes))
+    src = g.add_variable("src", (n,), ipu.FLOAT32, ipu.TEMPORARY)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    src_tiles = np.repeat(np.asarray(tiles), sizes)
+    for j in gap_after:  # the next group on another tile for one element: a new piece
+        src_tiles[starts[j + 1]] = max(tiles) + 1
+    src.tile_of[:] = src_tiles
+    dst = g.add_variable("dst", (len(sizes),), ipu.FLOAT32, ipu.TEMPORARY)
+    dst.tile_of[:] = tiles
+    return np.asarray(tiles, np.int64), src, starts, np.asarray(sizes, np.int64), dst
+
+
+@pytest.mark.parametrize("sizes,tiles,gaps", [
+    ([5] * 40, [0] * 40, ()),  # one run: dealt to 6 workers
+    ([5] * 13 + [3] + [5] * 4, [0] * 18, ()),  # a group of another size breaks the run
+    ([7] * 10, [0] * 5 + [1] * 5, ()),  # two tiles
+    ([4] * 12, [0] * 12, (5,)),  # a piece boundary of the input breaks it
+    ([1], [0], ()),
+])
+def test_continuous_groups_share_vertices_that_cover_every_group_once(sizes, tiles, gaps):
+    t, src, starts, counts, dst = _groups(sizes, tiles, gaps)
+    first, n_out = continuous_groups(t, src, starts, counts, dst, np.arange(len(sizes)), 6)
+    assert n_out.sum() == len(sizes) and np.all(n_out > 0)
+    assert np.array_equal(first, np.cumsum(n_out) - n_out)
+    s_piece = np.searchsorted(src.pieces()[0], starts, side="right")
+    for a, k in zip(first, n_out):
+        grp = np.arange(a, a + k)
+        assert len(set(t[grp])) == 1 and len(set(counts[grp])) == 1 and len(set(s_piece[grp])) == 1
+        assert np.array_equal(starts[grp], starts[a] + counts[a] * np.arange(k))  # one [k, inner] region
+    for tile in set(tiles):
+        on = t[first] == tile
+        runs = len({(counts[a], s_piece[a]) for a in first[on]})
+        assert np.count_nonzero(on) <= 6 + runs  # a vertex per worker, plus one per break
+
+
+def _channel_sums(channels, batch=4, rows=6):
+    """The per-channel sum and sum of squares of a batch-norm input on one tile."""
+    x = RNG_MR.standard_normal((batch, channels, rows, 5)).astype(np.float32)
+    out, session = run_popxl(lambda t: (ops.sum(t, axis=(0, 2, 3)), ops.sumsquare(t, axis=(0, 2, 3))), [x],
+                             target="small:1")
+    np.testing.assert_allclose(out[0], x.astype(np.float64).sum((0, 2, 3)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[1], (x.astype(np.float64) ** 2).sum((0, 2, 3)), rtol=1e-5, atol=1e-5)
+    return session.executable
+
+
+def test_channel_reductions_state_does_not_grow_with_the_channels():
+    """A batch norm's per-channel sums on one tile: every channel is a (tile, row) group of the same
+    size, one after another once grouped, so the reduction is a few continuous Reduce vertices
+    (one per worker) whatever the channel count, where a vertex per channel grew with it."""
+    few, many = _channel_sums(6), _channel_sums(96)
+    reduce_vertices = lambda exe: sum(st.vertices for st in exe.steps  # noqa: E731
+                                      if st.kind == "compute" and "sum" in st.name)
+    assert 0 < reduce_vertices(few) == reduce_vertices(many) <= 2 * 6  # two reductions, <= 6 vertices each
+    state = lambda exe: exe.plan.categories["vertex_state"][0]  # noqa: E731
+    assert state(many) == state(few)  # the grouping copy and everything else: the same vertices
