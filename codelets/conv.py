@@ -378,6 +378,23 @@ def hmac_cycles(ncg, nog, nig, K, out_block, entries, positions, float_acts: boo
     return np.where(nig > 0, zero + overhead + WORKERS * 9 + conv, zero + overhead).astype(np.int64)
 
 
+def hmac_further_batch_cycles(ncg, nog, nig, K, out_block, entries, positions, float_acts: bool):
+    """Tile cycles a further batch element adds to a ConvPartialHorizontalMac vertex (poplin folds
+    the batch into the vertex's field: its rows are more work-list entries of the same vertex).
+    From the estimator of `hmac_cycles`: the zeroing of its output region and each context's
+    entries; the supervisor overhead, the retention, the group loops' 23 / 15 / 10 and each
+    context's 16 + K x 16 are paid once by the vertex. A context's entries over the batch are
+    summed as each element's slowest context (the estimator's max over the summed lists is at most
+    that)."""
+    ncg, nog, nig = (np.asarray(a, np.int64) for a in (ncg, nog, nig))
+    entries = np.asarray(entries, np.int64).reshape(-1, WORKERS)
+    positions = np.asarray(positions, np.int64).reshape(-1, WORKERS)
+    dot = _dense_dot_cycles(2 if float_acts else 4, float_acts, 1)
+    inner = WORKERS * (19 * entries + positions * (7 + dot)).max(axis=1)
+    zero = _zero_supervisor_cycles(-(-np.asarray(out_block, np.int64) // WORKERS), nog * ncg, True)
+    return (zero + ncg * nig * nog * inner).astype(np.int64)
+
+
 def vmac_groups_per_group(float_acts: bool) -> int:
     """Conv groups a VMAC vertex processes side by side: 4 halves per 64-bit vector (poplin's
     half VMAC), 2 floats (the float lanes: hasAssembly's convGroupsImplemented for float)."""
@@ -492,6 +509,9 @@ class ConvPartialHorizontalMac(Codelet):
                   "out_stride") + tuple(f"entries{w}" for w in range(WORKERS)) + \
         tuple(f"positions{w}" for w in range(WORKERS))
     supervisor = True
+    # rows of one vertex are its batch elements (poplin folds the batch into the field): each row
+    # an in and an out region of the vertex, the weights and work lists shared
+    multi_region = True
     allowed_types = (_FLOATS, _FLOATS, _LISTS, (ipu.FLOAT32,))
     poplibs_vertices = ("poplin::ConvPartialHorizontalMac",)
 
@@ -522,12 +542,22 @@ class ConvPartialHorizontalMac(Codelet):
         # bundles (4-8 B), plus the shared field-zeroing worker (convNx1ZeroOutField)
         return 768
 
+    def further_region_cycles(self, types, cnt, fp, ip, target, cycles):
+        t = self.table(types, cnt, fp, ip)
+        return hmac_further_batch_cycles(t.conv_groups, t.out_groups, t.in_groups, t.kernel_size, t.out_block,
+                                         _per_worker(t, "entries"), _per_worker(t, "positions"),
+                                         t.type.in_ == ipu.FLOAT32)
+
     def vertex_state_bytes(self, types, cnt, ip):
         # conv_hzmac_float_float.S's supervisor state (42 bytes of fields, 44 aligned), a 2-byte scaled
-        # pointer per region of in, weights and out, and a DeltaN entry (4 bytes) per work list
+        # pointer per region of the weights, and a DeltaN entry (4 bytes) per work list; each batch
+        # element (a row, region_state) adds the scaled pointers of its in and out regions
         t = self.table(types or (None,) * len(self.fields), cnt, None, ip)
-        regions = t.conv_groups * (t.in_groups + t.out_groups + t.out_groups * t.in_groups)
-        return (44 + 2 * regions + 4 * t.kernel_size * WORKERS).astype(np.int64)
+        return (44 + 2 * t.conv_groups * t.out_groups * t.in_groups + 4 * t.kernel_size * WORKERS).astype(np.int64)
+
+    def region_state(self, types, cnt, ip):
+        t = self.table(types or (None,) * len(self.fields), cnt, None, ip)
+        return (2 * t.conv_groups * (t.in_groups + t.out_groups)).astype(np.int64)
 
     def reference(self, inp, weights, table, shape, out_size):
         return hmac_reference(inp, weights, table, shape, out_size)

@@ -213,18 +213,29 @@ class Codelet:
     # A multi-region codelet is a poplibs 2D vertex: each field is a vector of regions, and one vertex
     # (one per worker context on a tile, poplibs' splitRegionsBetweenWorkers) walks several regions.
     # Its rows are regions (VertexChunk.region says which start a vertex): `cycles` costs a row as a
-    # one-region vertex, and a further region costs that less `vertex_overhead_cycles`; the state is
-    # the vertex's (`state_bytes`: its outer vectors and parameters) plus `region_state_bytes` a region.
+    # one-region vertex, and a further region costs that less `vertex_overhead_cycles`
+    # (`further_region_cycles`); the state is the vertex's (`vertex_state_bytes` of its first row:
+    # its outer vectors and parameters) plus `region_state_bytes` a region (`region_state`).
     multi_region: bool = False
 
     def vertex_overhead_cycles(self, types) -> int:
         """Cycles a multi-region vertex pays once, not per region (its estimator's fixed part)."""
         return 0
 
+    def further_region_cycles(self, types, cnt, fp, ip, target, cycles) -> np.ndarray:
+        """Cycles of rows that continue a multi-region vertex, from `cycles` (each row's as a
+        one-region vertex): less the vertex's fixed part (per row, where it depends on them)."""
+        return cycles - self.vertex_overhead_cycles(types)
+
     def region_state_bytes(self) -> int:
         """Bytes of state per region of a multi-region vertex: each field's inner vector, a pointer
         and a size (as `state_bytes` counts a field)."""
         return 6 * len(self.fields)
+
+    def region_state(self, types, cnt: np.ndarray, ip: np.ndarray) -> np.ndarray:
+        """Bytes of state of each row's region (int64[rows]): `region_state_bytes()` each, unless a
+        region's state depends on the vertex's parameters."""
+        return np.full(len(cnt), self.region_state_bytes(), np.int64)
 
     def vertex_state_bytes(self, types, cnt: np.ndarray, ip: np.ndarray) -> np.ndarray:
         """Bytes of state of each vertex (int64[V]): `state_bytes()` each, unless the codelet's state

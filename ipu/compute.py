@@ -84,10 +84,10 @@ def _compile_compute_set(comp, cs: ComputeSet):
                                   for ch, _ in items])  # the further regions of multi-region vertices
         state = np.asarray(c.vertex_state_bytes(types, cnt, ip), np.int64)
         if further.any():
-            vc = np.where(further, vc - c.vertex_overhead_cycles(types), vc)
+            vc = np.where(further, c.further_region_cycles(types, cnt, fp, ip, target, vc), vc)
             state = np.where(further, 0, state)
         if c.multi_region:
-            state = state + c.region_state_bytes()
+            state = state + np.asarray(c.region_state(types, cnt, ip), np.int64)
         groups.append(KernelGroup(c, types, tiles, np.ascontiguousarray(off), np.ascontiguousarray(cnt),
                                   np.ascontiguousarray(fp), np.ascontiguousarray(ip), vc))
         all_tiles.append(tiles)

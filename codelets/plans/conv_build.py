@@ -4,9 +4,10 @@ Forward pass (`build_forward`): one exchange brings every tile the input window 
 sub-convolution (its conv groups' input channels, its batch elements, the input rows its output
 rows read, halo included; whole NCHW rows, so the exchange moves long runs), one brings its
 weights (a block of the weight tensor shared by the tiles of the same groups, sent once by
-multicast), and one compute set runs a ConvPartialHorizontalMac vertex per tile and batch element,
-writing the output in place: the output is mapped so that each tile's block is contiguous (a
-float16 output gets float partials first and a Cast).
+multicast), and one compute set runs a ConvPartialHorizontalMac vertex per tile, whose regions are
+its batch elements (poplin folds the batch into the field), writing the output in place: the
+output is mapped so that each tile's block is contiguous (a float16 output gets float partials
+first and a Cast).
 
 Weight update (`build_weight_update`): the input window and the output gradients of each tile's
 groups and share of the reduction (batch elements, output rows) come in two exchanges, a
@@ -178,7 +179,7 @@ def build_forward(graph: ipu.Graph, x: ipu.Tensor, w: ipu.Tensor, y: ipu.Variabl
     ent = np.asarray([s[0] for s in summaries], np.int64).reshape(cells, 6)
     pos = np.asarray([s[1] for s in summaries], np.int64).reshape(cells, 6)
 
-    # one ConvPartialHorizontalMac per (cell, batch element)
+    # one ConvPartialHorizontalMac per cell, a row (region) per batch element
     local_n = n_of - n0[cell_of]
     cs = graph.add_compute_set(f"{name}/hmac", debug=y.debug)
     ip = {"conv_groups": gn[cell_of], "out_groups": mn[cell_of], "in_groups": np.full(cell_of.size, Cg),
@@ -196,7 +197,8 @@ def build_forward(graph: ipu.Graph, x: ipu.Tensor, w: ipu.Tensor, y: ipu.Variabl
     if not keep.all():
         fields = {f: (v, s[keep], c[keep]) for f, (v, s, c) in fields.items()}
         ip = {k_: a[keep] for k_, a in ip.items()}
-    graph.add_vertices(cs, "ConvPartialHorizontalMac", vt[keep], fields, ip=ip)
+    # a cell's batch elements are the regions of one vertex (poplin folds the batch into the field)
+    graph.add_vertices(cs, "ConvPartialHorizontalMac", vt[keep], fields, ip=ip, region=local_n[keep])
     seq.add(ipu.Execute(cs, name=f"{name}/hmac"))
     if part is not y:
         cast = graph.add_compute_set(f"{name}/cast", debug=y.debug)

@@ -155,5 +155,8 @@ def test_state_grows_with_regions_not_field(cl):
     hmac = ipu.get_codelet("ConvPartialHorizontalMac")
     ip = np.zeros((2, 20), np.int64)
     ip[:, :4] = [[1, 1, 1, 9], [4, 1, 1, 9]]
-    st = hmac.vertex_state_bytes(None, np.zeros((2, 4), np.int64), ip)
+    cnt = np.zeros((2, 4), np.int64)
+    st = hmac.vertex_state_bytes(None, cnt, ip) + hmac.region_state(None, cnt, ip)  # a one-row vertex
     assert st[1] - st[0] == 2 * 3 * 3  # three more conv groups: an in, an out and a weights pointer each
+    # a further batch element (row) adds its in and out regions' pointers only
+    assert list(hmac.region_state(None, cnt, ip)) == [2 * 2, 2 * 2 * 4]

@@ -152,6 +152,25 @@ def test_depthwise_code_and_state_do_not_grow_with_the_group_count():
     assert ex_many <= ex_few + 31 * (8 + 4) * 2
 
 
+def test_depthwise_vertices_take_the_batch_as_regions():
+    """The batch folds into each tile's ConvPartialHorizontalMac vertex (poplin's field): at batch 6
+    a tile has as many of them as at batch 1, each batch element adding only its in and out
+    regions' 2-byte pointers to the vertex state, and the cycles of a further element leave out
+    the vertex's fixed part (supervisor overhead, group loops, each context's set-up)."""
+    one, six = _depthwise_program(16, 16, batch=1), _depthwise_program(16, 16, batch=6)
+    hmac = lambda exe: next(st for st in exe.steps if st.kind == "compute" and st.name.endswith("hmac"))  # noqa: E731
+    assert hmac(six).vertices == hmac(one).vertices
+    state_one = one.plan.categories["vertex_state"].max()  # 266 B: 44 + 216 of work-list entries + pointers
+    grown = six.plan.categories["vertex_state"].max() - state_one
+    # a vertex per batch element was 6 x 266; now the further elements' pointers (the plan puts 2
+    # groups and 3 batch elements on a tile: 2 x 2 x 2 B a further element, and 2 more weight
+    # pointers)
+    assert 0 < grown <= 2 * (2 * 2 * 2) + 2 * 2 * 2
+    # cycles: less than six vertices' worth of the one-element vertex
+    c_one, c_six = int(hmac(one).tile_cycles.max()), int(hmac(six).tile_cycles.max())
+    assert c_one < c_six < 6 * c_one
+
+
 def test_depthwise_plans_split_groups_and_rows():
     # MobileNetV2's first depthwise layer on a GC200: every tile busy, each with one channel's rows
     p = problem_of((1, 32, 112, 112), (32, 1, 3, 3), (1, 32, 112, 112), 32, (1, 1), (1, 1), (1, 1))
