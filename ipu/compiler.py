@@ -409,7 +409,7 @@ def _compile(graph: Graph, programs: list) -> Executable:
         b = a + (L.stops - L.starts).astype(np.int64) * L.variable.dtype.itemsize
         at = tl.uses[vid][0][0]
         first = exe.steps[steps_at[at]] if steps_at is not None and at < len(steps_at) else None
-        if first is not None and first.kind == "compute" and first.payload is not None:
+        if first is not None and isinstance(first.payload, compute.Vertices):
             a, b = forwarding.stale_reads(first.payload.groups, a, b)  # the bytes its first step may read
         unwritten[0].append(a)
         unwritten[1].append(b)

@@ -432,7 +432,8 @@ class Plan:
         if step.kind == "exchange" and all(r[0] == COPY for r in ops[at:]) and len(ops) > at:
             self._chain.append((step.id, at, len(ops), int(ops[at][1])))
             return
-        if step.kind == "compute" and self._chain and FORWARD and self.exe.forwarding is not None:
+        if (step.kind == "compute" and self._chain and FORWARD and self.exe.forwarding is not None
+                and len(ops) > at and all(r[0] == KERNEL for r in ops[at:])):
             self._forward(step, ops, at)
         if step.kind != "sync":
             self._chain = []
