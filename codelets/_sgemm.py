@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 import numpy as np
-from numba import njit, types
+from numba import carray, njit, types
 from numba.core import cgutils
 from llvmlite import ir
 from numba.extending import get_cython_function_address, intrinsic, overload
 
 from ._borrow import borrow
+from ._by_address import by_address
 
 __all__ = ["SMALL_DEPTH", "SMALL_ROWS", "WIDE", "gemm_rows", "gemm_scratch", "sgemm_rows"]
 
@@ -131,8 +132,11 @@ def _small_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):  # pragma: n
     raise NotImplementedError
 
 
-@njit(cache=True, nogil=True)
-def _small_rows_compiled(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
+def _small_rows_compiled(ap, a0, bp, b0, cp, c0, m, k, n, accumulate, scratchp):
+    a = carray(ap, a0 + m * k)
+    b = carray(bp, b0 + k * n)
+    c = carray(cp, c0 + m * n)
+    scratch = carray(scratchp, _ACC + _CHUNK)
     for i in range(m):
         row = borrow(a, a0 + i * k, k)
         for j0 in range(0, n, _CHUNK):
@@ -154,17 +158,20 @@ def _small_rows_compiled(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
                     out[j] = acc[j] + np.float32(0.0)
 
 
-def _small_rows_f32(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
-    # one compiled function, called (not inlined into every kernel: that cost seconds of compile
-    # per kernel) with borrowed arrays, which carry no reference count to take
-    _small_rows_compiled(borrow(a, 0, a.size), a0, borrow(b, 0, b.size), b0, borrow(c, 0, c.size), c0, m, k, n,
-                         accumulate, borrow(scratch, 0, scratch.size))
+_F32P = types.CPointer(types.float32)
+_I64 = types.int64
+# one compiled function called by address (not inlined or linked into every kernel: that cost
+# seconds of compile per kernel; codelets/_by_address.py)
+_small_rows_f32 = by_address("ipu_sim_small_rows_f32",
+                             types.void(_F32P, _I64, _F32P, _I64, _F32P, _I64, _I64, _I64, _I64, _I64, _F32P),
+                             _small_rows_compiled)
 
 
 @overload(_small_rows, inline="always")
 def _ov_small_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
     if all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b, c)):
-        return _small_rows_f32
+        return lambda a, a0, b, b0, c, c0, m, k, n, accumulate, scratch: _small_rows_f32(
+            a, a0, b, b0, c, c0, m, k, n, accumulate, scratch)
     # other views only reach gemm_rows in branches a kernel never takes (typed all the same)
     return lambda a, a0, b, b0, c, c0, m, k, n, accumulate, scratch: None
 
@@ -256,8 +263,11 @@ def _wide_rows(a, a0, b, b0, c, c0, m, k, accumulate, scratch):  # pragma: no co
     raise NotImplementedError
 
 
-@njit(cache=True, nogil=True)
-def _wide_rows_compiled(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
+def _wide_rows_compiled(ap, a0, bp, b0, cp, c0, m, k, accumulate, scratchp):
+    a = carray(ap, a0 + m * k)
+    b = carray(bp, b0 + k * WIDE)
+    c = carray(cp, c0 + m * WIDE)
+    scratch = carray(scratchp, _ACC + _CHUNK)
     q8 = k - k % 8
     full = m - m % 12
     rest = m - full
@@ -285,15 +295,16 @@ def _wide_rows_compiled(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
         i += n
 
 
-def _wide_rows_f32(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
-    _wide_rows_compiled(borrow(a, 0, a.size), a0, borrow(b, 0, b.size), b0, borrow(c, 0, c.size), c0, m, k,
-                        accumulate, borrow(scratch, 0, scratch.size))
+_wide_rows_f32 = by_address("ipu_sim_wide_rows_f32",
+                            types.void(_F32P, _I64, _F32P, _I64, _F32P, _I64, _I64, _I64, _I64, _F32P),
+                            _wide_rows_compiled)
 
 
 @overload(_wide_rows, inline="always")
 def _ov_wide_rows(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
     if all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b, c)):
-        return _wide_rows_f32
+        return lambda a, a0, b, b0, c, c0, m, k, accumulate, scratch: _wide_rows_f32(
+            a, a0, b, b0, c, c0, m, k, accumulate, scratch)
     return lambda a, a0, b, b0, c, c0, m, k, accumulate, scratch: None
 
 

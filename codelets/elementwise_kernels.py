@@ -12,12 +12,13 @@ import math
 from enum import IntEnum
 
 import numpy as np
-from numba import njit, types
+from numba import carray, njit, types
 from numba.extending import overload
 
 from ipu import IN, OUT, Field, columns, load
 
 from ._borrow import borrow, piece
+from ._by_address import by_address
 from ._kernels import from_f32, half_scratch, kind, to_f32, widen_into
 from ._tanh import tanh32
 
@@ -115,9 +116,10 @@ _FINF = np.float32(np.inf)
 # specialisation reuses the float32 loops (one compilation, vectorisable loops).
 
 
-@njit(cache=True, error_model="numpy")
-def _unary_float(op, x, o, n):
-    """float32 in and out."""
+def _unary_float(op, xp, outp, n):
+    """float32 in and out: n elements at xp into outp (compiled once, called by address: _unary_f32)."""
+    x = carray(xp, n)
+    o = carray(outp, n)
     if op == U.NEGATE:
         for i in range(n):
             o[i] = -x[i]
@@ -244,12 +246,17 @@ def _unary_int(op, x, o, n):
             o[i] = 1 if v > 0 else (-1 if v < 0 else 0)
 
 
+_F32P = types.CPointer(types.float32)
+_unary_f32 = by_address("ipu_sim_unary_float32", types.void(types.int64, _F32P, _F32P, types.int64), _unary_float,
+                        error_model="numpy")
+
+
 def _unary_apply(op, x, o, n, buf):  # pragma: no cover - replaced by the Numba overload
     """o[:n] = op(x[:n]); `buf`: the kernel's float32 scratch (2 n or more) for float16 input."""
     raise NotImplementedError
 
 
-@overload(_unary_apply, inline="always")
+@overload(_unary_apply)
 def _unary_apply_ov(op, x, o, n, buf):
     kx, ko = kind(x.dtype), kind(o.dtype)
     half_in = isinstance(x.dtype, types.Record)
@@ -262,11 +269,11 @@ def _unary_apply_ov(op, x, o, n, buf):
             t = borrow(buf, 0, n)  # the result apart from the input (a loop writing over its
             r = borrow(buf, n, n)  # input would not vectorise)
             widen_into(x, n, t)
-            _unary_float(op, t, r, n)
+            _unary_f32(op, t, r, n)
             from_f32(r, o, n)
         return impl
-    if kx == "f":
-        return lambda op, x, o, n, buf: _unary_float(op, x, o, n)
+    if kx == "f":  # float32 (float16 is a record)
+        return lambda op, x, o, n, buf: _unary_f32(op, x, o, n)
     if kx == "i":
         return lambda op, x, o, n, buf: _unary_int(op, x, o, n)
     raise TypeError(f"UnaryOp: no kernel for {x.dtype} -> {o.dtype}")
@@ -291,9 +298,11 @@ def unary_kernel(views, off, cnt, fp, ip):
         _unary_apply(ip[v, OP.op], piece(x, off[v, UF.in_], n), piece(o, off[v, UF.out], n), n, buf)
 
 
-@njit(cache=True, error_model="numpy")
-def _binary_float(op, a, b, o, n):
-    """float32 inputs and out."""
+def _binary_float(op, ap, bp, outp, n):
+    """float32 inputs and out, n elements each (compiled once, called by address: _binary_f32)."""
+    a = carray(ap, n)
+    b = carray(bp, n)
+    o = carray(outp, n)
     if op == B.ADD:
         for i in range(n):
             o[i] = a[i] + b[i]
@@ -453,6 +462,10 @@ def _operand_f32(x, n):
     return t
 
 
+_binary_f32 = by_address("ipu_sim_binary_float32", types.void(types.int64, _F32P, _F32P, _F32P, types.int64),
+                         _binary_float, error_model="numpy")
+
+
 def _binary_apply(op, a, b, o, n, buf):  # pragma: no cover - replaced by the Numba overload
     """o[:n] = op(a, b); `buf`: the kernel's float32 scratch (3 n or more) for float16 inputs."""
     raise NotImplementedError
@@ -473,11 +486,11 @@ def _binary_apply_ov(op, a, b, o, n, buf):
             r = borrow(buf, 2 * n, n)
             _widen_operand(a, n, ta)
             _widen_operand(b, n, tb)
-            _binary_float(op, ta, tb, r, n)
+            _binary_f32(op, ta, tb, r, n)
             from_f32(r, o, n)
         return impl
-    if ka == "f":
-        return lambda op, a, b, o, n, buf: _binary_float(op, _operand(a, n), _operand(b, n), o, n)
+    if ka == "f":  # float32 (float16 is a record)
+        return lambda op, a, b, o, n, buf: _binary_f32(op, _operand(a, n), _operand(b, n), o, n)
     if ka == "i":
         return lambda op, a, b, o, n, buf: _binary_int(op, _operand(a, n), _operand(b, n), o, n)
     raise TypeError(f"BinaryOp: no kernel for {a.dtype} -> {o.dtype}")

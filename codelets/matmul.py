@@ -136,7 +136,7 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
             _block_product(ov, off[v, MM_F.out], av, off[v, MM_F.a], bv, off[v, MM_F.b], m, k, n, acc, scratch)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _sum_partials(parts, n, num, acc):
     """acc[:n] = sum over p of parts[p*n:][:n], in float32 from 0 in order p = 0, 1, ... Long
     rows (32 or more, enough for the vector loop) are summed row by row, rows under 8 down their
@@ -190,7 +190,7 @@ def _reduce_into(ov, o0, pv, p0, n, num, scratch):  # pragma: no cover - replace
     raise NotImplementedError
 
 
-@overload(_reduce_into, inline="always")
+@overload(_reduce_into)
 def _ov_reduce_into(ov, o0, pv, p0, n, num, scratch):
     if _is_f32(pv):
         if _is_f32(ov):  # summed straight into the output (a variable apart from the partials)

@@ -34,13 +34,14 @@ import math
 from enum import IntEnum
 
 import numpy as np
-from numba import njit, types
+from numba import carray, njit, types
 from numba.extending import overload
 
 import ipu
 from ipu import IN, OUT, Codelet, Field
 
 from ._borrow import borrow, piece
+from ._by_address import by_address
 from ._costs import ceil_div
 from ._kernels import from_f32, half_scratch, widen_into
 
@@ -152,9 +153,12 @@ def _min_run(x, base, k, step):
     return acc
 
 
-@njit(cache=True, error_model="numpy")
-def _reduce_float(op, layout, x, r, n, k, lanes):
-    """Reduce float32 x (n outputs x k) into float32 r[:n] (lanes: LANES float32 of scratch)."""
+def _reduce_float(op, layout, xp, rp, n, k, lanesp):
+    """Reduce float32 x (n outputs x k) into float32 r[:n] (lanes: LANES float32 of scratch);
+    compiled once, called by address (_reduce_f32)."""
+    x = carray(xp, n * k)
+    r = carray(rp, n)
+    lanes = carray(lanesp, LANES)
     if layout == ROWS or n == 1:
         for j in range(n):
             base = j * k
@@ -259,24 +263,30 @@ def _reduce_bool(op, layout, x, o, n, k):
         o[j] = acc
 
 
+_F32P = types.CPointer(types.float32)
+_reduce_f32 = by_address("ipu_sim_reduce_float32",
+                         types.void(types.int64, types.int64, _F32P, _F32P, types.int64, types.int64, _F32P),
+                         _reduce_float, error_model="numpy")
+
+
 def _reduce_apply(op, layout, x, o, n, k, scratch):  # pragma: no cover - replaced by the Numba overload
     raise NotImplementedError
 
 
-@overload(_reduce_apply, inline="always")
+@overload(_reduce_apply)
 def _reduce_apply_ov(op, layout, x, o, n, k, scratch):
     dt = x.dtype
     if isinstance(dt, types.Record):  # float16 in: to float32 first
         def impl(op, layout, x, o, n, k, scratch):
             lanes, r, wide = scratch
             widen_into(x, n * k, wide)
-            _reduce_float(op, layout, wide[:n * k], r, n, k, lanes)
+            _reduce_f32(op, layout, wide, r, n, k, lanes)
             from_f32(r, o, n)
         return impl
-    if isinstance(dt, types.Float):
+    if dt == types.float32:
         def impl2(op, layout, x, o, n, k, scratch):
             lanes, r, _ = scratch
-            _reduce_float(op, layout, x, r, n, k, lanes)
+            _reduce_f32(op, layout, x, r, n, k, lanes)
             from_f32(r, o, n)
         return impl2
     if isinstance(dt, types.Boolean):

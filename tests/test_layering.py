@@ -179,13 +179,22 @@ def private_writes(tree):
                     yield node.lineno, ast.Attribute(value=node.args[0], attr=name.value)
 
 
+# writes into a library's private state that its own design asks for, where it has no public API:
+# (module, the attribute written) -> why
+THIRD_PARTY_HOOKS = {
+    ("codelets/_by_address.py", "context.active_code_library._reload_init"):
+        "Numba's reload hooks: a kernel calling a helper by address binds the helper before it loads",
+}
+
+
 def foreign_private_writes(path):
     tree = ast.parse(open(path, encoding="utf-8").read(), path)
     own = _owned(tree)
+    where = os.path.relpath(path, ROOT)
     for line, a in private_writes(tree):
         if isinstance(a.value, ast.Name) and a.value.id in ("self", "cls"):
             continue
-        if a.attr not in own:
+        if a.attr not in own and (where, ast.unparse(a)) not in THIRD_PARTY_HOOKS:
             yield line, ast.unparse(a)
 
 
