@@ -8,15 +8,24 @@ segment per call). Pieces whose last segment ended before the new piece starts a
 
 The placed pieces that are still live (the *active list*) are kept sorted by address in blocks
 of at most _CAP, so that inserting or removing a piece shifts one block; heaps by time find the
-pieces to drop and those that fall *dormant* (several segments, between two of them). Each block
-keeps summaries (highest end, largest inner gap) over its awake pieces and over all of them:
-awake pieces conflict with any new piece, and so do all of a block's pieces when its dormant ones
-are of one call pattern and the new piece spans a whole call; dormant pieces of the new piece's
-own pattern do not conflict with it (`_patterns`). The lowest gap is then found block by block
-from the summaries, and only other blocks are checked piece by piece. The result is the plain
+pieces to drop and the pieces of several segments whose current segment ends or next one starts.
+A piece of several segments between two of them is *dormant* (a piece of a call pattern stays so
+from its first segment's end on, live or not), and it keeps its *next segment start*: the start
+of the first of its segments not over yet, so a new piece of one segment conflicts with it
+exactly when that start is at or before the new piece's end. Each block keeps summaries over its awake
+pieces (highest end, largest inner gap), over all of them, and over its dormant pieces (the
+earliest and latest next segment start, their common call pattern): a block none of whose
+dormant pieces can conflict with the new piece (all their next segments start after it ends, or
+they are of its own call pattern within one call window, `_patterns`) is passed by its awake
+summary, one all of whose dormant pieces do by its summary of all pieces, and only the rest are
+checked piece by piece. The lowest gap is then found block by block, and the result is the plain
 first-fit scan's, address for address (tests/machine/test_placement.py checks it against that
-scan). At BERT-base size: 4 inline layers (4.65 M pieces) 2.7 s where the scan took 9 s, one layer
-graph called 12 times (1.46 M pieces, 1.07 M of them with 12 segments) 3.4 s where it took 7-9 s.
+scan on random pieces: calls, recomputed activations, any segments). At BERT-base size: 4 inline
+layers (4.65 M pieces) 2.7 s where the scan took 9 s, one layer graph called 12 times (1.46 M
+pieces, 1.07 M of them with 12 segments) 3.4 s where it took 7-9 s. MobileNetV2 batch-1 training
+with PopART's Standard recomputation (7.27 M pieces, 1.40 M of them recomputed: a forward segment
+and one from the rerun to the gradient): 8.3 s (5.5 s without recomputation), where judging
+every dormant piece piece by piece took 168 s.
 """
 from __future__ import annotations
 
@@ -51,8 +60,7 @@ def _overlap(ss, se, a0, a1, b0, b1):
 @njit(cache=True)
 def _patterns(seg_ptr, seg_start, seg_end):
     """Per piece: the id of its call pattern (-1: none); per pattern: the least distance between
-    two of its segment starts, its segment starts' offsets from the first (offsets[ptr[k]:ptr[k +
-    1]]) and the largest distance between consecutive ones.
+    two of its segment starts.
 
     A multi-segment piece whose segments all have one length has the pattern of its segments'
     start offsets from the first; pieces with one pattern are one window shifted by the same
@@ -80,8 +88,8 @@ def _patterns(seg_ptr, seg_start, seg_end):
         if uniform:
             h[p] = x | np.uint64(1)  # nonzero: a candidate
             candidates += 1
-    if candidates == 0:  # no piece of several segments (no function called twice): no patterns
-        return pid, np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if candidates == 0:  # no piece of several equal segments (no function called twice): no patterns
+        return pid, np.zeros(0, np.int64)
     order = np.argsort(h)
     gap = np.empty(n, np.int64)
     npat = 0
@@ -119,48 +127,7 @@ def _patterns(seg_ptr, seg_start, seg_end):
                         pid[q] = npat
                 npat += 1
         i = j
-    # each pattern's segment start offsets from its first segment (one piece's, all alike)
-    off_ptr = np.zeros(npat + 1, np.int64)
-    rep = np.full(npat, -1, np.int64)
-    for p in range(n):
-        if pid[p] >= 0 and rep[pid[p]] < 0:
-            rep[pid[p]] = p
-    for k in range(npat):
-        off_ptr[k + 1] = off_ptr[k] + seg_ptr[rep[k] + 1] - seg_ptr[rep[k]]
-    offsets = np.empty(off_ptr[npat], np.int64)
-    for k in range(npat):
-        r0 = seg_ptr[rep[k]]
-        for m in range(off_ptr[k + 1] - off_ptr[k]):
-            offsets[off_ptr[k] + m] = seg_start[r0 + m] - seg_start[r0]
-    widest = np.zeros(npat, np.int64)  # the largest distance between consecutive segment starts
-    for k in range(npat):
-        for m in range(off_ptr[k] + 1, off_ptr[k + 1]):
-            if offsets[m] - offsets[m - 1] > widest[k]:
-                widest[k] = offsets[m] - offsets[m - 1]
-    return pid, gap[:npat].copy(), off_ptr, offsets, widest
-
-
-@njit(cache=True)
-def _conflict(ss, se, seg_ptr, least, off_ptr, offsets, p, f_p, e_p, last_p, pid_p, o, f_o, fe_o, pid_o):
-    """True if active piece o (several segments; placed before p, so f_o <= f_p) is live at some
-    time p is. f, e: first segment start and end; last_p: p's last segment end; pid: pattern."""
-    if fe_o >= f_p:  # o's first segment is live when p starts
-        return True
-    if pid_o >= 0:
-        if pid_p == pid_o:
-            if max(e_p, fe_o) - f_o < least[pid_o]:
-                return False  # segment k meets only segment k, and the first ones do not meet
-        elif seg_ptr[p + 1] - seg_ptr[p] == 1:
-            # p's one segment against o's window at each of its pattern's offsets
-            length = fe_o - f_o
-            for k in range(off_ptr[pid_o] + 1, off_ptr[pid_o + 1]):
-                a = f_o + offsets[k]
-                if a > last_p:
-                    return False
-                if a + length >= f_p:
-                    return True
-            return False
-    return _overlap(ss, se, seg_ptr[p], seg_ptr[p + 1], seg_ptr[o], seg_ptr[o + 1])
+    return pid, gap[:npat].copy()
 
 
 @njit(cache=True)
@@ -200,33 +167,34 @@ def _heap_pop(he, hp, nh):
 
 
 @njit(cache=True)
-def _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ):
-    """Block b's summary, over its *awake* pieces (one segment, or a first segment not ended
-    yet: they conflict with any piece placed now): the first one's address (-1: none), the highest
-    end, the largest gap between one and the highest end of those before it; and over its
-    dormant pieces (several segments, between two of them): how many, their common pattern (-2:
-    several or none), their earliest and latest first segment starts, their longest segment; and
-    the highest end and largest gap over all its pieces."""
+def _summarise(b, cnt, ba, bs, bd, bq, bf, bn, summ):
+    """Block b's summary, over its *awake* pieces (live now: they conflict with any piece placed
+    now): the first one's address (-1: none), the highest end, the largest gap between one and the
+    highest end of those before it; over its dormant pieces (between two segments): how many,
+    their common pattern (-2: several or none), their earliest first segment start, the earliest
+    and the latest start of their next segments (the first not over yet); and the highest end and
+    largest gap over all its pieces."""
     first = -1
     me = 0
     mg = -1
     nd = 0
     pat = -1
     minf = 0
-    maxf = 0
-    maxlen = 0
+    minn = 0
+    maxn = 0
     for k in range(cnt[b]):
         if bd[b, k]:
             if nd == 0:
                 pat = bq[b, k]
                 minf = bf[b, k]
-                maxf = bf[b, k]
+                minn = bn[b, k]
+                maxn = bn[b, k]
             else:
                 if bq[b, k] != pat:
                     pat = -2
                 minf = min(minf, bf[b, k])
-                maxf = max(maxf, bf[b, k])
-            maxlen = max(maxlen, be[b, k] - bf[b, k])
+                minn = min(minn, bn[b, k])
+                maxn = max(maxn, bn[b, k])
             nd += 1
             continue
         e = ba[b, k] + bs[b, k]
@@ -245,8 +213,8 @@ def _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ):
     summ[b, 3] = nd
     summ[b, 4] = pat if pat >= 0 else -2
     summ[b, 5] = minf
-    summ[b, 8] = maxf
-    summ[b, 9] = maxlen
+    summ[b, 8] = minn
+    summ[b, 9] = maxn
     if nd == 0:  # all its pieces are awake
         summ[b, 6] = me
         summ[b, 7] = mg
@@ -265,22 +233,33 @@ def _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ):
 
 
 @njit(cache=True)
-def _next_window(off_ptr, offsets, pat, now, minf, maxf, maxlen):
-    """A lower bound of the next segment start, after `now`, of every dormant piece of pattern
-    `pat` whose first segment starts in [minf, maxf] and lasts at most maxlen (their segment k
-    starts at f + offsets[k]): the earliest segment of any of them not over by `now`."""
-    for k in range(off_ptr[pat], off_ptr[pat + 1]):
-        if maxf + offsets[k] + maxlen >= now:
-            return minf + offsets[k]
-    return np.iinfo(np.int64).max
+def _earliest_next(b, cnt, bd, bn, summ):
+    """Block b's earliest next segment start of its dormant pieces, after one of them moved on."""
+    m = np.iinfo(np.int64).max
+    for k in range(cnt[b]):
+        if bd[b, k] and bn[b, k] < m:
+            m = bn[b, k]
+    summ[b, 8] = m
+
+
+@njit(cache=True)
+def _last_block_at(blk, nblk, ba, a):
+    """The position in blk of the last block whose first piece is at or below address a (0: none)."""
+    lo = 0
+    hi = nblk - 1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if ba[blk[mid], 0] <= a:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 @njit(cache=True)
 def _find(blk, nblk, ba, bp, cnt, aq, q):
     """(position in blk, block, index) of piece q at address aq in the active list."""
-    x = 0
-    while x + 1 < nblk and ba[blk[x + 1], 0] <= aq:
-        x += 1
+    x = _last_block_at(blk, nblk, ba, aq)
     while x >= 0:  # the last block starting at or below aq, then down over equal addresses
         b = blk[x]
         lo = 0
@@ -301,7 +280,7 @@ def _find(blk, nblk, ba, bp, cnt, aq, q):
 
 
 @njit(cache=True)
-def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least, off_ptr, offsets, widest):
+def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least):
     n = order.shape[0]
     addr = np.zeros(n, np.int64)
     peak = np.zeros(num_tiles, np.int64)
@@ -309,15 +288,15 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
     for p in range(n):
         per_tile[tile[p]] += 1
     maxb = (per_tile.max() if n else 0) // (_CAP // 2) + 2
-    # blocks of the active list, each sorted by address: address, size, piece, several segments,
-    # dormant (between two segments), first segment start and end, pattern
+    # blocks of the active list, each sorted by address: address, size, piece, dormant (between
+    # two of its segments), first segment start, next segment start (of a dormant piece: the
+    # first of its segments not over yet), pattern
     ba = np.empty((maxb, _CAP), np.int64)
     bs = np.empty((maxb, _CAP), np.int64)
     bp = np.empty((maxb, _CAP), np.int64)
-    bm = np.empty((maxb, _CAP), np.bool_)
     bd = np.empty((maxb, _CAP), np.bool_)
     bf = np.empty((maxb, _CAP), np.int64)
-    be = np.empty((maxb, _CAP), np.int64)
+    bn = np.empty((maxb, _CAP), np.int64)
     bq = np.empty((maxb, _CAP), np.int64)
     cnt = np.zeros(maxb, np.int64)
     summ = np.zeros((maxb, 10), np.int64)  # _summarise
@@ -325,8 +304,9 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
     free_ids = np.empty(maxb, np.int64)
     he = np.empty(n, np.int64)  # active pieces by the end of their last segment (min-heap)
     hp = np.empty(n, np.int64)
-    de = np.empty(n, np.int64)  # awake pieces with several segments by their first segment's end
+    de = np.empty(n, np.int64)  # active pieces with several segments by their current segment's end
     dp = np.empty(n, np.int64)
+    cur_seg = np.zeros(n, np.int64)  # a multi-segment piece's current segment (the first not over)
     active = np.zeros(n, np.bool_)
     i = 0
     while i < n:
@@ -357,14 +337,37 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
             s = size[p]
             pid_p = pid[p]
             least_p = least[pid_p] if pid_p >= 0 else 0
-            # pieces whose first segment ended before this one starts fall dormant
+            # multi-segment pieces whose current segment ended before this one starts move on to
+            # their next one and fall dormant; dormant ones whose next segment has started wake.
+            # Each has one event in the heap: its current segment's end, or its next one's start
             while nde > 0 and de[0] < f_p:
                 q = dp[0]
                 nde = _heap_pop(de, dp, nde)
-                if active[q]:
-                    x, b, k = _find(blk, nblk, ba, bp, cnt, addr[q], q)
-                    bd[b, k] = True
-                    _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ)
+                if not active[q]:
+                    continue
+                c = cur_seg[q]
+                q1 = seg_ptr[q + 1]
+                while c < q1 and seg_end[c] < f_p:
+                    c += 1
+                if c == q1:
+                    continue  # over: it leaves below
+                cur_seg[q] = c
+                # a piece of a call pattern stays dormant from its first segment's end on (its
+                # segments are short and many: waking it for each would cost more than it saves)
+                dormant = seg_start[c] > f_p or pid[q] >= 0
+                wake = seg_start[c] > f_p and pid[q] < 0
+                nde = _heap_push(de, dp, nde, seg_start[c] - 1 if wake else seg_end[c], q)
+                x, b, k = _find(blk, nblk, ba, bp, cnt, addr[q], q)
+                if bd[b, k] and dormant:  # only its next start moves on (later)
+                    old = bn[b, k]
+                    bn[b, k] = seg_start[c]
+                    summ[b, 9] = max(summ[b, 9], seg_start[c])
+                    if old == summ[b, 8]:
+                        _earliest_next(b, cnt, bd, bn, summ)
+                    continue
+                bd[b, k] = dormant
+                bn[b, k] = seg_start[c]
+                _summarise(b, cnt, ba, bs, bd, bq, bf, bn, summ)
             # pieces whose last segment ended before this one starts leave
             while nh > 0 and he[0] < f_p:
                 q = hp[0]
@@ -375,10 +378,9 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                     ba[b, m] = ba[b, m + 1]
                     bs[b, m] = bs[b, m + 1]
                     bp[b, m] = bp[b, m + 1]
-                    bm[b, m] = bm[b, m + 1]
                     bd[b, m] = bd[b, m + 1]
                     bf[b, m] = bf[b, m + 1]
-                    be[b, m] = be[b, m + 1]
+                    bn[b, m] = bn[b, m + 1]
                     bq[b, m] = bq[b, m + 1]
                 cnt[b] -= 1
                 if cnt[b] == 0:
@@ -388,24 +390,24 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                     free_ids[nfree] = b
                     nfree += 1
                 else:
-                    _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ)
+                    _summarise(b, cnt, ba, bs, bd, bq, bf, bn, summ)
             # the lowest gap between the conflicting pieces. Awake pieces conflict with any new
-            # piece; a block whose dormant pieces cannot conflict with this one (none, or all of
-            # its own pattern within one call window) is skipped by its summary of awake pieces.
-            # A piece with one segment as long as its dormant pieces' widest spacing of calls meets
-            # each of them again: the block's summary of all its pieces holds then.
+            # piece. A dormant piece's segments not over start at its next segment start or later:
+            # none meets this piece if that is after this piece's last end, and one does if it is
+            # within this piece's first segment (or, for a piece of one segment, its only one).
+            # A block is passed by its summary of awake pieces when none of its dormant pieces
+            # can conflict (their next starts all after this piece's end, or all of this piece's
+            # own call pattern within one call window), by its summary of all pieces when all do.
             cur = floor
             for x in range(nblk):
                 b = blk[x]
-                dpat = summ[b, 4]
                 use = 0  # which summary holds: 0 none (piece by piece), 1 awake pieces, 2 all pieces
-                if summ[b, 3] == 0 or (multi and dpat == pid_p and pid_p >= 0 and e_p - summ[b, 5] < least_p):
+                if summ[b, 3] == 0 or summ[b, 8] > last_p:
                     use = 1
-                elif not multi and dpat >= 0:
-                    if last_p - f_p >= widest[dpat]:
-                        use = 2
-                    elif _next_window(off_ptr, offsets, dpat, f_p, summ[b, 5], summ[b, 8], summ[b, 9]) > last_p:
-                        use = 1  # no dormant piece's next segment starts before this one ends
+                elif summ[b, 9] <= e_p:
+                    use = 2
+                elif multi and summ[b, 4] == pid_p and pid_p >= 0 and e_p - summ[b, 5] < least_p:
+                    use = 1
                 if use:
                     first = summ[b, 0] if use == 1 else ba[b, 0]
                     if first < 0:
@@ -417,14 +419,15 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                         continue
                 found = False
                 for k in range(cnt[b]):
-                    # the common cases inline: one segment or a first segment live now (conflict),
-                    # a dormant piece of p's own pattern (none); the rest in _conflict
-                    if bm[b, k] and be[b, k] < f_p:
-                        if bq[b, k] == pid_p and pid_p >= 0:
-                            if max(e_p, be[b, k]) - bf[b, k] < least_p:
-                                continue
-                        if not _conflict(seg_start, seg_end, seg_ptr, least, off_ptr, offsets, p, f_p, e_p,
-                                         last_p, pid_p, bp[b, k], bf[b, k], be[b, k], bq[b, k]):
+                    if bd[b, k] and bn[b, k] > e_p:
+                        if bn[b, k] > last_p:
+                            continue  # its next segment starts after this piece's end
+                        # a piece of several segments, against the dormant piece's segments from
+                        # its next one (this piece's first segment ends before that starts)
+                        if bq[b, k] == pid_p and pid_p >= 0 and e_p - bf[b, k] < least_p:
+                            continue  # same call pattern: segment k meets only segment k
+                        q = bp[b, k]
+                        if not _overlap(seg_start, seg_end, p0 + 1, p1, cur_seg[q], seg_ptr[q + 1]):
                             continue
                     if ba[b, k] - cur >= s:
                         found = True
@@ -441,28 +444,24 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                 blk[0] = free_ids[nfree]
                 cnt[blk[0]] = 0
                 nblk = 1
-            x = 0
-            while x + 1 < nblk and ba[blk[x + 1], 0] <= cur:
-                x += 1
+            x = _last_block_at(blk, nblk, ba, cur)
             b = blk[x]
             k = cnt[b]
             while k > 0 and ba[b, k - 1] > cur:
                 ba[b, k] = ba[b, k - 1]
                 bs[b, k] = bs[b, k - 1]
                 bp[b, k] = bp[b, k - 1]
-                bm[b, k] = bm[b, k - 1]
                 bd[b, k] = bd[b, k - 1]
                 bf[b, k] = bf[b, k - 1]
-                be[b, k] = be[b, k - 1]
+                bn[b, k] = bn[b, k - 1]
                 bq[b, k] = bq[b, k - 1]
                 k -= 1
             ba[b, k] = cur
             bs[b, k] = s
             bp[b, k] = p
-            bm[b, k] = multi
             bd[b, k] = False
             bf[b, k] = f_p
-            be[b, k] = e_p
+            bn[b, k] = f_p
             bq[b, k] = pid_p
             cnt[b] += 1
             if cnt[b] == _CAP:  # split: the upper half becomes a new block after it
@@ -473,10 +472,9 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                     ba[c, m] = ba[b, half + m]
                     bs[c, m] = bs[b, half + m]
                     bp[c, m] = bp[b, half + m]
-                    bm[c, m] = bm[b, half + m]
                     bd[c, m] = bd[b, half + m]
                     bf[c, m] = bf[b, half + m]
-                    be[c, m] = be[b, half + m]
+                    bn[c, m] = bn[b, half + m]
                     bq[c, m] = bq[b, half + m]
                 cnt[c] = _CAP - half
                 cnt[b] = half
@@ -484,11 +482,12 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
                     blk[y] = blk[y - 1]
                 blk[x + 1] = c
                 nblk += 1
-                _summarise(c, cnt, ba, bs, bd, bq, bf, be, summ)
-            _summarise(b, cnt, ba, bs, bd, bq, bf, be, summ)
+                _summarise(c, cnt, ba, bs, bd, bq, bf, bn, summ)
+            _summarise(b, cnt, ba, bs, bd, bq, bf, bn, summ)
             active[p] = True
             nh = _heap_push(he, hp, nh, last_p, p)
             if multi:
+                cur_seg[p] = p0
                 nde = _heap_push(de, dp, nde, e_p, p)
             if cur + s > peak[t]:
                 peak[t] = cur + s
@@ -519,10 +518,8 @@ def place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
         segs = np.repeat(first - ptr[:-1], counts) + np.arange(int(ptr[-1]), dtype=np.int64)
     args = (np.arange(n, dtype=np.int64), tile[order], size[order], ptr, seg_start[segs], seg_end[segs])
     del segs, first, counts
-    pid, least, off_ptr, offsets, widest = interpreted.call(_patterns, n, args[3], args[4], args[5],
-                                                            budget=_PYTHON_PIECES)
-    local, peak = interpreted.call(_place, n, *args, int(num_tiles), pid, least, off_ptr, offsets, widest,
-                                   budget=_PYTHON_PIECES)
+    pid, least = interpreted.call(_patterns, n, args[3], args[4], args[5], budget=_PYTHON_PIECES)
+    local, peak = interpreted.call(_place, n, *args, int(num_tiles), pid, least, budget=_PYTHON_PIECES)
     addr = np.empty(n, np.int64)
     addr[order] = local
     return addr, peak
@@ -531,4 +528,4 @@ def place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
 _Z = np.zeros(0, np.int64)
 _ONE = np.zeros(1, np.int64)  # an empty pointer table (n + 1 entries)
 interpreted.register(_patterns, _ONE, _Z, _Z)
-interpreted.register(_place, _Z, _Z, _Z, _ONE, _Z, _Z, 1, _Z, _Z, _ONE, _Z, _Z)
+interpreted.register(_place, _Z, _Z, _Z, _ONE, _Z, _Z, 1, _Z, _Z)
