@@ -243,3 +243,28 @@ def test_any_segments_match_the_plain_scan(data):
     want = reference_place(order, tile, size, seg_ptr, ss, se, num_tiles)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def _repeat_pieces(args, rng):
+    """Each piece followed by up to four copies of itself (same tile, size and segments), as a
+    variable's pieces on one tile are: the planner places such runs at once."""
+    order, tile, size, seg_ptr, ss, se = args
+    copies = np.where(rng.random(len(size)) < 0.5, rng.integers(1, 5, len(size)), 0) + 1
+    idx = np.repeat(np.arange(len(size)), copies)
+    counts = np.diff(seg_ptr)[idx]
+    ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    segs = np.concatenate([np.arange(seg_ptr[q], seg_ptr[q + 1]) for q in idx]).astype(np.int64)
+    tile, size, ss, se = tile[idx], size[idx], ss[segs], se[segs]
+    return np.lexsort((-size, ss[ptr[:-1]], tile)), tile, size, ptr, ss, se
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("recomputed", [False, True])
+def test_runs_of_equal_pieces_match_the_plain_scan(seed, recomputed):
+    rng = np.random.default_rng(200 + seed)
+    make = recomputed_pieces if recomputed else random_pieces
+    args = _repeat_pieces(make(rng, 2, int(rng.integers(20, 400)), int(rng.choice([0, 3]))), rng)
+    got = place(*args, 2)
+    want = reference_place(*args, 2)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
