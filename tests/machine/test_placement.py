@@ -123,7 +123,7 @@ def test_thousands_of_live_pieces_on_a_tile_match_the_plain_scan(calls):
     rng = np.random.default_rng(7 + calls)
     n = 1500
     call_at = np.array([300, 900, 1500])[:calls]
-    tiles, sizes, starts, ends, counts = [], [], [], [], []
+    tiles, sizes, starts, ends = [], [], [], []
     for _ in range(n):
         tiles.append(0)
         sizes.append(int(rng.choice([8, 16, 24, 64, 136])))
@@ -133,15 +133,9 @@ def test_thousands_of_live_pieces_on_a_tile_match_the_plain_scan(calls):
         else:
             a = int(rng.integers(0, 2000)); b = a + int(rng.integers(0, 1500 if rng.random() < 0.8 else 40))
             starts.append([a]); ends.append([b])
-        counts.append(len(starts[-1]))
-    seg_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    ss = np.concatenate([np.array(x, np.int64) for x in starts])
-    se = np.concatenate([np.array(x, np.int64) for x in ends])
-    tile = np.array(tiles, np.int64)
-    size = np.array(sizes, np.int64)
-    order = np.lexsort((-size, ss[seg_ptr[:-1]], tile))
-    got = place(order, tile, size, seg_ptr, ss, se, 1)
-    want = reference_place(order, tile, size, seg_ptr, ss, se, 1)
+    args = _as_arrays(tiles, sizes, starts, ends)
+    got = place(*args, 1)
+    want = reference_place(*args, 1)
     np.testing.assert_array_equal(got[0], want[0])
     assert got[1][0] == want[1][0]
 
@@ -182,8 +176,13 @@ def recomputed_pieces(rng, num_tiles, n, calls):
             seg = [(c + w0, c + w1) for c in call_at] + [(bwd - c - 10 + w0, bwd - c - 10 + w1) for c in call_at[::-1]]
         starts.append([x for x, _ in seg])
         ends.append([y for _, y in seg])
-    counts = [len(x) for x in starts]
-    seg_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return _as_arrays(tiles, sizes, starts, ends)
+
+
+def _as_arrays(tiles, sizes, starts, ends):
+    """The planner's arguments for pieces given as lists (each piece's segment starts and ends),
+    visited as the compiler orders them: by tile, first start, then size, largest first."""
+    seg_ptr = np.concatenate(([0], np.cumsum([len(x) for x in starts]))).astype(np.int64)
     ss = np.concatenate([np.array(x, np.int64) for x in starts])
     se = np.concatenate([np.array(x, np.int64) for x in ends])
     tile = np.array(tiles, np.int64)
