@@ -258,10 +258,13 @@ class PoplarExecutor:
         ir._pb_ir.getSessionOptions().engineOptions = engine_options
         ir._pb_ir.getSessionOptions().instrumentWithHardwareCycleCounter = bool(
             o._Popart.options.get("instrumentWithHardwareCycleCounter", False))
-        # enableExecutableCaching(path), else POPTORCH_CACHE_DIR as in PopTorch: popxl's executable cache
-        cache = o._Popart.options.get("cachePath") if o._Popart.options.get("enableEngineCaching") else None
-        cache = cache or os.environ.get("POPTORCH_CACHE_DIR") or None
-        if cache is not None and o._Popart.options.get("enableEngineCaching", True):
+        # popxl's executable cache: enableExecutableCaching(path); unset, POPTORCH_CACHE_DIR as in
+        # PopTorch; enableExecutableCaching(None) turns both off
+        enabled = o._Popart.options.get("enableEngineCaching")
+        cache = o._Popart.options.get("cachePath") if enabled else None
+        if enabled is None:
+            cache = os.environ.get("POPTORCH_CACHE_DIR") or None
+        if cache:
             ir._pb_ir.getSessionOptions().enableEngineCaching = True
             ir._pb_ir.getSessionOptions().cachePath = str(cache)
         self._check_ipu_count(captured)
