@@ -232,14 +232,9 @@ def test_any_segments_match_the_plain_scan(data):
             seg = [s for k, s in enumerate(seg) if k == 0 or s[0] > seg[k - 1][1]]
         starts.append([x for x, _ in seg])
         ends.append([y for _, y in seg])
-    seg_ptr = np.concatenate(([0], np.cumsum([len(x) for x in starts]))).astype(np.int64)
-    ss = np.concatenate([np.array(x, np.int64) for x in starts])
-    se = np.concatenate([np.array(x, np.int64) for x in ends])
-    tile = np.array(tiles, np.int64)
-    size = np.array(sizes, np.int64)
-    order = np.lexsort((-size, ss[seg_ptr[:-1]], tile))
-    got = place(order, tile, size, seg_ptr, ss, se, num_tiles)
-    want = reference_place(order, tile, size, seg_ptr, ss, se, num_tiles)
+    args = _as_arrays(tiles, sizes, starts, ends)
+    got = place(*args, num_tiles)
+    want = reference_place(*args, num_tiles)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
 
