@@ -7,46 +7,104 @@ import numpy as np
 
 import ipu
 
+from . import layouts
+
 
 def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=None, out=None,
-                out_field="out", suffix="") -> ipu.Variable:
+                out_field="out", suffix="", layout_of: int = 0) -> ipu.Tensor:
     """out = codelet(inputs...) element by element, over `shape` (inputs broadcast to it).
 
     The output is laid out like the first whole-variable input of that shape (so that input needs
-    no exchange), else by the mapping policy; other inputs are copied into that layout. An input
-    broadcast along the trailing axes (a scalar, or one value per row as in softmax's x - max)
-    is not materialised when its field takes one element per vertex: the vertices are cut where
-    its value changes and each gets its element (poplibs' BroadcastScalar / VectorInner vertices).
+    no exchange); else, when an input is a permuted view of a whole variable (an activation stored
+    in its producer's order), it clones that variable's layout and is returned through the same
+    view (layouts.py); else it is laid out by the mapping policy. Other inputs are copied into the
+    output's layout. An input broadcast along runs of the output (a scalar, one value per row as
+    in softmax's x - max, one per channel) is not materialised when its field takes one element
+    per vertex: the vertices are cut where its value changes and each gets its element (poplibs'
+    BroadcastScalar / VectorInner vertices). `layout_of`: the input whose layout is cloned first.
     """
     shape = tuple(shape)
     if out is None:
         like = next((v for v in inputs if v.is_identity and v.shape == shape), None)
+        if like is None:
+            clone = layouts.clone_source(ctx, inputs, shape, layout_of)
+            if clone is not None:
+                return _cloned(ctx, codelet, inputs, field_names, shape, et, clone, fp, ip, out_field, suffix)
         out = ctx.new_var(shape, et, ctx.name(suffix or codelet), like=like)
     if out.numel:
-        c = ipu.get_codelet(codelet)
-        runs = {name: _trailing_run(v, shape) for name, v in zip(field_names, inputs)
-                if (codelet, name) in SCALAR_BROADCAST_FIELDS and v.numel < out.numel}
-        scalars = {name for name, v in zip(field_names, inputs) if v.numel == 1}
-        runs = {name: r for name, r in runs.items() if r >= MIN_BROADCAST_RUN or name in scalars}
-        region = None
-        if c.multi_region and not runs:  # poplibs' 2D vertices: a tile's regions split between workers
-            tiles, starts, counts, region = worker_regions(out, ctx.target.worker_contexts,
-                                                           grain=max(1, 8 // out.dtype.itemsize))
-        else:
-            tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
-            if runs:
-                tiles, starts, counts = _cut(out, starts, counts, runs.values())
-        fields = {}
+        scalars = {}
         for name, v in zip(field_names, inputs):
-            if name in runs:
-                fields[name] = _segment_scalars(ctx, v, shape, runs[name], tiles, starts)
-            else:
-                fields[name] = (ctx.like(v if v.shape == shape else v.broadcast(shape), out), starts, counts)
-        fields[out_field] = (out, starts, counts)
-        cs = ctx.compute_set(suffix or codelet)
-        ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip, region=region)
-        ctx.emit(ipu.Execute(cs, name=cs.name))
+            if (codelet, name) in SCALAR_BROADCAST_FIELDS and v.numel < out.numel:
+                run = _trailing_run(v, shape)
+                if run >= MIN_BROADCAST_RUN or v.numel == 1:
+                    scalars[name] = _runs_of(v, shape, run, out.numel)
+        _add_vertices(ctx, codelet, inputs, field_names, shape, out, out_field, scalars, fp, ip, suffix)
     return out
+
+
+def _cloned(ctx, codelet, inputs, field_names, shape, et, clone, fp, ip, out_field, suffix) -> ipu.Tensor:
+    """The element-wise map into a clone of `clone`'s variable (Poplar's graph.clone), over its
+    storage; returned as the same view of the new variable."""
+    view, order = clone
+    var = view.variable
+    out = ctx.g.add_variable(ctx.name(suffix or codelet), var.shape, et, ipu.TEMPORARY, debug=ctx.name())
+    out.map_like(var)
+    n = out.numel
+    ins, scalars = [], {}
+    for name, v in zip(field_names, inputs):
+        if layouts.same_view(view, v):
+            ins.append(v.variable)
+            continue
+        if v.numel < n:
+            src = layouts.broadcast_sources(v, shape, order)
+            if (codelet, name) in SCALAR_BROADCAST_FIELDS:
+                cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
+                if v.numel == 1 or n >= MIN_CLONED_BROADCAST_RUN * (cuts.size + 1):
+                    scalars[name] = (cuts, lambda starts, src=src: src[starts])
+            ins.append(ipu.Tensor(v.variable, src, (n,)).reshape(var.shape))
+        else:
+            ins.append(layouts.in_order(v, order).reshape(var.shape))
+    _add_vertices(ctx, codelet, ins, field_names, var.shape, out, out_field, scalars, fp, ip, suffix)
+    return ipu.Tensor(out, view._index, shape)
+
+
+def _runs_of(v, shape, run, numel):
+    """(cut positions, sources at vertex starts) of an input broadcast along runs of `run` output
+    elements."""
+    src = np.zeros(1, np.int64) + v.flat_index()[0] if v.numel == 1 else \
+        np.broadcast_to(v.index().reshape(_lead_shape(v, shape, _lead(shape, v, run))),
+                        _lead(shape, v, run)).reshape(-1)
+    cuts = np.arange(run, numel, run, dtype=np.int64) if run < numel else np.zeros(0, np.int64)
+    return cuts, lambda starts: src[np.minimum(starts // run, src.size - 1)]
+
+
+def _lead(shape, v, run):
+    return tuple(shape)[: len(shape) - _trailing_axes(v, shape, run)]
+
+
+def _add_vertices(ctx, codelet, inputs, field_names, shape, out, out_field, scalars, fp, ip, suffix):
+    """One compute set of `codelet` vertices over out's pieces (worker regions for 2D vertices);
+    `scalars`: field -> (cut positions, sources at given vertex starts) of the inputs handed to
+    vertices one element each."""
+    c = ipu.get_codelet(codelet)
+    region = None
+    if c.multi_region and not scalars:  # poplibs' 2D vertices: a tile's regions split between workers
+        tiles, starts, counts, region = worker_regions(out, ctx.target.worker_contexts,
+                                                       grain=max(1, 8 // out.dtype.itemsize))
+    else:
+        tiles, starts, counts = ctx.pieces(out, split_for_workers=not c.supervisor)
+        if scalars:
+            tiles, starts, counts = _cut(out, starts, counts, [cuts for cuts, _ in scalars.values()])
+    fields = {}
+    for name, v in zip(field_names, inputs):
+        if name in scalars:
+            fields[name] = _segment_scalars(ctx, v, scalars[name][1](starts), tiles)
+        else:
+            fields[name] = (ctx.like(v if v.shape == shape else v.broadcast(shape), out), starts, counts)
+    fields[out_field] = (out, starts, counts)
+    cs = ctx.compute_set(suffix or codelet)
+    ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip, region=region)
+    ctx.emit(ipu.Execute(cs, name=cs.name))
 
 
 def worker_regions(var: ipu.Variable, workers: int, grain: int = 1):
@@ -98,6 +156,9 @@ SCALAR_BROADCAST_FIELDS = {("BinaryOp", "a"), ("BinaryOp", "b"), ("Pow2ScaleThen
 # this many consecutive output elements (below it, the per-vertex overhead costs more than
 # copying it into the output's layout)
 MIN_BROADCAST_RUN = 32
+# the same over a cloned layout (layouts.py), on average: there a materialised broadcast is itself
+# a copy with a message per run of the storage, so a vertex per run costs less down to short runs
+MIN_CLONED_BROADCAST_RUN = 32
 
 
 def _trailing_run(v: ipu.Tensor, shape) -> int:
@@ -117,17 +178,10 @@ def _trailing_run(v: ipu.Tensor, shape) -> int:
     return run
 
 
-def _cut(out, starts, counts, run_lengths):
-    """The vertices' pieces cut at every multiple of each run length (piece starts kept)."""
+def _cut(out, starts, counts, cut_lists):
+    """The vertices' pieces cut at every position of each list (piece starts kept)."""
     ends = starts + counts
-    cuts = [starts]
-    for r in run_lengths:
-        r = int(r)
-        if r >= out.numel:
-            continue
-        k = np.arange(r, out.numel, r, dtype=np.int64)
-        cuts.append(k)
-    b = np.unique(np.concatenate(cuts))
+    b = np.unique(np.concatenate([starts, *cut_lists]))
     # keep only cuts inside a piece (pieces can leave gaps when split for workers)
     piece = np.searchsorted(starts, b, side="right") - 1
     inside = (piece >= 0) & (b < ends[np.clip(piece, 0, None)])
@@ -135,19 +189,16 @@ def _cut(out, starts, counts, run_lengths):
     piece = piece[inside]
     nxt = np.append(b[1:], np.iinfo(np.int64).max)
     new_counts = np.minimum(nxt, ends[piece]) - b
-    return out.tile_of[b].astype(np.int64), b, new_counts
+    return out.tiles_at(b).astype(np.int64), b, new_counts
 
 
-def _segment_scalars(ctx, v, shape, run, tiles, starts):
-    """One element of the broadcast input per vertex, on the vertex's tile: the field triple."""
-    lead = tuple(shape)[: len(shape) - _trailing_axes(v, shape, run)]
-    src = np.broadcast_to(v.index().reshape(_lead_shape(v, shape, lead)), lead).reshape(-1) \
-        if v.numel > 1 else np.zeros(1, np.int64) + v.flat_index()[0]
-    per_vertex = src[np.minimum(starts // run, src.size - 1)]
-    sc = ctx.g.add_variable(ctx.name("broadcast"), (starts.size,), v.dtype, ipu.TEMPORARY, debug=ctx.name())
+def _segment_scalars(ctx, v, per_vertex, tiles):
+    """One element of the broadcast input per vertex (`per_vertex`: its flat element of v's
+    variable), on the vertex's tile: the field triple."""
+    sc = ctx.g.add_variable(ctx.name("broadcast"), (tiles.size,), v.dtype, ipu.TEMPORARY, debug=ctx.name())
     sc.tile_of[:] = tiles
-    ctx.copy(ipu.Tensor(v.variable, per_vertex, (starts.size,)), sc, "broadcast_scalar")
-    return sc, np.arange(starts.size, dtype=np.int64), np.ones(starts.size, np.int64)
+    ctx.copy(ipu.Tensor(v.variable, per_vertex, (tiles.size,)), sc, "broadcast_scalar")
+    return sc, np.arange(tiles.size, dtype=np.int64), np.ones(tiles.size, np.int64)
 
 
 def _trailing_axes(v, shape, run) -> int:
@@ -169,7 +220,7 @@ def _lead_shape(v, shape, lead):
     return vshape[: len(lead)]
 
 
-def unary(ctx, name: str, x: ipu.Tensor, et=None, suffix="") -> ipu.Variable:
+def unary(ctx, name: str, x: ipu.Tensor, et=None, suffix="") -> ipu.Tensor:
     from codelets.elementwise import UNARY_OPS
 
     return elementwise(ctx, "UnaryOp", [x], ["in"], x.shape, et or x.dtype, ip={"op": UNARY_OPS[name]},
@@ -180,7 +231,7 @@ _BOOL_RESULT = {"equal", "not_equal", "less", "less_equal", "greater", "greater_
                 "logical_or"}
 
 
-def binary(ctx, name: str, a: ipu.Tensor, b: ipu.Tensor, shape=None, et=None, suffix="") -> ipu.Variable:
+def binary(ctx, name: str, a: ipu.Tensor, b: ipu.Tensor, shape=None, et=None, suffix="") -> ipu.Tensor:
     from codelets.elementwise import BINARY_OPS
 
     if shape is None:
@@ -209,7 +260,7 @@ _SECOND_STAGE = {"sum": "sum", "max": "max", "min": "min", "prod": "prod", "sum_
                  "abs_sum": "sum"}
 
 
-def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="reduce") -> ipu.Variable:
+def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="reduce") -> ipu.Tensor:
     """Reduce `x` over `axes` with op in sum / max / min / prod / sum_squares / abs_sum.
 
     Stage 1 reduces, on every tile, the elements of each output row that the tile holds (after an

@@ -13,6 +13,7 @@ from codelets.elementwise import BINARY_OPS, UNARY_OPS
 from popxl import op_table
 
 from .. import blocks as B
+from ..layouts import in_order, storage_order
 from ..registry import lowering_rule
 
 
@@ -25,13 +26,13 @@ def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None
         ctx.bind(t_out, B.elementwise(ctx, codelet, inputs, field_names, shape, et, fp=fp, ip=ip, suffix=suffix))
         return
     target = ctx.value(op.inputs[0])
-    order = _storage_order(target)
+    order = storage_order(target)
     if target.is_identity:
         B.elementwise(ctx, codelet, inputs, field_names, shape, et, fp=fp, ip=ip, out=target.variable, suffix=suffix)
     elif order is not None:
         # a variable stored in its consumer's order (lowering/creators.py): the map runs over its
         # storage, every input read in that order (an update of a weight moves only the update)
-        ins = [v if v.numel == 1 else _in_order(v if tuple(v.shape) == shape else v.broadcast(shape), order)
+        ins = [v if v.numel == 1 else in_order(v if tuple(v.shape) == shape else v.broadcast(shape), order)
                for v in inputs]
         B.elementwise(ctx, codelet, ins, field_names, (target.numel,), et, fp=fp, ip=ip, out=target.variable,
                       suffix=suffix)
@@ -39,32 +40,6 @@ def map_elementwise(ctx, op, codelet: str, inputs, field_names, fp=None, ip=None
         tmp = B.elementwise(ctx, codelet, inputs, field_names, shape, et, fp=fp, ip=ip, suffix=suffix)
         ctx.copy(tmp, target, "write_back")
     ctx.bind(t_out, target)
-
-
-def _storage_order(view: ipu.Tensor) -> np.ndarray | ipu.IndexBlocks | None:
-    """For a view holding every element of its variable once (a permutation), the view's flat
-    element at each storage position; else None."""
-    var = view.variable
-    if view.is_identity or view.numel != var.numel or view.numel < 2:
-        return None
-    if view.blocks is not None:  # kept block by block (a permutation): its inverse, block by block
-        return view.blocks.inverse()
-    flat = view.flat_index()
-    order = np.full(var.numel, -1, np.int64)
-    order[flat] = np.arange(flat.size, dtype=np.int64)
-    return None if (order < 0).any() else order
-
-
-def _in_order(v: ipu.Tensor, order) -> ipu.Tensor:
-    """v's flat elements at `order` (an index array or IndexBlocks); the variable itself when that
-    is all of it in its order."""
-    if isinstance(order, ipu.IndexBlocks):
-        flat = v.flatten()
-        index = order if flat.is_identity else order.gather(flat.flat_index())
-        t = ipu.Tensor(v.variable, index, (order.size,))
-    else:
-        t = v.flatten()[order]
-    return t.variable if t.numel == t.variable.numel and t.contiguous_range() == (0, t.numel) else t
 
 
 def unary(ctx, op):
@@ -159,11 +134,11 @@ def _scaled_add_float(ctx, op, X, Y, a, b):
     out_t = op.outputs[0]
     shape = tuple(out_t.shape)
     inplace = 0 in op.modified
-    order = _storage_order(X) if inplace else None
+    order = storage_order(X) if inplace else None
     if inplace and X.is_identity:
         out = X.variable
     elif order is not None:  # a weight stored in its consumer's order: updated over its storage
-        B.elementwise(ctx, "ScaledAdd", [_in_order(Y if Y.shape == shape else Y.broadcast(shape), order)],
+        B.elementwise(ctx, "ScaledAdd", [in_order(Y if Y.shape == shape else Y.broadcast(shape), order)],
                       ["deltas"], (X.numel,), X.dtype, fp={"a": a, "b": b}, out=X.variable, out_field="data",
                       suffix="scaled_add")
         ctx.bind(out_t, X)

@@ -7,6 +7,7 @@ import numpy as np
 import ipu
 
 from .. import blocks as B
+from .. import layouts
 from ..registry import lowering_rule
 
 
@@ -107,6 +108,8 @@ def batch_norm_training_grad(ctx, op):
         # popnn's batchNormGradients lays its gradients out like the activations: g is brought into
         # x's layout once (no copy when it already is: a non-linearity's gradient is mapped so)
         g = ctx.like(g, x.variable)
+    elif g.shape == x.shape and layouts.clone_source(ctx, [x], x.shape) is not None:
+        g = layouts.like_view(ctx, g, x)  # the same for activations stored in their producer's order
     axes = tuple(i for i in range(r) if i != 1)
     inv_count = B.scalar_constant(ctx, 1.0 / max(_channel_count(x), 1), et, "inv_count")
     dbias = B.reduce(ctx, g, axes, "sum", suffix="sum_g")
@@ -140,7 +143,7 @@ def nonlinearity_grad(ctx, op):
     out = ctx.new_var(g.shape, g.dtype, ctx.name(suffix), like=t) if t.is_identity and t.shape == g.shape else None
     out = B.elementwise(ctx, "NonLinearityGrad", [g, t], ["outGrad", "out"], g.shape, g.dtype,
                         ip={"op": GRAD_OPS[a["kind"]]}, fp={"p0": a["p0"], "p1": a["p1"]}, out=out,
-                        out_field="inGrad", suffix=suffix)
+                        out_field="inGrad", suffix=suffix, layout_of=1)
     ctx.bind(op.outputs[0], out)
 
 
