@@ -186,6 +186,37 @@ def _mapped_bytes(t: ipu.Tensor):
     return int(v.tiles_per_element_count(1).max()) * v.dtype.itemsize
 
 
+def choose_plan(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
+                available_memory_proportion: float | None = None, partials_dtype=None) -> MatMulPlan:
+    """The plan build_matmul follows for out = a @ b: `plan` when given (checked against the
+    operands), else one made around the always-live bytes and the program's code."""
+    target = graph.target
+    prob = canonical_problem(a.shape, b.shape)
+    if plan is None:
+        def planned(reserved):
+            return plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype, reserved_bytes=reserved,
+                                   out_live_bytes=_mapped_bytes(out),
+                                   available_memory_proportion=available_memory_proportion,
+                                   partials_dtype=partials_dtype)
+
+        reserved = _reserved_bytes(graph, exclude=out.variable)
+        try:  # around the program's code; when nothing fits so, the memory plan says what overflows
+            plan = planned(reserved + _products_code(graph))
+        except ipu.OutOfMemoryError:
+            if not _products_code(graph):
+                raise
+            plan = planned(reserved)
+    else:
+        if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
+            raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
+                             f"these operands make [{prob.G}x{prob.M}x{prob.K}] x [{prob.K}x{prob.N}]")
+        if plan.target.num_tiles != target.num_tiles:
+            raise ValueError("build_matmul: the plan was made for another target")
+        if plan.problem is None:
+            plan.problem = prob
+    return plan
+
+
 def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor, plan: MatMulPlan | None = None,
                  name: str = "matmul", log2_scale: ipu.Tensor | None = None, check_range: bool = False,
                  available_memory_proportion: float | None = None, partials_dtype=None) -> ipu.Program:
@@ -231,28 +262,7 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     prob = canonical_problem(a.shape, b.shape)
     if tuple(out.shape) != prob.out_shape:
         raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
-    if plan is None:
-        def planned(reserved):
-            return plan_for_shapes(a.shape, b.shape, a.dtype, target, out_dtype=out.dtype, reserved_bytes=reserved,
-                                   out_live_bytes=_mapped_bytes(out),
-                                   available_memory_proportion=available_memory_proportion,
-                                   partials_dtype=partials_dtype)
-
-        reserved = _reserved_bytes(graph, exclude=out.variable)
-        try:  # around the program's code; when nothing fits so, the memory plan says what overflows
-            plan = planned(reserved + _products_code(graph))
-        except ipu.OutOfMemoryError:
-            if not _products_code(graph):
-                raise
-            plan = planned(reserved)
-    else:
-        if (plan.G, plan.M, plan.K, plan.N) != (prob.G, prob.M, prob.K, prob.N):
-            raise ValueError(f"build_matmul: the plan is for [{plan.G}x{plan.M}x{plan.K}] x [{plan.K}x{plan.N}], "
-                             f"these operands make [{prob.G}x{prob.M}x{prob.K}] x [{prob.K}x{prob.N}]")
-        if plan.target.num_tiles != target.num_tiles:
-            raise ValueError("build_matmul: the plan was made for another target")
-        if plan.problem is None:
-            plan.problem = prob
+    plan = choose_plan(graph, a, b, out, plan, available_memory_proportion, partials_dtype)
     G, M, K, N = plan.G, plan.M, plan.K, plan.N
     seq = ipu.Sequence(name=name)
     if G * M * N == 0:

@@ -13,6 +13,7 @@ import ipu
 from codelets.matmul import amp_geometry
 from codelets.plans.conv_build import build_forward, build_weight_update, problem_of
 from codelets.plans.matmul_build import build_matmul
+from codelets.plans.matmul_output import output_in_cells
 
 from .. import blocks as B
 from ..registry import lowering_rule
@@ -79,8 +80,8 @@ def _grouped_direct(ctx, x, w, t_out, strides, dilations, pads, groups):
     return y
 
 
-def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log2_scale=None):
-    """out (N, M, *out_spatial) = conv of an already padded input view with w (M, C/groups, *k), as
+def _conv_core(ctx, padded, w, t_out, out_spatial, strides, dilations, groups, log2_scale=None) -> ipu.Tensor:
+    """The output (N, M, *out_spatial) of the conv of an already padded input view with w (M, C/groups, *k), as
     one planned matmul with the groups as its batch: out^T [G, Mg, N*P] = w [G, Mg, Cg*Kk] @ the
     transposed im2col windows [G, Cg*Kk, N*P]. The windows' rows, one per (channel, kernel
     position), run along the output rows (runs of the padded input's rows, so the exchange moves
@@ -97,12 +98,19 @@ def _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, log
     perm = [1] + list(range(2 + nsp, 2 + 2 * nsp)) + [0] + list(range(2, 2 + nsp))
     cols_t = win.transpose(perm).reshape(groups, Cg * Kk, N * P)
     wg = w.reshape(groups, Mg, Cg * Kk)
-    dst = out.reshape(N, groups, Mg, P).transpose(1, 2, 0, 3).reshape(groups, Mg, N * P)
     if groups == 1:
-        cols_t, wg, dst = cols_t.reshape(Cg * Kk, N * P), wg.reshape(Mg, Cg * Kk), dst.reshape(Mg, N * P)
+        cols_t, wg = cols_t.reshape(Cg * Kk, N * P), wg.reshape(Mg, Cg * Kk)
+
+    def product_view(t):
+        dst = t.reshape(N, groups, Mg, P).transpose(1, 2, 0, 3)
+        return dst.reshape(Mg, N * P) if groups == 1 else dst.reshape(groups, Mg, N * P)
+
+    out, plan = output_in_cells(ctx.g, t_out.id, tuple(t_out.shape), ctx.etype(t_out), wg, cols_t, product_view,
+                                plan=ctx.planned.get(ctx.op), debug=ctx.name())
     check = log2_scale is not None and check_log2_scale_range(ctx)
-    ctx.emit(build_matmul(ctx.g, wg, cols_t, dst, plan=ctx.planned.get(ctx.op), name=ctx.name("matmul"),
+    ctx.emit(build_matmul(ctx.g, wg, cols_t, product_view(out), plan=plan, name=ctx.name("matmul"),
                           log2_scale=log2_scale, check_range=check))
+    return out
 
 
 def _check_float(op, x):
@@ -131,9 +139,7 @@ def conv(ctx, op):
         ctx.bind(t_out, _grouped_direct(ctx, x, w, t_out, strides, dilations, pads, groups))
         return
     padded = _padded(ctx, x, out_spatial, kernel, strides, dilations, pads, 0.0)
-    out = _unmapped(ctx, t_out)
-    _conv_core(ctx, padded, w, out, out_spatial, strides, dilations, groups, _log2_scale(ctx, op))
-    ctx.bind(t_out, out)
+    ctx.bind(t_out, _conv_core(ctx, padded, w, t_out, out_spatial, strides, dilations, groups, _log2_scale(ctx, op)))
 
 
 @lowering_rule("conv_weights_grad")
@@ -227,9 +233,7 @@ def conv_transpose(ctx, op):
     if _direct(ctx, x.dtype, groups, w2.shape[1], x.dtype.is_float8):
         ctx.bind(t_out, _grouped_direct(ctx, big, w2, t_out, (1,) * n, dilations, (0,) * (2 * n), groups))
         return
-    out = _unmapped(ctx, t_out)
-    _conv_core(ctx, big, w2, out, out_spatial, (1,) * n, dilations, groups, _log2_scale(ctx, op))
-    ctx.bind(t_out, out)
+    ctx.bind(t_out, _conv_core(ctx, big, w2, t_out, out_spatial, (1,) * n, dilations, groups, _log2_scale(ctx, op)))
 
 
 def _pool(ctx, op, reduce_op, pad_value):
