@@ -29,8 +29,9 @@ output by output against sgemm on this project's host: m 1-40, k 1-320, all bits
 go in panels of 12, then 8, 4, 2, 1; rows 0-5 of a 12-panel and the rows of 8- and 4-panels keep
 two chains, one over the even k and one over the odd k below the last multiple of 8, the rest of
 k on the first chain, then the two added; the other rows keep one chain over k in order. Without
-sgemm's packing copies the block costs 0.5-0.8x sgemm's time (`_rows16`: 8-wide vector fused
-multiply-adds, 4 or 2 rows of one kind at once so that their chains overlap).
+sgemm's packing copies the block costs 0.3-0.8x sgemm's time (`_rows16`: 8-wide vector fused
+multiply-adds over batches of rows that share each load of b and keep up to 12 chains in flight,
+as many as AVX2's 16 vector registers hold beside b and a's broadcasts, written straight to c).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ _N = 78  # ord("N"): no transpose
 SMALL_ROWS = 3  # blocks of at most this many rows ...
 SMALL_DEPTH = 320  # ... and at most this deep are multiplied in place (module docstring)
 WIDE = 16  # blocks this wide (and at most SMALL_DEPTH deep) are summed in place too
-_CHUNK = 64  # output columns summed at once in the scratch (its floats 8..71): 4 rows of a wide block
+_CHUNK = 64  # output columns of a small block summed at once in the scratch (its floats 8..71)
 _ACC = 8  # the first float of that room in the scratch (after sgemm's 24 bytes of arguments)
 
 
@@ -176,31 +177,36 @@ def _ov_small_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
     return lambda a, a0, b, b0, c, c0, m, k, n, accumulate, scratch: None
 
 
-def _rows16(rows: int):
-    """An intrinsic summing `rows` consecutive rows of a 16-wide block (rows r of a from a[ai + r*k])
-    into out[0:16 * rows]: per row two 8-wide halves, with two chains (`two`: even / odd k below
-    q8, then the rest of k on the first, the chains added at the end) or one (k in order)."""
+def _rows16(two: int, one: int):
+    """An intrinsic computing `two` rows with two chains then `one` rows with one chain (consecutive
+    rows r of a from a[ai + r*k]) of a 16-wide block and writing them to c[ci + 16*r:] (added to
+    the old output, or stored plus +0.0). Per row two 8-wide halves; a two-chain row keeps a chain
+    over the even and one over the odd k below q8, then the rest of k on the first, the two added
+    at the end; a one-chain row one chain over k in order. The rows of a call share each load of b
+    and their chains overlap: at most 12 accumulators (the 16 vector registers of AVX2 hold them,
+    the b rows and the broadcasts of a without spilling)."""
 
     @intrinsic
-    def run(typingctx, a, ai, b, b0, k, q8, two, out):
-        sig = types.void(a, ai, b, b0, k, q8, two, out)
+    def run(typingctx, a, ai, b, b0, k, q8, c, ci, accumulate):
+        sig = types.void(a, ai, b, b0, k, q8, c, ci, accumulate)
 
         def codegen(context, builder, signature, args):
             v8 = ir.VectorType(ir.FloatType(), 8)
             i64 = ir.IntType(64)
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8, v8]), "llvm.fma.v8f32")
-            ad, bd, od = (context.make_array(signature.args[i])(context, builder, args[i]).data for i in (0, 2, 7))
-            ai64, b064, k64, q864 = (context.cast(builder, args[i], signature.args[i], types.int64)
-                                     for i in (1, 3, 4, 5))
-            both = context.cast(builder, args[6], signature.args[6], types.boolean)
+            ad, bd, cd = (context.make_array(signature.args[i])(context, builder, args[i]).data for i in (0, 2, 6))
+            ai64, b064, k64, q864, ci64 = (context.cast(builder, args[i], signature.args[i], types.int64)
+                                           for i in (1, 3, 4, 5, 7))
+            acc_flag = context.cast(builder, args[8], signature.args[8], types.boolean)
             vptr = v8.as_pointer()
+            rows = two + one
 
             def const(v):
                 return ir.Constant(i64, v)
 
-            # accumulators [row][first chain low, high, second chain low, high], promoted to registers
-            accs = [[cgutils.alloca_once_value(builder, ir.Constant(v8, [0.0] * 8)) for _ in range(4)]
-                    for _ in range(rows)]
+            # accumulators [row][first chain low, high, (two-chain rows) second chain low, high]
+            accs = [[cgutils.alloca_once_value(builder, ir.Constant(v8, [0.0] * 8)) for _ in range(4 if r < two else 2)]
+                    for r in range(rows)]
 
             def b_half(kk, half):  # b[kk, 8*half : 8*half + 8]
                 at = builder.add(b064, builder.add(builder.mul(kk, const(16)), const(8 * half)))
@@ -215,30 +221,40 @@ def _rows16(rows: int):
             def fma_into(acc, x, y):
                 builder.store(builder.call(fma, [x, y, builder.load(acc)]), acc)
 
-            pairs_end = builder.select(both, q864, const(0))
-            with cgutils.for_range(builder, builder.sdiv(pairs_end, const(2))) as loop:
-                k0 = builder.mul(loop.index, const(2))
-                k1 = builder.add(k0, const(1))
-                even, odd = (b_half(k0, 0), b_half(k0, 1)), (b_half(k1, 0), b_half(k1, 1))
-                for r in range(rows):
-                    x, y = a_splat(r, k0), a_splat(r, k1)
-                    for h in range(2):
-                        fma_into(accs[r][h], x, even[h])
-                        fma_into(accs[r][2 + h], y, odd[h])
+            pairs_end = q864 if two else const(0)
+            if two:
+                with cgutils.for_range(builder, builder.sdiv(pairs_end, const(2))) as loop:
+                    k0 = builder.mul(loop.index, const(2))
+                    k1 = builder.add(k0, const(1))
+                    even, odd = (b_half(k0, 0), b_half(k0, 1)), (b_half(k1, 0), b_half(k1, 1))
+                    for r in range(rows):
+                        x, y = a_splat(r, k0), a_splat(r, k1)
+                        for h in range(2):
+                            fma_into(accs[r][h], x, even[h])
+                            # a one-chain row takes k0 then k1 on its one chain
+                            fma_into(accs[r][2 + h] if r < two else accs[r][h], y, odd[h])
             with cgutils.for_range_slice(builder, pairs_end, k64, const(1), inc=True) as (kk, _):
                 row_k = (b_half(kk, 0), b_half(kk, 1))
                 for r in range(rows):
                     x = a_splat(r, kk)
                     for h in range(2):
                         fma_into(accs[r][h], x, row_k[h])
-            with builder.if_then(both):
-                for r in range(rows):
-                    for h in range(2):
-                        builder.store(builder.fadd(builder.load(accs[r][h]), builder.load(accs[r][2 + h])), accs[r][h])
+            sums = []
             for r in range(rows):
                 for h in range(2):
-                    dst = builder.bitcast(builder.gep(od, [const(16 * r + 8 * h)]), vptr)
-                    builder.store(builder.load(accs[r][h]), dst, align=4)
+                    v = builder.load(accs[r][h])
+                    if r < two:
+                        v = builder.fadd(v, builder.load(accs[r][2 + h]))
+                    sums.append(v)
+            dst = [builder.bitcast(builder.gep(cd, [builder.add(ci64, const(8 * j))]), vptr) for j in range(2 * rows)]
+            with builder.if_else(acc_flag) as (added, stored):
+                with added:
+                    for p, v in zip(dst, sums):
+                        builder.store(builder.fadd(builder.load(p, align=4), v), p, align=4)
+                with stored:  # +0.0 turns a -0.0 sum into +0.0 (as in _small_rows)
+                    zero = ir.Constant(v8, [0.0] * 8)
+                    for p, v in zip(dst, sums):
+                        builder.store(builder.fadd(v, zero), p, align=4)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -246,66 +262,76 @@ def _rows16(rows: int):
     return run
 
 
-_rows16_1, _rows16_2, _rows16_4 = (_rows16(r) for r in (1, 2, 4))
+# the row batches _wide_rows_compiled calls: (two-chain rows, one-chain rows), 12 accumulators at most
+_R3_0, _R2_0, _R1_0, _R0_6 = _rows16(3, 0), _rows16(2, 0), _rows16(1, 0), _rows16(0, 6)
+_R0_1, _R0_2, _R0_3 = _rows16(0, 1), _rows16(0, 2), _rows16(0, 3)
+_R1_1, _R1_2, _R1_3, _R2_1, _R2_2 = _rows16(1, 1), _rows16(1, 2), _rows16(1, 3), _rows16(2, 1), _rows16(2, 2)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _two_chains(i, full, rest):
-    """Whether row i of a 16-wide block of full + rest rows (full: its 12-row panels) keeps two chains."""
-    if i < full:
-        return i % 12 < 6
-    return i - full < (rest & 12)  # the rows of its 8- and 4-row panels
-
-
-def _wide_rows(a, a0, b, b0, c, c0, m, k, accumulate, scratch):  # pragma: no cover - Numba overload
-    """gemm_rows for a block 16 wide (module docstring): rows of one kind up to 4 at a time into
-    the scratch, then added to the old output or stored (+0.0, as in _small_rows)."""
+def _wide_rows(a, a0, b, b0, c, c0, m, k, accumulate):  # pragma: no cover - Numba overload
+    """gemm_rows for a block 16 wide (module docstring): the rows of each 12-panel in three batches
+    of 3 + 3 two-chain and 6 one-chain rows, then the last m % 12 rows (two-chain rows of an 8- or
+    4-panel, then one-chain rows of a 2- and a 1-panel), each batch written straight to c."""
     raise NotImplementedError
 
 
-def _wide_rows_compiled(ap, a0, bp, b0, cp, c0, m, k, accumulate, scratchp):
+def _wide_rows_compiled(ap, a0, bp, b0, cp, c0, m, k, accumulate):
     a = carray(ap, a0 + m * k)
     b = carray(bp, b0 + k * WIDE)
     c = carray(cp, c0 + m * WIDE)
-    scratch = carray(scratchp, _ACC + _CHUNK)
     q8 = k - k % 8
     full = m - m % 12
+    for i in range(0, full, 12):
+        _R3_0(a, a0 + i * k, b, b0, k, q8, c, c0 + i * WIDE, accumulate)
+        _R3_0(a, a0 + (i + 3) * k, b, b0, k, q8, c, c0 + (i + 3) * WIDE, accumulate)
+        _R0_6(a, a0 + (i + 6) * k, b, b0, k, q8, c, c0 + (i + 6) * WIDE, accumulate)
     rest = m - full
-    tmp = borrow(scratch, _ACC, _CHUNK)
-    i = 0
-    while i < m:
-        two = _two_chains(i, full, rest)
-        n = 1
-        while n < 4 and i + n < m and _two_chains(i + n, full, rest) == two:
-            n += 1
-        if n == 4:
-            _rows16_4(a, a0 + i * k, b, b0, k, q8, two, tmp)
-        elif n >= 2:
-            n = 2
-            _rows16_2(a, a0 + i * k, b, b0, k, q8, two, tmp)
+    two = rest & 12  # the rows of an 8- and a 4-panel: two chains
+    one = rest - two  # the rows of a 2- and a 1-panel: one chain
+    i = full
+    while two > 2:
+        _R3_0(a, a0 + i * k, b, b0, k, q8, c, c0 + i * WIDE, accumulate)
+        i += 3
+        two -= 3
+    ai = a0 + i * k
+    ci = c0 + i * WIDE
+    if two == 2:
+        if one == 0:
+            _R2_0(a, ai, b, b0, k, q8, c, ci, accumulate)
+        elif one == 1:
+            _R2_1(a, ai, b, b0, k, q8, c, ci, accumulate)
+        elif one == 2:
+            _R2_2(a, ai, b, b0, k, q8, c, ci, accumulate)
         else:
-            _rows16_1(a, a0 + i * k, b, b0, k, q8, two, tmp)
-        out = borrow(c, c0 + i * WIDE, WIDE * n)
-        if accumulate:
-            for j in range(WIDE * n):
-                out[j] = out[j] + tmp[j]
+            _R2_0(a, ai, b, b0, k, q8, c, ci, accumulate)
+            _R0_3(a, ai + 2 * k, b, b0, k, q8, c, ci + 2 * WIDE, accumulate)
+    elif two == 1:
+        if one == 0:
+            _R1_0(a, ai, b, b0, k, q8, c, ci, accumulate)
+        elif one == 1:
+            _R1_1(a, ai, b, b0, k, q8, c, ci, accumulate)
+        elif one == 2:
+            _R1_2(a, ai, b, b0, k, q8, c, ci, accumulate)
         else:
-            for j in range(WIDE * n):
-                out[j] = tmp[j] + np.float32(0.0)
-        i += n
+            _R1_3(a, ai, b, b0, k, q8, c, ci, accumulate)
+    elif one == 1:
+        _R0_1(a, ai, b, b0, k, q8, c, ci, accumulate)
+    elif one == 2:
+        _R0_2(a, ai, b, b0, k, q8, c, ci, accumulate)
+    elif one == 3:
+        _R0_3(a, ai, b, b0, k, q8, c, ci, accumulate)
 
 
 _wide_rows_f32 = by_address("ipu_sim_wide_rows_f32",
-                            types.void(_F32P, _I64, _F32P, _I64, _F32P, _I64, _I64, _I64, _I64, _F32P),
+                            types.void(_F32P, _I64, _F32P, _I64, _F32P, _I64, _I64, _I64, _I64),
                             _wide_rows_compiled)
 
 
 @overload(_wide_rows, inline="always")
-def _ov_wide_rows(a, a0, b, b0, c, c0, m, k, accumulate, scratch):
+def _ov_wide_rows(a, a0, b, b0, c, c0, m, k, accumulate):
     if all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b, c)):
-        return lambda a, a0, b, b0, c, c0, m, k, accumulate, scratch: _wide_rows_f32(
-            a, a0, b, b0, c, c0, m, k, accumulate, scratch)
-    return lambda a, a0, b, b0, c, c0, m, k, accumulate, scratch: None
+        return lambda a, a0, b, b0, c, c0, m, k, accumulate: _wide_rows_f32(a, a0, b, b0, c, c0, m, k, accumulate)
+    return lambda a, a0, b, b0, c, c0, m, k, accumulate: None
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -319,7 +345,7 @@ def gemm_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch):
     if m <= SMALL_ROWS and k <= SMALL_DEPTH:
         _small_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch)
     elif n == WIDE and k <= SMALL_DEPTH:
-        _wide_rows(a, a0, b, b0, c, c0, m, k, accumulate, scratch)
+        _wide_rows(a, a0, b, b0, c, c0, m, k, accumulate)
     else:
         sgemm_rows(a, a0, b, b0, c, c0, m, k, n, accumulate, scratch)
 
