@@ -299,6 +299,8 @@ def _small_shapes(rng, count):
     from codelets._sgemm import SMALL_DEPTH, SMALL_ROWS
 
     edges = [(1, 1, 1), (SMALL_ROWS, SMALL_DEPTH, 1), (1, SMALL_DEPTH, 130), (2, 8, 64), (3, 8, 65), (2, 1, 200)]
+    # at most 16 wide: rows in vectors masked past n (each lane count, one vector and two)
+    edges += [(m, k, n) for m in range(1, SMALL_ROWS + 1) for n in (1, 2, 7, 8, 9, 10, 15, 16) for k in (1, 5, 33)]
     return edges + [(int(rng.integers(1, SMALL_ROWS + 1)), int(rng.integers(1, SMALL_DEPTH + 1)),
                      int(rng.integers(1, 150))) for _ in range(count)]
 
