@@ -311,14 +311,19 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
         # the (tile, row) groups are tiny (e.g. a column sum of a row-major tensor): partial sums
         # would cost a vertex and an exchanged partial per element, so send the elements themselves
         return _reduce_rows_on_output_tiles(ctx, x, src_index, rows, k, out, REDUCE_OPS[op], suffix)
-    if x.is_identity and np.array_equal(src_index[order], np.arange(order.size)):
+    grouped = src_index[order]
+    s_starts = g_start
+    if x.is_identity and np.array_equal(grouped, np.arange(order.size)):
         staged = x.variable  # each group already is a run of consecutive elements on its tile
+    elif _groups_in_place(x.variable, grouped, g_start, g_count):
+        # each group a run of one piece of the variable (an activation stored in its producer's
+        # cells: layouts.py): reduced where it lies, no grouping copy
+        staged, s_starts = x.variable, grouped[g_start]
     else:
         staged = ctx.g.add_variable(ctx.name(f"{suffix}/grouped"), (order.size,), x.dtype, ipu.TEMPORARY,
                                     debug=ctx.name())
         staged.tile_of[:] = g_tile
-        ctx.copy(ipu.Tensor(x.variable, src_index[order], (order.size,)), staged, f"{suffix}/group")
-    s_starts = g_start
+        ctx.copy(ipu.Tensor(x.variable, grouped, (order.size,)), staged, f"{suffix}/group")
     part_et = ipu.FLOAT32 if (et == ipu.FLOAT16 or x.dtype == ipu.FLOAT16) and not single_stage else et
     if single_stage:
         # every row lives on one tile: stage 1 writes the output directly where the row is
@@ -352,6 +357,21 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
 
 # below this many elements per (tile, row) group on average, reductions skip the on-tile stage
 MIN_GROUP = 4
+
+
+def _groups_in_place(var: ipu.Variable, grouped: np.ndarray, g_start, g_count) -> bool:
+    """Whether every group grouped[g_start[i]:][:g_count[i]] (flat elements of var) is a run of
+    consecutive elements inside one piece of var (so a vertex can read it where it lies)."""
+    if grouped.size == 0 or grouped.size != var.numel:
+        return False
+    step = np.diff(grouped)
+    step[g_start[1:] - 1] = 1  # a group may start anywhere
+    if (step != 1).any():
+        return False
+    starts = var.pieces()[0]
+    first = grouped[g_start]
+    return bool(np.array_equal(np.searchsorted(starts, first, side="right"),
+                               np.searchsorted(starts, first + g_count - 1, side="right")))
 
 
 def _spread_outputs(ctx, out, bytes_in_per_output: float) -> None:

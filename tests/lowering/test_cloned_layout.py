@@ -94,3 +94,27 @@ def test_bn_relu6_vertex_state_does_not_grow_with_the_runs_of_a_conv_output():
             assert 0 < counts[part] <= tiles * workers, (part, counts[part])
     state = lambda exe: int(exe.plan.categories["vertex_state"].max())  # noqa: E731
     assert state(eight) <= 1.5 * state(one)
+
+
+@pytest.mark.parametrize("x_shape,m", [((8, 16, 7, 7), 96), ((3, 5, 4, 3), 13), ((1, 2, 1, 1), 7)])
+def test_batch_norm_statistics_of_a_conv_output_reduce_where_it_lies(x_shape, m):
+    """Batch norm's per-channel sums over an output stored in its plan's cells read each (tile,
+    channel) run in place (no grouping copy): the statistics and the normalised output against
+    NumPy (and popxl.reference, through run_popxl)."""
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal((m, x_shape[1], 1, 1)).astype(np.float32)
+    scale = RNG.uniform(0.5, 2, m).astype(np.float32)
+    bias = RNG.standard_normal(m).astype(np.float32)
+
+    def build(x, w, scale, bias):
+        y = ops.conv(x, w)
+        z, mean, inv_std = _batch_norm_training(y, scale, bias)
+        return y, z, mean, inv_std
+
+    (y, z, mean, inv_std), _ = run_popxl(build, [x, w, scale, bias], target="small:16")
+    y64 = y.astype(np.float64)
+    np.testing.assert_allclose(mean, y64.mean((0, 2, 3)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(inv_std, 1 / np.sqrt(y64.var((0, 2, 3)) + 1e-5), rtol=1e-3)
+    want = (y64 - y64.mean((0, 2, 3))[None, :, None, None]) * (scale * inv_std)[None, :, None, None] \
+        + bias[None, :, None, None]
+    np.testing.assert_allclose(z, want, rtol=1e-3, atol=1e-3)
