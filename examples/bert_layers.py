@@ -301,6 +301,7 @@ def main(argv=None):
     cats = {c: int(v[worst]) for c, v in ex.plan.categories.items() if int(v[worst])}
     result = {"compile_s": compile_s, "step_s": float(np.median(step_s)), "cycles": int(cycles),
               "worst_tile": worst, "worst_bytes": int(total[worst]), "worst_categories": cats,
+              "max_categories": {c: int(v.max()) for c, v in ex.plan.categories.items()},
               "losses": losses, "ref_loss": ref_losses[0] if ref_losses else None,
               "out_err": errors[0] if errors else None, "update_err": update_err if args.steps else None,
               "tile_bytes": session.target.bytes_per_tile}

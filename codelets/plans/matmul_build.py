@@ -22,7 +22,7 @@ from ..matmul import reduce_partials_cycles
 from .matmul_operands import _blocks_variable, _exchange_operand, _view, blocks_in_place
 from .matmul_plan import (_ALIGN, _CODE_MARGIN, _EXCHANGE_BYTES_PER_RUN, MatMulPlan, Problem,  # noqa: F401
                           _align, _canon_a, _canon_b, _canon_c, _ceil, _phase, canonical_problem,
-                          plan_for_shapes, plan_matmul)
+                          plan_for_shapes, plan_matmul, reduction_grain, reduction_shares)
 
 # ------------------------------------------------------------------------------------------------
 # the cells of a plan
@@ -44,7 +44,8 @@ def _cells(plan: MatMulPlan):
 
 def _owner_canonical(plan: MatMulPlan) -> np.ndarray:
     """For mapping_for_output: the tile of every canonical output element [G, M, N], each output
-    block split into pk contiguous (in block order) shares among the tiles that computed it."""
+    block split into contiguous (in block order) shares among the first of the pk tiles that
+    computed it, a whole number of reduction grains each (reduction_shares)."""
     pg, pm, pn, pk = plan.parts
     cg, cm, cn, _ = plan.chunks
     G, M, N = plan.G, plan.M, plan.N
@@ -56,7 +57,10 @@ def _owner_canonical(plan: MatMulPlan) -> np.ndarray:
     ms = np.minimum(cm, M - im * cm)
     ns = np.minimum(cn, N - in_ * cn)
     e = ((g - ig * cg) * ms + (i - im * cm)) * ns + (j - in_ * cn)
-    share = e * pk // (gs * ms * ns)
+    grain = reduction_grain(plan.dtype, plan.out_dtype, plan.target)
+    blk = gs * ms * ns
+    grains = -(-blk // grain)
+    share = (e // grain) * reduction_shares(blk, pk, grain) // grains
     return plan.tiles[ig, im, in_, share]
 
 
@@ -272,7 +276,8 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     c_flat = np.ascontiguousarray(C).reshape(-1)
     out_var = out.variable
     owners = out_var.tiles_at(c_flat)
-    if (owners < 0).any():
+    mapped_here = bool((owners < 0).any())
+    if mapped_here:
         if not (owners < 0).all():
             raise MappingError(f"build_matmul: out {out.name!r} is only partly mapped; map all of it or none")
         map_output(graph, out, plan)
@@ -338,10 +343,10 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         seq.add(ipu.Execute(cs, name=f"{name}/amp"))
 
     # 3. partials to the tiles that reduce them: the owners of the outputs when out is spread
-    # about evenly (the reduction then writes out in place), else the plan's own spread
-    # (mapping_for_output) into a result that a last Copy moves into out
+    # about evenly or was laid out for this plan (the reduction then writes out in place), else
+    # the plan's own spread (mapping_for_output) into a result that a last Copy moves into out
     even = -(-owners.size // target.num_tiles)
-    spread = np.bincount(owners, minlength=target.num_tiles).max() <= 2 * even + 16
+    spread = mapped_here or np.bincount(owners, minlength=target.num_tiles).max() <= 2 * even + 16
     if not spread:
         key = _plan_key(plan)
         owners = _memo(graph, key and ("owner", key), lambda: _owner_canonical(plan)).reshape(-1)

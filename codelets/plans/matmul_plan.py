@@ -216,6 +216,14 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     a_share = _ceil(G * M * K, T) * isz
     b_share = _ceil(G * K * N, T) * isz
     out_pt = int(_ceil(G * M * N, T))
+    blk = cg * cm * cn
+    shares = reduction_shares(blk, pk, reduction_grain(dtype, out_dtype, target))
+    if out_live is None:
+        # the planner maps the output (mapping_for_output): where the reduction grain keeps a
+        # block on fewer tiles than computed it, those tiles reduce more than the even share
+        red_pt = np.where(shares < pk, np.maximum(out_pt, _ceil(blk, shares)), out_pt)
+    else:
+        red_pt = np.full_like(pk, out_pt)
     a_blk = cg * cm * ck * isz
     b_blk = cg * ck * cn * isz
     p_blk = cg * cm * cn * psz
@@ -237,14 +245,14 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
         compute = target.compute_set_launch_cycles + cg * (
             matmul_block_cycles(cm, ck, cn, False, False, target, float8=True) if is_f8
             else matmul_block_cycles(cm, ck, cn, not is_half, p_float, target))
-        ex_p = _phase(target, p_blk, pk * out_pt * psz)
+        ex_p = _phase(target, p_blk, pk * red_pt * psz)
         needs_reduce = (pk > 1) | (out_dtype != partials_dtype)
         red = np.where(needs_reduce,
                        target.compute_set_launch_cycles
-                       + reduce_partials_cycles(np.full_like(pk, out_pt), pk, out_float, target.worker_contexts,
+                       + reduce_partials_cycles(red_pt, pk, out_float, target.worker_contexts,
                                                 partials_float=p_float), 0)
         # the reduction's input [pk, outputs] and (when out's elements are scattered) a result
-        red_bytes = np.where(needs_reduce, _align(pk * out_pt * psz) + _align(out_pt * osz), 0)
+        red_bytes = np.where(needs_reduce, _align(pk * red_pt * psz) + _align(red_pt * osz), 0)
     a_fixed = (pn == 1) if "a" in in_place else np.zeros_like(pn, dtype=bool)
     b_fixed = (pm == 1) if "b" in in_place else np.zeros_like(pm, dtype=bool)
     ex_a = np.where(a_fixed, 0, ex_a)
@@ -257,13 +265,32 @@ def _estimate(target, dtype, out_dtype, G, M, K, N, pg, pm, pn, pk, cg, cm, cn, 
     moved = np.where(a_fixed, 0, _align(a_blk)) + np.where(b_fixed, 0, _align(b_blk))
     data = np.maximum(moved + _align(p_blk), _align(p_blk) + red_bytes)
     held = np.where(a_fixed, _align(a_blk), 0) + np.where(b_fixed, _align(b_blk), 0)  # always live
-    if out_live is None:  # the output mapped by mapping_for_output: a block shared by its pk tiles
-        out_live = _align(_ceil(cg * cm * cn, np.maximum(pk, 1)) * osz)
+    if out_live is None:  # the output mapped by mapping_for_output: a block shared by its reducing tiles
+        out_live = _align(_ceil(blk, shares) * osz)
     code = runs * _EXCHANGE_BYTES_PER_RUN + 4 * 16  # exchange code: per run, and per phase
     mem = data + held + out_live + code + _CODE_MARGIN + target.stack_bytes_per_tile
     phases = {"exchange_a": ex_a, "exchange_b": ex_b, "compute": compute, "exchange_partials": ex_p,
               "reduce": red}
     return total, phases, mem, code, data
+
+
+def reduction_grain(dtype, out_dtype, target) -> int:
+    """Output elements a tile reduces at the least (unless the block is smaller): poplin's
+    partialGroupedReduce splits a group's output regions between its tiles in grains of the
+    partials' channels per group (the AMP's output channels, our n grain), rounded up to a
+    multiple of the result type's vector width (64 bits); source: poplibs
+    lib/poplin/ConvReduce.cpp, splitRegions(regions, roundedGrainSize, tiles)."""
+    dtype = ipu.element_type(dtype)
+    geo = amp_geometry(dtype == ipu.FLOAT16, target, float8=dtype.is_float8)
+    width = max(1, 8 // ipu.element_type(out_dtype).itemsize)
+    return int(-(-max(int(geo["out_chans"]), width) // width) * width)
+
+
+def reduction_shares(block, pk, grain):
+    """How many of a block's pk tiles reduce its outputs: one grain each at the least, so a
+    small block is not cut into pieces of a few elements on every tile that computed a
+    partial (each piece a message from every one of them: exchange code)."""
+    return np.maximum(np.minimum(pk, _ceil(block, grain)), 1)
 
 
 def _splits(D: int, grain: int, max_parts: int):

@@ -47,7 +47,8 @@ def test_shared_layer_is_lowered_once(bert):
     # worst-tile growth from 1 to 4 calls is the per-layer weights and saved activations only,
     # not 4 copies of the layer's code and temporaries
     c1, c4 = r1["worst_categories"], r4["worst_categories"]
-    assert c4["exchange_code"] < 1.2 * c1["exchange_code"]
+    # the most exchange code on any tile: 4 calls of the one layer graph stay far below 4 layers of code
+    assert r4["max_categories"]["exchange_code"] < 1.5 * r1["max_categories"]["exchange_code"]
     assert c4.get("vertex_state", 0) < 1.2 * c1.get("vertex_state", 0)
 
 

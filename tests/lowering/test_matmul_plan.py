@@ -279,3 +279,50 @@ def test_half_partials(a_shape, b_shape):
     assert plan.partials_dtype == ipu.FLOAT16
     # float32 operands keep float32 partials, as poplin promotes the partials type
     assert plan_for_shapes(a_shape, b_shape, "float32", t, partials_dtype="float16").partials_dtype == ipu.FLOAT32
+
+
+@pytest.mark.parametrize("tiles, a_shape, b_shape", [
+    (64, (8, 4096), (4096, 16)),  # one output block, 64 k chunks: 128 outputs, 8 grains
+    (128, (24, 6000), (6000, 40)),  # a weight gradient's shape: 3 blocks of 24 x 16, 42 k chunks each
+    (128, (5, 3001), (3001, 7)),  # blocks smaller than one grain, primes
+])
+def test_small_blocks_reduce_on_whole_grains(tiles, a_shape, b_shape):
+    """A product whose k split is wider than its output blocks have reduction grains (a weight
+    gradient: tiny output, long contraction) reduces each block on at most one tile per grain
+    (poplin's partialGroupedReduce), not a few elements on every tile that computed a partial; it
+    still equals NumPy, and its exchange code on the busiest tile is less than with the block
+    shared out among all its pk tiles."""
+    from codelets.plans.matmul_build import _cells, _set_mapping
+    from codelets.plans.matmul_plan import reduction_grain
+
+    target = ipu.small_target(tiles)
+    got, ref, _, exe = _matmul(target, a_shape, b_shape, map_out=None)
+    _check(got, ref, "float32", a_shape[-1])
+    plan = plan_for_shapes(a_shape, b_shape, "float32", target)
+    pk = plan.parts[3]
+    grain = reduction_grain("float32", "float32", target)
+    owners = mapping_for_output(plan).reshape(a_shape[0], b_shape[1])
+    cells = _cells(plan)
+    for c in np.flatnonzero(cells["k0"] == 0):  # each output block once
+        m0, n0, ms, ns = (int(cells[x][c]) for x in ("m0", "n0", "ms", "ns"))
+        block = owners[m0:m0 + ms, n0:n0 + ns].reshape(-1)
+        used, counts = np.unique(block, return_counts=True)
+        assert used.size == min(pk, -(-block.size // grain)) < pk
+        assert (counts[:-1] % grain == 0).all() or used.size == 1
+        assert set(used.tolist()) <= set(plan.tiles.reshape(-1).tolist())
+
+    # the same product with its output spread the old way: each block in pk contiguous shares
+    g = ipu.Graph(target)
+    a, b = g.add_variable("a", a_shape), g.add_variable("b", b_shape)
+    g.map_linearly(a)
+    g.map_linearly(b)
+    o = g.add_variable("o", (a_shape[0], b_shape[1]))
+    spread = np.empty(owners.shape, np.int64)
+    for c in np.flatnonzero(cells["k0"] == 0):
+        m0, n0, ms, ns = (int(cells[x][c]) for x in ("m0", "n0", "ms", "ns"))
+        e = np.arange(ms * ns)
+        spread[m0:m0 + ms, n0:n0 + ns] = plan.tiles[0, m0 // plan.chunks[1], n0 // plan.chunks[2],
+                                                    e * pk // e.size].reshape(ms, ns)
+    _set_mapping(g, o, spread)
+    old = ipu.compile(g, build_matmul(g, a, b, o, plan=plan))
+    assert exe.plan.categories["exchange_code"].max() < old.plan.categories["exchange_code"].max()
