@@ -91,7 +91,8 @@ class _KernelBlasLimit:
                     self._libs = kernel_blas_libraries()
                 if n and self._libs:
                     self._saved = [(lib, lib.get_num_threads()) for lib in self._libs]
-                    self._saved = [(lib, k) for lib, k in self._saved if k is not None]
+                    # a library already at n is left alone (nothing to set, nothing to restore)
+                    self._saved = [(lib, k) for lib, k in self._saved if k is not None and k != n]
                     for lib, _ in self._saved:
                         _set_threads(lib, n)
             self._depth += 1
