@@ -111,21 +111,88 @@ def identity(ctx, op):
 
 @lowering_rule("concat")
 def concat(ctx, op):
+    """PopART's ConcatOpx: the output is a clone of the concatenation of its inputs
+    (`cloneNcopy(prog, poplar::concat(...))`): each element lives where the input element it copies
+    lives, so the copies never leave a tile (no exchange, no exchange code). An input that holds
+    one value known at lowering (an `init` zero fill, a constant of one value: the zeros autodiff
+    interleaves into a strided convolution's input gradient) is not copied: its elements take the
+    tile of the element before them and Fill vertices write its value there. Inputs read through a
+    reordering view (a transpose), or fills only, leave the output to the mapping policy."""
+    from .. import blocks as B
+
     axis = op.attrs["axis"]
     views = [ctx.value(t) for t in op.inputs]
-    if op.attrs.get("view"):
-        # concat_: a view over the inputs' storage is only possible when they share a variable;
-        # otherwise (the common case) it is a copy like concat.
-        pass
     t_out = op.outputs[0]
-    out = ctx.new_var(t_out.shape, ctx.etype(t_out), t_out.id)
+    et = ctx.etype(t_out)
+    fills = [_fill_value(t, et) for t in op.inputs]
+    out = ctx.g.add_variable(t_out.id, t_out.shape, et, ipu.TEMPORARY, debug=ctx.name())
+    if out.numel:
+        cloned = _concat_tiles(out, views, fills, axis)
+        if cloned is None:
+            ctx.tiles.map(ctx.g, out)
+        else:
+            out.tile_of[:] = cloned
+        values = {f for f in fills if f is not None}
+        for value in sorted(values):
+            if len(values) == 1:  # one fill value: write all of out, the copies then overwrite the data
+                B.elementwise(ctx, "Fill", [], [], out.shape, et, fp={"value": value}, out=out, suffix="concat_fill")
+            else:
+                k = 0
+                for v, f in zip(views, fills):
+                    n = v.shape[axis]
+                    if n and f == value:
+                        part = ctx.g.add_variable(ctx.name("fill"), v.shape, et, ipu.TEMPORARY, debug=ctx.name())
+                        part.tile_of[:] = out.tile_of[out.slice(k, k + n, axis).flat_index()]
+                        B.elementwise(ctx, "Fill", [], [], v.shape, et, fp={"value": value}, out=part,
+                                      suffix="concat_fill")
+                        ctx.copy(part, out.slice(k, k + n, axis), "concat")
+                    k += n
     k = 0
-    for v in views:
+    for v, f in zip(views, fills):
         n = v.shape[axis]
-        if n:
+        if n and out.numel and f is None:
             ctx.copy(v, out.slice(k, k + n, axis), "concat")
         k += n
     ctx.bind(t_out, out)
+
+
+def _fill_value(t, et) -> float | None:
+    """The one value a float input holds everywhere when the lowering knows it (an `init` zero, a
+    constant whose elements are all equal), else None."""
+    from popxl.tensor import Constant
+
+    if et not in (ipu.FLOAT32, ipu.FLOAT16) or not t.nelms:
+        return None
+    if isinstance(t, Constant):
+        d = np.ascontiguousarray(np.asarray(t._data).astype(et.numpy)).reshape(-1)
+        bits = d.view(np.uint16 if d.itemsize == 2 else np.uint32)
+        return float(d[0]) if bool((bits == bits[0]).all()) else None  # every element the same bits
+    p = t.producer
+    if p is not None and p.type == "init" and p.attrs.get("init_type", "zero") == "zero":
+        return 0.0
+    return None
+
+
+def _concat_tiles(out, views, fills, axis) -> np.ndarray | None:
+    """The tile of every element of a concat's output cloned from its inputs (fill inputs: the
+    tile of the element before, or after for leading ones), or None when an input is read through
+    a reordering view or every input is a fill."""
+    tiles = np.full(out.numel, -1, np.int64)
+    k = 0
+    for v, f in zip(views, fills):
+        n = v.shape[axis]
+        if n and f is None:
+            flat = v.flat_index()
+            if flat.size > 1 and not np.all(np.diff(flat) > 0):
+                return None
+            tiles[out.slice(k, k + n, axis).flat_index()] = v.variable.tile_of[flat]
+        k += n
+    have = tiles >= 0
+    if not have.any():
+        return None
+    last = np.maximum.accumulate(np.where(have, np.arange(tiles.size), -1))
+    first = int(np.argmax(have))
+    return tiles[np.where(last >= 0, last, first)]
 
 
 @lowering_rule("split")
