@@ -290,6 +290,25 @@ class Tensor:
     def _view(self, index: np.ndarray) -> "Tensor":
         return Tensor(self.variable, index, index.shape)
 
+    def index_parts(self) -> tuple:
+        """The index as it is kept (not expanded), for comparing views: ("identity",), ("runs",
+        starts, lengths), ("blocks", e0, es, p0, ps, box) or ("array", index)."""
+        idx = self._index
+        if idx is None:
+            return ("identity",)
+        if isinstance(idx, IndexRuns):
+            return ("runs", idx.starts, idx.lengths)
+        if isinstance(idx, IndexBlocks):
+            return ("blocks", idx.e0, idx.es, idx.p0, idx.ps, idx.box)
+        return ("array", np.asarray(idx))
+
+    def of_variable(self, variable: "Variable") -> "Tensor":
+        """The same view (the same index object, not a copy) of another variable of as many
+        elements: a builder's views replayed on the next layer's variables (ipu/replay.py)."""
+        t = Tensor.__new__(Tensor)
+        t.variable, t._index, t.shape = variable, self._index, self.shape
+        return t
+
     @property
     def blocks(self) -> IndexBlocks | None:
         """The index as IndexBlocks when it is kept so (a variable its consumer laid out), else None."""
@@ -391,6 +410,24 @@ class Variable(Tensor):
         stops = np.cumsum(counts)
         self._tile_of = None
         self._pieces = (stops - counts, stops, tiles.astype(np.int32))
+
+    def mapping_parts(self) -> tuple:
+        """The mapping as it is held (not copied), for comparing mappings: ("pieces", starts,
+        stops, tiles), ("table", tile table) or ("unmapped",)."""
+        if self._tile_of is not None:
+            return ("table", self._tile_of)
+        return ("unmapped",) if self._pieces is None else ("pieces", *self._pieces)
+
+    def mapping_state(self) -> tuple:
+        """The mapping as held, (tile table or None, pieces or None), for set_mapping_state: a
+        table copied (set_tile_mapping writes tables in place), pieces shared (only ever replaced)."""
+        return (None if self._tile_of is None else self._tile_of.copy()), self._pieces
+
+    def set_mapping_state(self, state: tuple) -> None:
+        """Take a mapping_state (of this variable or another of as many elements)."""
+        table, pieces = state
+        self._tile_of = None if table is None else table.copy()
+        self._pieces = pieces
 
     def map_like(self, other: "Variable") -> None:
         """Give this variable the mapping of `other` (same number of elements), sharing its pieces

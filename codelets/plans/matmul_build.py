@@ -15,6 +15,7 @@ import numpy as np
 import ipu
 from ipu import MappingError
 from ipu import costs as ipu_costs
+from ipu import replay
 from ipu.tensor import TEMPORARY, IndexRuns
 
 from ..matmul import reduce_partials_cycles
@@ -243,7 +244,6 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     partials_dtype: the AMP's partials (float32 by default; float16 for half operands, poplin's
     partialsType), when no plan is given.
     """
-    target = graph.target
     for t, what in ((a, "a"), (b, "b"), (out, "out")):
         if not isinstance(t, ipu.Tensor):
             raise TypeError(f"build_matmul: {what} must be an ipu.Tensor, got {type(t).__name__}")
@@ -267,11 +267,62 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
     if tuple(out.shape) != prob.out_shape:
         raise ValueError(f"build_matmul: out has shape {tuple(out.shape)}, a @ b has shape {prob.out_shape}")
     plan = choose_plan(graph, a, b, out, plan, available_memory_proportion, partials_dtype)
-    G, M, K, N = plan.G, plan.M, plan.K, plan.N
-    seq = ipu.Sequence(name=name)
-    if G * M * N == 0:
-        return seq
+    if plan.G * plan.M * plan.N == 0:
+        return ipu.Sequence(name=name)
 
+    # which operands already are the plan's blocks (read where they live): decided before the
+    # memo, since it is all the build reads of an operand's mapping
+    in_place = None
+    if plan.sub is None and plan.K > 0 and out.variable is not a.variable and out.variable is not b.variable:
+        in_place = _operands_in_place(a, b, plan, prob)
+
+    def build():
+        return _build(graph, a, b, out, plan, prob, name, log2_scale, check_range, available_memory_proportion,
+                      in_place)
+
+    if log2_scale is not None:  # (a float8 product reads one more variable, its scale: built each time)
+        return build()
+    # a model's layers repeat the same products (over weights mapped from other tiles: what the
+    # build reads of an operand is its index, not its mapping): built once, replayed on the next
+    # layer's variables (ipu/replay.py), the same graph as a build would make
+    inputs = list(dict.fromkeys((a.variable, b.variable, out.variable)))
+    operands = (None, None) if in_place is None else tuple(x is not None for x in in_place)
+    key = ("matmul", _plan_fingerprint(plan), operands, replay.view_key(a, mapping=in_place is None),
+           replay.view_key(b, mapping=in_place is None), replay.view_key(out),
+           tuple(inputs.index(t.variable) for t in (a, b, out)), bool(check_range), available_memory_proportion)
+    memo = graph.__dict__.setdefault("_matmul_build_memo", {})
+    return replay.build_or_replay(graph, memo, key, inputs, name, build)
+
+
+_A_AXES, _B_AXES = (("m0", "ms"), ("k0", "ks")), (("k0", "ks"), ("n0", "ns"))
+
+
+def _operands_in_place(a, b, plan, prob) -> tuple:
+    """(a's variable or None, b's or None): the operands created in the plan's layout (a weight:
+    popxl/lowering/creators.py), which the AMP reads where they live; the others are gathered
+    into blocks on the cells' tiles."""
+    cells = _cells(plan)
+    a_sizes = cells["gs"] * cells["ms"] * cells["ks"]
+    b_sizes = cells["gs"] * cells["ks"] * cells["ns"]
+    return (blocks_in_place(a, _canon_a, prob, cells, _A_AXES, a_sizes),
+            blocks_in_place(b, _canon_b, prob, cells, _B_AXES, b_sizes))
+
+
+def _plan_fingerprint(plan: MatMulPlan) -> tuple:
+    """Everything _build reads of a plan."""
+    return (plan.target.name, plan.target.num_tiles, plan.dtype.name, plan.out_dtype.name, plan.G, plan.M, plan.K,
+            plan.N, tuple(plan.parts), tuple(plan.chunks), plan.tiles.shape, plan.tiles.tobytes(), repr(plan.problem),
+            plan.serial, plan.serial_axis, plan.serial_chunk, plan.partials_dtype.name,
+            plan.available_memory_proportion, None if plan.sub is None else _plan_fingerprint(plan.sub))
+
+
+def _build(graph, a, b, out, plan, prob, name, log2_scale, check_range, available_memory_proportion,
+           in_place=None):
+    """build_matmul's programs for a plan (the operands and the plan checked)."""
+    float8 = a.dtype.is_float8
+    target = graph.target
+    M, K, N = plan.M, plan.K, plan.N
+    seq = ipu.Sequence(name=name)
     C = _canon_c(out.index(), prob)
     c_flat = np.ascontiguousarray(C).reshape(-1)
     out_var = out.variable
@@ -296,11 +347,9 @@ def build_matmul(graph: ipu.Graph, a: ipu.Tensor, b: ipu.Tensor, out: ipu.Tensor
         a_sizes = cells["gs"] * cells["ms"] * cells["ks"]
         b_sizes = cells["gs"] * cells["ks"] * cells["ns"]
         p_sizes = cells["gs"] * cells["ms"] * cells["ns"]
-        a_axes, b_axes = (("m0", "ms"), ("k0", "ks")), (("k0", "ks"), ("n0", "ns"))
-        # an operand created in the plan's layout (a weight: popxl/lowering/creators.py) is read
-        # where it lives; the others are gathered into blocks on the cells' tiles
-        a_blocks = a_in_place = blocks_in_place(a, _canon_a, prob, cells, a_axes, a_sizes)
-        b_blocks = b_in_place = blocks_in_place(b, _canon_b, prob, cells, b_axes, b_sizes)
+        a_axes, b_axes = _A_AXES, _B_AXES
+        a_in_place, b_in_place = _operands_in_place(a, b, plan, prob) if in_place is None else in_place
+        a_blocks, b_blocks = a_in_place, b_in_place
         a_off, b_off = np.cumsum(a_sizes) - a_sizes, np.cumsum(b_sizes) - b_sizes
         if a_blocks is None:
             a_blocks, a_off = _blocks_variable(graph, f"{name}/a_blocks", isz_t, tiles, a_sizes)
