@@ -108,3 +108,15 @@ def test_a_tensor_that_cannot_fit_is_refused_when_it_is_created():
         g.add_variable("x", (1,), "int8", category="temporary")
     g2 = ipu.Graph(t)
     g2.add_variable("fits", (capacity // 4,), "float32", category="temporary")  # exactly the capacity
+
+
+def test_visit_order_is_the_three_key_sort():
+    """place_pieces' visit order (one packed key) is np.lexsort((-size, first, tile)), ties kept."""
+    from ipu.memory import _visit_order
+
+    rng = np.random.default_rng(5)
+    for n, tiles, big in [(0, 4, False), (1, 4, False), (300, 4, False), (300, 1472, False), (50, 1472, True)]:
+        t = rng.integers(0, tiles, n)
+        f = rng.integers(-1, 2 ** 40 if big else 9, n)  # big: the packed key would not fit, lexsort itself
+        s = rng.integers(0, 5, n) * 8
+        assert np.array_equal(_visit_order(t, f, s, tiles), np.lexsort((-s, f, t)))
