@@ -30,7 +30,7 @@ import numpy as np
 
 import ipu
 
-from .rules.shape import _is_view, _read_only_by_matmuls
+from .rules.shape import _is_view, _read_only_by_gathering_ops
 
 _PASS_THROUGH_VIEWS = ("reshape", "transpose", "identity", "detach")
 
@@ -73,7 +73,7 @@ def _walk(ctx, t, index: np.ndarray, reshape=np.reshape) -> _Use | None:
             return None
         op, i = first
         if op.type in _PASS_THROUGH_VIEWS and i == 0:
-            if not (_is_view(op) or (op.type == "transpose" and _read_only_by_matmuls(op))):
+            if not (_is_view(op) or (op.type == "transpose" and _read_only_by_gathering_ops(op))):
                 return None  # the rule copies: the copy has its own layout
             if op.type == "transpose":
                 index = np.transpose(index, tuple(op.attrs["permutation"]))

@@ -48,32 +48,63 @@ def _root(t):
     return t
 
 
-def _matmul_readers(t, depth: int = 0) -> list | None:
-    """The ids of the matmuls that read `t`, directly or through transposes (autodiff's dA = dY @
-    (W^T)^T reads a forward transpose through another); None when any other op reads it."""
+# Ops that copy an operand into a layout of their own anyway (a matmul into its blocks, a
+# variable update into the variable's storage order), so they may read it as a transposing view.
+_GATHERING_READERS = {"matmul", "accumulate", "copy_var_update"}
+
+
+def _call_sites(graph) -> list:
+    """The call ops (of any graph of the Ir) that call `graph`."""
+    return [o for g in graph.ir.graphs for o in g.ops if o.type == "call"
+            and (o.attrs["graph"] if "graph" in o.attrs else (o.called_graphs or [None])[0]) is graph]
+
+
+def _gathering_readers(t, depth: int = 0) -> list | None:
+    """The ids of the ops that read `t` when all of them gather their operand from a view
+    (_GATHERING_READERS, reading `t` as an input they do not change), directly, through transposes
+    (autodiff's dA = dY @ (W^T)^T reads a forward transpose through another) or, for a graph
+    output, through the outputs of the calls of its graph (a backward graph's dW^T read by the
+    optimizer's update in the caller); None otherwise."""
     ids = []
+    if depth > 8:
+        return None
     for c in t.consumers:
-        if c.type == "matmul" and not c.modified:
+        if c.type in _GATHERING_READERS and not any(c.inputs[i] is t for i in c.modified):
             ids.append(c.id)
-        elif c.type == "transpose" and not _is_view(c) and depth < 8:
-            sub = _matmul_readers(c.outputs[0], depth + 1)
+        elif c.type == "transpose" and not _is_view(c):
+            sub = _gathering_readers(c.outputs[0], depth + 1)
             if sub is None:
                 return None
             ids += sub
         else:
             return None
+    outs = t.graph.outputs
+    if any(o is t for o in outs):
+        if t.graph.is_main_graph:
+            return None
+        j = next(k for k, o in enumerate(outs) if o is t)
+        sites = _call_sites(t.graph)
+        if not sites or any(len(c.outputs) != len(outs) for c in sites):
+            return None
+        for c in sites:
+            sub = _gathering_readers(c.outputs[j], depth + 1)
+            if sub is None:
+                return None
+            ids += sub
     return ids
 
 
-def _read_only_by_matmuls(op) -> bool:
-    """True when a transpose's result may stay a view of its input: only matmuls read it (directly
-    or through transposes) and no op of the graph changes the input's storage in place between
-    the transpose and the last of those matmuls (ops are lowered in id order; a weight updated
-    after the backward pass, as SGD does, is read by every matmul before it changes). The matmul
-    then gathers its blocks from the view as contiguous source rows and transposes them on the
-    tiles (codelets/plans/matmul.py), or finds the weight already laid out as its blocks
-    (lowering/creators.py), instead of this op copying the tensor element by element."""
-    readers = _matmul_readers(op.outputs[0])
+def _read_only_by_gathering_ops(op) -> bool:
+    """True when a transpose's result may stay a view of its input: only matmuls and variable
+    updates read it (as _gathering_readers finds them) and no op of the graph changes the input's
+    storage in place between the transpose and the last of those readers (ops are lowered in id
+    order; a weight updated after the backward pass, as SGD does, is read by every matmul before
+    it changes). A matmul then gathers its blocks from the view as contiguous source rows and
+    transposes them on the tiles (codelets/plans/matmul.py), or finds the weight already laid out
+    as its blocks (lowering/creators.py); an update reads its operand in the variable's storage
+    order (lowering/layouts.py). Either way the tensor moves once, not first element by
+    element into a copy here (Poplar's dimShuffle is a view)."""
+    readers = _gathering_readers(op.outputs[0])
     if not readers:
         return False
     root, last = _root(op.inputs[0]), max(readers)
@@ -87,7 +118,7 @@ def _read_only_by_matmuls(op) -> bool:
 @lowering_rule("transpose")
 def transpose(ctx, op):
     view = ctx.value(op.inputs[0]).transpose(tuple(op.attrs["permutation"]))
-    if not _is_view(op) and _read_only_by_matmuls(op):
+    if not _is_view(op) and _read_only_by_gathering_ops(op):
         ctx.bind(op.outputs[0], view)
         return
     _view_or_copy(ctx, op, view)

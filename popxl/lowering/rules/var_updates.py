@@ -4,8 +4,10 @@ first input in place; they are chains of element-wise vertices (and reductions f
 from __future__ import annotations
 
 import ipu
+from codelets.elementwise import BINARY_OPS
 
 from .. import blocks as B
+from ..layouts import in_order, storage_order
 from ..registry import lowering_rule
 
 
@@ -36,48 +38,80 @@ def _write(ctx, op, result, dst_name="t"):
     ctx.bind(op.outputs[0], dst)
 
 
+def _in_place(ctx, op, *others):
+    """The updated tensor t and `others` (tensors shaped like t) as the operands of an update that
+    writes t's variable in place, and that variable (None when t is part of a variable, written
+    back by a copy). PopART's VarUpdateOps modify their input in place (popops::scaledAddTo on the
+    variable's own tiles): over t's storage order when t is a permuting view of a variable its
+    consumer laid out (lowering/creators.py), so only the other operands move."""
+    target = ctx.value(_inputs(op)["t"])
+    order = storage_order(target)
+    if not target.is_identity and order is None:
+        return (target, *others), None
+    whole = target.variable
+    flat = whole.flatten()
+    if order is None:
+        return (flat, *(v.broadcast(target.shape).flatten() for v in others)), whole
+    return (flat, *(in_order(v.broadcast(target.shape), order).flatten() for v in others)), whole
+
+
+def _last(ctx, name, a, b, into, suffix):
+    """The update's last step, a BinaryOp written straight into `into` when there is one."""
+    if into is None or a.dtype != into.dtype:
+        return B.binary(ctx, name, a, b, shape=a.shape, suffix=suffix)
+    return B.elementwise(ctx, "BinaryOp", [a, b], ["a", "b"], a.shape, into.dtype, ip={"op": BINARY_OPS[name]},
+                         out=into, suffix=suffix)
+
+
+def _finish(ctx, op, res, into):
+    """Bind the op's output to t, after the result is in t (cast or copied into it if need be)."""
+    target = ctx.value(_inputs(op)["t"])
+    if into is None:
+        if res.dtype != target.dtype:
+            res = B.elementwise(ctx, "Cast", [res], ["in"], res.shape, target.dtype, suffix="accumulate_cast")
+        ctx.copy(res, target, "update")
+    elif res is not into:
+        B.elementwise(ctx, "Cast", [res], ["in"], res.shape, into.dtype, out=into, suffix="accumulate_cast")
+    ctx.bind(op.outputs[0], target)
+
+
 @lowering_rule("accumulate")
 def accumulate(ctx, op):
-    ins = _inputs(op)
-    t, x = ctx.value(ins["t"]), ctx.value(ins["X"])
-    et = t.dtype
-    if x.dtype != et:  # e.g. float16 moments of a float32 gradient: computed in the wider type, rounded once
-        wide = ipu.FLOAT32 if ipu.FLOAT32 in (x.dtype, et) else et
+    (t, x), into = _in_place(ctx, op, ctx.value(_inputs(op)["X"]))
+    if x.dtype != t.dtype:  # e.g. float16 moments of a float32 gradient: computed in the wider type, rounded once
+        wide = ipu.FLOAT32 if ipu.FLOAT32 in (x.dtype, t.dtype) else t.dtype
         t = t if t.dtype == wide else B.elementwise(ctx, "Cast", [t], ["in"], t.shape, wide, suffix="t_wide")
         x = x if x.dtype == wide else B.elementwise(ctx, "Cast", [x], ["in"], x.shape, wide, suffix="x_wide")
     kind = op.attrs["accumulation_type"]
-    narrow, et = et, t.dtype
+    et = t.dtype
     f = _hyper(ctx, op, "f", et, op.attrs.get("factor"))
     one = B.scalar_constant(ctx, 1.0, et, "one")
     if kind in ("dampened_add_square", "moving_average_square"):
         x = B.binary(ctx, "mul", x, x, suffix="square")
     if kind == "add":
-        res = B.binary(ctx, "add", t, x, shape=t.shape, suffix="accumulate")
+        res = _last(ctx, "add", t, x, into, "accumulate")
     elif kind in ("dampened_add", "dampened_add_square"):
-        res = B.binary(ctx, "add", t, B.binary(ctx, "mul", x, f, shape=x.shape, suffix="scale"), shape=t.shape,
-                       suffix="accumulate")
+        res = _last(ctx, "add", t, B.binary(ctx, "mul", x, f, shape=x.shape, suffix="scale"), into, "accumulate")
     elif kind in ("moving_average", "moving_average_square"):
         keep = B.binary(ctx, "mul", t, f, shape=t.shape, suffix="decay")
         new = B.binary(ctx, "mul", x, B.binary(ctx, "sub", one, f, suffix="one_minus_f"), shape=x.shape,
                        suffix="blend")
-        res = B.binary(ctx, "add", keep, new, shape=t.shape, suffix="accumulate")
+        res = _last(ctx, "add", keep, new, into, "accumulate")
     elif kind == "mean":
         # t = (step * t + X) / (step + 1)
         num = B.binary(ctx, "add", B.binary(ctx, "mul", t, f, shape=t.shape, suffix="weighted"), x, shape=t.shape,
                        suffix="sum")
-        res = B.binary(ctx, "div", num, B.binary(ctx, "add", f, one, suffix="count"), shape=t.shape, suffix="mean")
+        res = _last(ctx, "div", num, B.binary(ctx, "add", f, one, suffix="count"), into, "mean")
     else:
         raise NotImplementedError(f"accumulate: accumulation type {kind!r}")
-    if res.dtype != narrow:
-        res = B.elementwise(ctx, "Cast", [res], ["in"], res.shape, narrow, suffix="accumulate_cast")
-    _write(ctx, op, res)
+    _finish(ctx, op, res, into)
 
 
 @lowering_rule("accumulator_scale")
 def accumulator_scale(ctx, op):
-    t = ctx.value(_inputs(op)["t"])
+    (t,), into = _in_place(ctx, op)
     f = _hyper(ctx, op, "f", t.dtype, op.attrs.get("factor"))
-    _write(ctx, op, B.binary(ctx, "mul", t, f, shape=t.shape, suffix="scale"))
+    _finish(ctx, op, _last(ctx, "mul", t, f, into, "scale"), into)
 
 
 @lowering_rule("copy_var_update")
