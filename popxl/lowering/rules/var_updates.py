@@ -69,8 +69,9 @@ def _finish(ctx, op, res, into):
     if into is None:
         if res.dtype != target.dtype:
             res = B.elementwise(ctx, "Cast", [res], ["in"], res.shape, target.dtype, suffix="accumulate_cast")
-        ctx.copy(res, target, "update")
-    elif res is not into:
+        _write(ctx, op, res)
+        return
+    if res is not into:
         B.elementwise(ctx, "Cast", [res], ["in"], res.shape, into.dtype, out=into, suffix="accumulate_cast")
     ctx.bind(op.outputs[0], target)
 
