@@ -193,6 +193,7 @@ class PoplarExecutor:
             state = {**dict(self._model.named_parameters(remove_duplicate=False)),
                      **dict(self._model.named_buffers(remove_duplicate=False))}
         self._captured = captured
+        self._updatable_buffers()  # a name that is not a buffer fails here, before the build
         self._annotate(captured)
         loss = _capture.final_loss(captured) if self._training else None
         anchor_values: Dict[str, _capture.Value] = {}
@@ -526,6 +527,28 @@ class PoplarExecutor:
         state = raw_state(self._model)
         for name in self._state_names():
             self._write(self._program.weights[name], host_array(torch.Tensor.detach(state[name]), name))
+
+    def copyNamedBuffersToDevice(self) -> None:  # noqa: N802
+        """Write the buffers named by Options.updatableNamedBuffers from the host model to the device."""
+        if not self.isCompiled():
+            raise createPoptorchError(NO_EXECUTABLE_ERR)
+        names = self._updatable_buffers()
+        if not names:
+            logger.warning("copyNamedBuffersToDevice() copies nothing: no buffer is updatable (list them with "
+                           "poptorch.Options().updatableNamedBuffers([...]) before compiling)")
+        state = raw_state(self._model)
+        for name in names:
+            self._write(self._program.weights[name], host_array(torch.Tensor.detach(state[name]), name))
+
+    def _updatable_buffers(self) -> List[str]:
+        """Options.updatableNamedBuffers, each checked against the captured model's buffers."""
+        names = list(getattr(self._options, "updatable_named_buffers", []))
+        unknown = [n for n in names if n not in self._captured.buffers]
+        if unknown:
+            known = ", ".join(self._captured.buffers) or "none"
+            raise createPoptorchError(f"updatableNamedBuffers names {unknown}, which are not buffers of the model "
+                                      f"(its buffers: {known})")
+        return names
 
     def load_state_dict(self, state_dict, strict: bool = True):
         out = self._user_model.load_state_dict(state_dict, strict)

@@ -583,6 +583,14 @@ class Options(OptionsDict):
         self.set(broadcast_buffers=bool(broadcast_buffers))
         return self
 
+    def updatableNamedBuffers(self, buffers: List[str]) -> "Options":  # noqa: N802
+        """The model's buffers (by their names in named_buffers()) that copyNamedBuffersToDevice()
+        writes to the device, without copying every weight as copyWeightsToDevice() does."""
+        if isinstance(buffers, str) or not all(isinstance(b, str) for b in buffers):
+            raise ValueError(f"updatableNamedBuffers takes a list of buffer names, not {buffers!r}")
+        self.createOrSet(updatable_named_buffers=list(buffers))
+        return self
+
     def logDir(self, log_dir: str) -> "Options":  # noqa: N802
         self.set(log_dir=log_dir)
         return self

@@ -184,3 +184,48 @@ def test_backward_on_outputs_is_an_error(small_ipu):
     out = poptorch.inferenceModel(torch.nn.Linear(2, 2))(torch.ones(1, 2))
     with pytest.raises(poptorch.Error, match="backward\\(\\) cannot be called explicitly"):
         out.backward()
+
+
+class _CachedContext(torch.nn.Module):
+    """A decoder step that reads an encoder output kept on the device in a buffer, as Hugging Face's
+    IPU generation code keeps one with updatableNamedBuffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 6)
+        self.register_buffer("context", torch.zeros(3, 6))
+        self.register_buffer("scale", torch.ones(6))
+
+    def forward(self, x):
+        return self.proj(x) @ self.context.T * self.scale.sum()
+
+
+def test_updatable_named_buffers_are_copied_alone(small_ipu):
+    torch.manual_seed(0)
+    model = _CachedContext()
+    opts = poptorch.Options().updatableNamedBuffers(["context"])
+    decoder = poptorch.inferenceModel(model, opts)
+    x = torch.randn(2, 6)
+    torch.testing.assert_close(decoder(x), torch.zeros(2, 3))
+    # the user writes the new encoder output into the buffer through the executor, then sends it
+    decoder.context.copy_(torch.randn(3, 6))
+    decoder.scale.fill_(2.0)  # not updatable: copyNamedBuffersToDevice leaves it as it was
+    decoder.copyNamedBuffersToDevice()
+    with torch.no_grad():
+        want = model.proj(x) @ model.context.T * 6.0
+    torch.testing.assert_close(decoder(x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_updatable_named_buffers_errors(small_ipu):
+    x = torch.randn(2, 6)
+    with pytest.raises(ValueError, match="list of buffer names"):
+        poptorch.Options().updatableNamedBuffers("context")
+    unknown = poptorch.inferenceModel(_CachedContext(), poptorch.Options().updatableNamedBuffers(["proj.weight"]))
+    with pytest.raises(poptorch.Error, match=r"not buffers of the model \(its buffers: context, scale\)"):
+        unknown(x)
+    plain = poptorch.inferenceModel(_CachedContext())
+    with pytest.raises(poptorch.Error, match="has not been compiled"):
+        plain.copyNamedBuffersToDevice()
+    plain(x)
+    plain.copyNamedBuffersToDevice()  # nothing is updatable: a warning, and the device keeps its values
+    torch.testing.assert_close(plain(x), torch.zeros(2, 3))
