@@ -63,7 +63,8 @@ class DataLoader(torch.utils.data.DataLoader):
         if batch_size is None:
             self._combined_batch_size = None
         else:
-            self._combined_batch_size = (batch_size * options.device_iterations * options.replication_factor *
+            input_groups = options.replication_factor // options.input_group_size  # inputReplicaGrouping
+            self._combined_batch_size = (batch_size * options.device_iterations * input_groups *
                                          options.Training.gradient_accumulation)
         self._is_iterable = isinstance(dataset, torch.utils.data.IterableDataset)
         procs = options.Distributed.numProcesses

@@ -162,18 +162,33 @@ class PoplarExecutor:
 
     def _narrow(self, t: torch.Tensor, index: int) -> torch.Tensor:
         o = self._options
-        n = o.device_iterations * o.replication_factor * o.Training.gradient_accumulation
+        groups = max(self._input_groups()) + 1
+        n = o.device_iterations * groups * o.Training.gradient_accumulation
         b = 1 if t.dim() == 0 else t.shape[0]
         if b % n:
+            replicas = f"Options.replicationFactor({o.replication_factor})"
+            if o.input_group_size > 1:
+                replicas = f"({replicas} / Options.inputReplicaGrouping.input_group_size({o.input_group_size}))"
             raise createPoptorchError(
                 f"Invalid batch dimension: In the input {tuple(t.shape)}, the batch dimension ({b}) must be a multiple "
-                f"of Options.deviceIterations({o.device_iterations}) * Options.replicationFactor("
-                f"{o.replication_factor}) * Options.Training.gradientAccumulation({o.Training.gradient_accumulation}) "
+                f"of Options.deviceIterations({o.device_iterations}) * {replicas} * "
+                f"Options.Training.gradientAccumulation({o.Training.gradient_accumulation}) "
                 f"= {n} because it is used to calculate the batch size which will be executed on the device in any "
                 f"given iteration. For a full explanation see the batching semantics page of the documentation.")
         if t.dim() == 0:
             return t
         return t.narrow(0, 0, b // n)
+
+    def _input_groups(self) -> List[int]:
+        """The input group (slice of each input's batch) each local replica reads."""
+        o = self._options
+        rf, size = o.replication_factor, o.input_group_size
+        if rf % size:
+            raise createPoptorchError(f"inputReplicaGrouping: input_group_size ({size}) must divide "
+                                      f"replicationFactor ({rf})")
+        if o.input_group_type == enums.CommGroupType.Orthogonal:
+            return [r % (rf // size) for r in range(rf)]  # every (rf / size)-th replica reads the same slice
+        return [r // size for r in range(rf)]  # Consecutive: replicas [k*size, (k+1)*size) read slice k
 
     def _compile(self, inputs: _Inputs) -> None:
         t0 = time.perf_counter()
@@ -228,6 +243,9 @@ class PoplarExecutor:
                 raise createPoptorchError("Options.Distributed has several processes but this process was not started "
                                           "by poprun (the PopDist environment is not set); use popdist.poptorch.Options "
                                           "under poprun")
+            if o.input_group_size > 1:
+                raise createPoptorchError("inputReplicaGrouping with several poprun instances is not supported by "
+                                          "the simulator yet: group the replicas of one instance only")
             if popdist.getNumLocalReplicas() != o.replication_factor or popdist.getNumTotalReplicas() != global_rf:
                 raise createPoptorchError(
                     f"replicationFactor({o.replication_factor}) x {o.Distributed.numProcesses} processes differs from "
@@ -425,6 +443,7 @@ class PoplarExecutor:
     def _run(self, inputs: _Inputs):
         o, prog, s = self._options, self._program, self._session
         bps, af, rf = o.device_iterations, o.Training.gradient_accumulation, o.replication_factor
+        groups = self._input_groups()
         h2d = {}
         captured = self._captured
         for v, t in zip(captured.inputs, inputs.tensors):
@@ -433,8 +452,10 @@ class PoplarExecutor:
                 continue
             arr = host_array(t.detach(), f"input {v.name}")
             shape = tuple(v.shape)
-            full = arr.reshape((bps, af, rf) + shape)
-            eng = np.ascontiguousarray(np.moveaxis(full, 2, 0).reshape((rf, bps * af) + shape))
+            per_group = np.moveaxis(arr.reshape((bps, af, -1) + shape), 2, 0)  # [input group, bps, af, ...]
+            if len(groups) > per_group.shape[0]:  # replicas of a group read the same slice (inputReplicaGrouping)
+                per_group = per_group[groups]
+            eng = np.ascontiguousarray(per_group.reshape((rf, bps * af) + shape))
             h2d[stream] = eng if rf > 1 else eng[0]
         staging, d2h = {}, {}
         for name, stream in prog.anchor_streams.items():

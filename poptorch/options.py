@@ -486,7 +486,8 @@ class Options(OptionsDict):
         super().__init__(replication_factor=1, broadcast_buffers=True, device_iterations=1, log_dir=".",
                          auto_round_num_ipus=False, anchored_tensors={}, output_mode=enums.OutputMode.Default.value,
                          output_return_period=1, connection_type=enums.ConnectionType.Always.value,
-                         sync_pattern=enums.SyncPattern.Full.value, available_memory_proportion={})
+                         sync_pattern=enums.SyncPattern.Full.value, available_memory_proportion={},
+                         input_group_size=1, input_group_type=enums.CommGroupType.Consecutive.value)
         path = os.environ.get("POPTORCH_CACHE_DIR", "")
         if path:
             logger.info("POPTORCH_CACHE_DIR is set: setting cache path to %s", path)
@@ -577,6 +578,23 @@ class Options(OptionsDict):
         if not isinstance(replication_factor, int) or replication_factor < 1:
             raise ValueError(f"replicationFactor must be a positive integer, not {replication_factor!r}")
         self.set(replication_factor=replication_factor)
+        return self
+
+    def inputReplicaGrouping(self, input_group_size: int,  # noqa: N802
+                             input_group_type: enums.CommGroupType = enums.CommGroupType.Consecutive) -> "Options":
+        """Replicas in one group read the same input: the batch is split between replicationFactor /
+        input_group_size groups. Consecutive groups are replicas [k*size, (k+1)*size); Orthogonal
+        groups take every (replicationFactor / size)-th replica."""
+        if not isinstance(input_group_size, int) or input_group_size < 1:
+            raise ValueError(f"inputReplicaGrouping: input_group_size must be a positive integer, not "
+                             f"{input_group_size!r}")
+        if not isinstance(input_group_type, enums.CommGroupType) or input_group_type == enums.CommGroupType.All:
+            raise ValueError(f"inputReplicaGrouping: input_group_type must be CommGroupType.Consecutive, "
+                             f"Orthogonal or NoGrouping, not {input_group_type!r}")
+        if input_group_type == enums.CommGroupType.NoGrouping and input_group_size != 1:
+            raise ValueError("inputReplicaGrouping: CommGroupType.NoGrouping gives every replica its own input, so "
+                             f"input_group_size must be 1, not {input_group_size}")
+        self.set(input_group_size=input_group_size, input_group_type=input_group_type.value)
         return self
 
     def broadcastBuffers(self, broadcast_buffers: bool = True) -> "Options":  # noqa: N802

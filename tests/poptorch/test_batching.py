@@ -99,3 +99,43 @@ def test_changed_input_shape_is_an_error(small_ipu):
     m(torch.zeros(4, 2))
     with pytest.raises(poptorch.Error, match="differ from the ones the model was compiled with"):
         m(torch.zeros(5, 2))
+
+
+@pytest.mark.parametrize("kind", [poptorch.CommGroupType.Consecutive, poptorch.CommGroupType.Orthogonal])
+def test_input_replica_grouping_gives_a_group_one_slice(small_ipu, kind):
+    """4 replicas in groups of 2 read 2 slices of the batch: Consecutive groups are replicas {0, 1}
+    and {2, 3}, Orthogonal groups {0, 2} and {1, 3}."""
+    torch.manual_seed(1)
+    model = torch.nn.Linear(5, 3)
+    opts = poptorch.Options().replicationFactor(4).deviceIterations(2).inputReplicaGrouping(2, kind)
+    opts.outputMode(poptorch.OutputMode.All)
+    x = torch.randn(2 * 2 * 3, 5)  # deviceIterations x input groups x micro-batch
+    out = poptorch.inferenceModel(model, opts)(x)
+    assert out.shape == (2 * 4 * 3, 3)
+    slices = x.reshape(2, 2, 3, 5)
+    group = [0, 0, 1, 1] if kind == poptorch.CommGroupType.Consecutive else [0, 1, 0, 1]
+    want = torch.stack([torch.stack([model(slices[i, group[r]]) for r in range(4)]) for i in range(2)])
+    torch.testing.assert_close(out.reshape(2, 4, 3, 3), want.detach(), rtol=1e-5, atol=1e-6)
+    loader = poptorch.DataLoader(opts, torch.utils.data.TensorDataset(torch.randn(30, 5)), batch_size=3)
+    assert loader.combinedBatchSize == 12
+
+
+def test_input_replica_grouping_trains_like_one_ipu(small_ipu):
+    """Replicas {0, 1} and {2, 3} each see one half of the batch of 8; the mean of their gradients is
+    one IPU's gradient at batch 8."""
+    opts = poptorch.Options().replicationFactor(4).inputReplicaGrouping(2, poptorch.CommGroupType.Consecutive)
+    _assert_same(_train("mlp", poptorch.Options(), 8), _train("mlp", opts, 8))
+
+
+def test_input_replica_grouping_errors(small_ipu):
+    with pytest.raises(ValueError, match="must be CommGroupType.Consecutive, Orthogonal or NoGrouping"):
+        poptorch.Options().inputReplicaGrouping(2, poptorch.CommGroupType.All)
+    with pytest.raises(ValueError, match="input_group_size must be 1"):
+        poptorch.Options().inputReplicaGrouping(2, poptorch.CommGroupType.NoGrouping)
+    opts = poptorch.Options().replicationFactor(4).inputReplicaGrouping(3)
+    with pytest.raises(poptorch.Error, match=r"input_group_size \(3\) must divide replicationFactor \(4\)"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2), opts)(torch.zeros(4, 2))
+    opts = poptorch.Options().replicationFactor(4).inputReplicaGrouping(2)
+    with pytest.raises(poptorch.Error, match=r"\(Options.replicationFactor\(4\) / Options.inputReplicaGrouping"
+                                             r".input_group_size\(2\)\) \* .* = 2"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2), opts)(torch.zeros(3, 2))
