@@ -74,6 +74,18 @@ def load(filename: str, edit_opts_fn=None):
     return m
 
 
+def registerPreCompileHook(hook):  # noqa: N802
+    """Call `hook()` before each model compiles; returns a handle whose remove() unregisters it."""
+    from . import _executor
+    return _executor.register_compile_hook(_executor._PRECOMPILE_HOOKS, hook, "Pre")
+
+
+def registerPostCompileHook(hook):  # noqa: N802
+    """Call `hook()` after each model has compiled; returns a handle whose remove() unregisters it."""
+    from . import _executor
+    return _executor.register_compile_hook(_executor._POSTCOMPILE_HOOKS, hook, "Post")
+
+
 def ipuHardwareIsAvailable(num_ipus: int = 1) -> bool:  # noqa: N802
     """Always False: the IPUs here are simulated (models still run, on the simulator)."""
     return False

@@ -14,6 +14,7 @@ weights when they changed.
 """
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import time
@@ -38,6 +39,18 @@ from .options import Options, PipelinedExecution, ShardedExecution
 NO_EXECUTABLE_ERR = "Model has not been compiled or has been destroyed."
 UPDATED_VAR_PREFIX = "UpdatedVar___"  # PopART's name for a variable after its update (reservedUpdatedVarPrefix)
 _FILE_MAGIC = b"IPU-SIM POPTORCH EXPORT 1\n"
+# poptorch.registerPreCompileHook / registerPostCompileHook: called, without arguments, around every compile
+# (OrderedDicts: torch's RemovableHandle keeps a weak reference to its dictionary)
+_PRECOMPILE_HOOKS: Dict[int, Any] = collections.OrderedDict()
+_POSTCOMPILE_HOOKS: Dict[int, Any] = collections.OrderedDict()
+
+
+def register_compile_hook(hooks: Dict[int, Any], hook, when: str):
+    if not callable(hook):
+        raise RuntimeError(f"{when}-compile hook must be callable")
+    handle = torch.utils.hooks.RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
 
 
 class _Inputs:
@@ -191,6 +204,8 @@ class PoplarExecutor:
         return [r // size for r in range(rf)]  # Consecutive: replicas [k*size, (k+1)*size) read slice k
 
     def _compile(self, inputs: _Inputs) -> None:
+        for hook in list(_PRECOMPILE_HOOKS.values()):
+            hook()
         t0 = time.perf_counter()
         o = self._options
         if o.connection_type == enums.ConnectionType.Never:
@@ -306,6 +321,8 @@ class PoplarExecutor:
             self.attachToDevice()
         logger.info("Compiled in %.2f s (capture and translation %.2f s, simulated compile %.2f s)",
                     time.perf_counter() - t0, capture_seconds, session.compile_seconds)
+        for hook in list(_POSTCOMPILE_HOOKS.values()):
+            hook()
 
     def _tensor_anchors(self, c, mode):
         """Options.anchorTensor: the gradients of trained parameters ("Gradient___<name>", PopART's

@@ -229,3 +229,21 @@ def test_updatable_named_buffers_errors(small_ipu):
     plain(x)
     plain.copyNamedBuffersToDevice()  # nothing is updatable: a warning, and the device keeps its values
     torch.testing.assert_close(plain(x), torch.zeros(2, 3))
+
+
+def test_compile_hooks(small_ipu):
+    calls = []
+    pre = poptorch.registerPreCompileHook(lambda: calls.append("pre"))
+    post = poptorch.registerPostCompileHook(lambda: calls.append(("post", model.isCompiled())))
+    try:
+        model = poptorch.inferenceModel(torch.nn.Linear(2, 2))
+        model(torch.zeros(1, 2))
+        model(torch.zeros(1, 2))  # compiled once: the hooks run once
+        assert calls == ["pre", ("post", True)]
+    finally:
+        pre.remove()
+        post.remove()
+    poptorch.inferenceModel(torch.nn.Linear(2, 2))(torch.zeros(1, 2))
+    assert len(calls) == 2
+    with pytest.raises(RuntimeError, match="Pre-compile hook must be callable"):
+        poptorch.registerPreCompileHook(3)
