@@ -125,9 +125,13 @@ def _negate(ctx, op, grads):
 
 @grad_rule("swish")
 def _swish(ctx, op, grads):
-    # y = x s(x), s = sigmoid = (1 + tanh(x / 2)) / 2; dy/dx = s (1 + x (1 - s))
+    """g s (1 + x (1 - s)), s = sigmoid(x), from the input: for float data one NonLinearityGrad op, as
+    PopART's SwishGradOpx is one popnn nonLinearityInputGradient(SWISH) (no sigmoid, products or sums
+    kept beside it: each would be a temporary the size of x)."""
     g, x = grads[0], ctx.input(0)
     dt = g.dtype
+    if dt.name in ("float32", "float16"):
+        return [_nl_grad(g, x, "swish")]
     s = ops.mul(ops.add(ops.tanh(ops.mul(x, const(0.5, dt))), const(1.0, dt)), const(0.5, dt))
     d = ops.mul(s, ops.add(const(1.0, dt), ops.mul(x, ops.sub(const(1.0, dt), s))))
     return [ops.mul(g, d)]
