@@ -9,6 +9,7 @@ kernel, NumPy reference, cost model with its source; op codes are one IntEnum pe
   (matmul_plan.py), the programs it leads to (matmul_build.py) and how operand blocks reach
   their tiles (matmul_operands.py)
 - elementwise: UnaryOp, BinaryOp (`UnaryOpCode`, `BinaryOpCode`; costs in elementwise_costs.py)
+- broadcast: BroadcastVectorOuter (a per-row vector over a 2D region: batch norm's per-channel terms)
 - cast: Cast
 - cast_float8: Pow2ScaleThenCast, CastThenPow2Scale (float8, see float8.py for the formats)
 - matmul_float8: MatMulBlockPow2Scaled (the float8 AMP)
@@ -41,4 +42,5 @@ from . import histogram  # noqa: F401
 from . import roi_align  # noqa: F401
 from . import transpose  # noqa: F401
 from . import conv  # noqa: F401
+from . import broadcast  # noqa: F401
 from . import nonlinearity  # noqa: F401

@@ -88,6 +88,10 @@ def _add_vertices(ctx, codelet, inputs, field_names, shape, out, out_field, scal
     vertices one element each."""
     c = ipu.get_codelet(codelet)
     region = None
+    vector = _vector_operand(codelet, inputs, field_names, out, scalars, ip)
+    if vector is not None:
+        _add_vector_outer(ctx, inputs, field_names, shape, out, out_field, scalars, ip, suffix)
+        return
     if c.multi_region and not scalars:  # poplibs' 2D vertices: a tile's regions split between workers
         tiles, starts, counts, region = worker_regions(out, ctx.target.worker_contexts,
                                                        grain=max(1, 8 // out.dtype.itemsize))
@@ -105,6 +109,89 @@ def _add_vertices(ctx, codelet, inputs, field_names, shape, out, out_field, scal
     cs = ctx.compute_set(suffix or codelet)
     ctx.g.add_vertices(cs, codelet, tiles, fields, fp=fp, ip=ip, region=region)
     ctx.emit(ipu.Execute(cs, name=cs.name))
+
+
+def _vector_operand(codelet, inputs, field_names, out, scalars, ip):
+    """The field of a BinaryOp whose second operand is broadcast along runs of the output (a
+    per-channel vector: batch norm's scale and shift) and that popops' BroadcastVectorOuter
+    vertices can take (add, sub, mul of float32 / float16): "b", else None."""
+    from codelets.broadcast import BROADCAST_VECTOR_OPS
+
+    if codelet != "BinaryOp" or set(scalars) != {"b"} or not isinstance(ip, dict):
+        return None
+    if int(np.asarray(ip["op"]).reshape(-1)[0]) not in BROADCAST_VECTOR_OPS.values():
+        return None
+    if not out.dtype.is_float or out.dtype.is_float8 or any(v.dtype != out.dtype for v in inputs):
+        return None
+    return "b"
+
+
+def _add_vector_outer(ctx, inputs, field_names, shape, out, out_field, scalars, ip, suffix):
+    """out = a (op) b with b broadcast along runs of out (`scalars["b"]`: cut positions, sources at
+    given starts), as popops lowers it (ElementWise.cpp binaryOpBroadcastOuterVector): each of a
+    tile's contiguous regions is cut where the run length changes, and each part of two or more
+    runs of one length is one BroadcastVectorOuter vertex (rows = runs, columns = run length, B
+    = the runs' elements of b, copied next to it); a part of one run stays a BinaryOp vertex with
+    its element (popops' BroadcastScalar). So a tile's vertices follow its regions, not the
+    channels (or rows) it holds."""
+    from codelets.broadcast import MAX_ROWS_COLUMNS, by_column
+
+    cuts, source_at = scalars["b"]
+    p_tiles, p_starts, p_counts = ctx.pieces(out)
+    order = np.argsort(p_starts, kind="stable")
+    p_tiles, p_starts, p_counts = p_tiles[order], p_starts[order], p_counts[order]
+    long_runs = _long_run_cuts(out, p_starts, p_counts, cuts, MAX_ROWS_COLUMNS)
+    tiles, starts, counts = _cut(out, p_starts, p_counts, [cuts, long_runs])
+    n = starts.size
+    piece_of = np.searchsorted(p_starts, starts, side="right") - 1
+    new = np.ones(n, bool)
+    new[1:] = (piece_of[1:] != piece_of[:-1]) | (counts[1:] != counts[:-1])
+    first = np.flatnonzero(new)
+    seg = np.cumsum(new) - 1
+    pos = np.arange(n) - first[seg]
+    new |= pos % MAX_ROWS_COLUMNS == 0  # rows is a short field
+    first = np.flatnonzero(new)
+    rows = np.diff(np.append(first, n))
+    a_index = field_names.index("a")
+    a = inputs[a_index]
+    data = ctx.like(a if a.shape == shape else a.broadcast(shape), out)
+    b = inputs[field_names.index("b")]
+    cs = ctx.compute_set(suffix or "BinaryOp")
+    single = rows == 1
+    if single.any():  # one run: a BinaryOp vertex with its element
+        f = first[single]
+        fields = {"a": (data, starts[f], counts[f]), out_field: (out, starts[f], counts[f]),
+                  "b": _segment_scalars(ctx, b, source_at(starts[f]), tiles[f])}
+        ctx.g.add_vertices(cs, "BinaryOp", tiles[f], fields, ip={"op": np.full(f.size, ip["op"])})
+    multi = ~single
+    if multi.any():
+        f, k = first[multi], rows[multi]
+        run = np.repeat(f, k) + (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))  # runs, in order
+        vtiles = tiles[f]
+        vec = ctx.g.add_variable(ctx.name("broadcast"), (run.size,), b.dtype, ipu.TEMPORARY, debug=ctx.name())
+        vec.tile_of[:] = np.repeat(vtiles, k)
+        ctx.copy(ipu.Tensor(b.variable, source_at(starts[run]), (run.size,)), vec, "broadcast_vector")
+        cols = counts[f]
+        vw = max(1, 8 // out.dtype.itemsize)
+        fields = {"data": (data, starts[f], cols * k), "B": (vec, np.cumsum(k) - k, k),
+                  "out": (out, starts[f], cols * k)}
+        params = {"op": np.full(f.size, ip["op"]), "by_column": by_column(cols, out.dtype).astype(np.int64),
+                  "misaligned": ((cols % vw != 0) | (starts[f] % vw != 0)).astype(np.int64), "columns": cols,
+                  "rows": k}
+        ctx.g.add_vertices(cs, "BroadcastVectorOuter", vtiles, fields, ip=params)
+    ctx.emit(ipu.Execute(cs, name=cs.name))
+
+
+def _long_run_cuts(out, starts, counts, cuts, most: int) -> np.ndarray:
+    """Further cuts that keep every run of the output's pieces (cut at `cuts`) to at most `most`
+    elements (a vertex's columns field)."""
+    bounds = np.unique(np.concatenate([starts, starts + counts, cuts]))
+    lengths = np.diff(bounds)
+    long = np.flatnonzero(lengths > most)
+    if long.size == 0:
+        return np.zeros(0, np.int64)
+    extra = [np.arange(bounds[i] + most, bounds[i + 1], most, dtype=np.int64) for i in long]
+    return np.concatenate(extra)
 
 
 def worker_regions(var: ipu.Variable, workers: int, grain: int = 1):

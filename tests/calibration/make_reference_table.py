@@ -168,6 +168,14 @@ def rows():
         for n in (1, 2, 3, 4, 5, 7, 64, 100):
             add("popops::Clamp", t, n, "", pe.clamp(n, t), f"{pe.CE} Clamp / clampCycles")
 
+    for op in ("ADD", "SUBTRACT", "MULTIPLY"):
+        for t in ("float", "half"):
+            for cols, rows in ((1, 1), (3, 7), (8, 12), (13, 5), (24, 6), (49, 16), (100, 3)):
+                for by_column in (False, True):
+                    vertex = f"popops::BroadcastVectorOuterBy{'Column' if by_column else 'Row'}Supervisor"
+                    add(vertex, t, cols * rows, f"op={op};columns={cols}",
+                        pe.broadcast_vector_outer(cols, rows, op, t, by_column),
+                        f"{pe.CE} BroadcastVectorOuterCycleEstimate")
     for t in ("float", "half"):
         for n in (1, 2, 3, 4, 7, 64, 101):
             for limits, ab in ((1, False), (4, False), (4, True), (15, True)):

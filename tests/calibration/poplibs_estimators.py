@@ -65,6 +65,7 @@ BINARY_PERF = {
 BROADCAST_PERF = {
     ("ADD", "float"): (1, True, 0), ("ADD", "half"): (1, True, 0), ("ADD", "int"): (6, False, 1),
     ("MULTIPLY", "float"): (1, True, 0), ("MULTIPLY", "half"): (1, True, 0),
+    ("SUBTRACT", "float"): (1, True, 0), ("SUBTRACT", "half"): (1, True, 0),
     ("DIVIDE", "float"): (6, False, 2), ("DIVIDE", "half"): (8, False, 2),
 }
 
@@ -117,6 +118,20 @@ def broadcast_scalar_1d(n: int, op: str, t: str) -> int:
     per_worker = iceil(n, NUM_WORKERS)
     cycles += _binary_inner(op, t, BROADCAST_PERF[(op, t)], per_worker, 1, 4)
     return cycles * NUM_WORKERS + basic_op_supervisor_overhead()
+
+
+def broadcast_vector_outer(columns: int, rows: int, op: str, t: str, by_column: bool) -> int:
+    """CE BroadcastVectorOuterCycleEstimate (ByRow / ByColumn supervisors: 1 cycle of inner-loop
+    overhead, 25 cycles a row for the misaligned variant (columns not a multiple of the vector
+    width), else 7): (15 + outer loops x (row overhead + basicOpLoopCycles)) x workers +
+    basicOpSupervisorOverhead."""
+    cpl, natural, _ = BROADCAST_PERF[(op, t)]
+    vw = vector_width(t)
+    cycles = 25 if columns % vw else 7
+    elems = iceil(columns, NUM_WORKERS) if by_column else columns
+    cycles += (cpl + 1) * (elems + vw - 1) // vw if natural else (cpl + 1) * elems
+    outer = rows if by_column else iceil(rows, NUM_WORKERS)
+    return (15 + outer * cycles) * NUM_WORKERS + basic_op_supervisor_overhead()
 
 
 # --------------------------------------------------------------------------------------------

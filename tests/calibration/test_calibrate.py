@@ -47,6 +47,7 @@ def test_every_codelet_is_in_the_table():
         "MatMulBlockPow2Scaled": "quart,64,m=8;k=32;n=8",
         "ConvPartialHorizontalMac": "poplin::ConvPartialHorizontalMac,float,",
         "ConvPartialVerticalMac": "poplin::ConvPartialVerticalMac,half,", "NonLinearityGrad": "popnn::NonLinearityGrad1D,float,",
+        "BroadcastVectorOuter": "popops::BroadcastVectorOuterByColumnSupervisor,half,",
     }
     from ipu.codelet import registered_codelets
 
