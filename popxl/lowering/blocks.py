@@ -7,7 +7,7 @@ import numpy as np
 
 import ipu
 
-from . import layouts
+from . import layouts, reduction_stages
 
 
 def elementwise(ctx, codelet: str, inputs, field_names, shape, et, fp=None, ip=None, out=None,
@@ -351,9 +351,10 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
     """Reduce `x` over `axes` with op in sum / max / min / prod / sum_squares / abs_sum.
 
     Stage 1 reduces, on every tile, the elements of each output row that the tile holds (after an
-    on-tile rearrangement that makes each (tile, row) group contiguous: no exchange); stage 2
-    exchanges the partials to the tile of each output element and reduces them there. Partials of
-    float16 data are float32, as poplibs accumulates.
+    on-tile rearrangement that makes each (tile, row) group contiguous: no exchange); the partials
+    are then combined across tiles in stages as popops combines them (reduction_stages), the last
+    on the tile of each output element. Partials of float16 data are float32, as poplibs
+    accumulates.
     """
     from codelets.reduce import REDUCE_OPS
 
@@ -423,22 +424,16 @@ def reduce(ctx, x: ipu.Tensor, axes, op: str, et=None, keepdims=False, suffix="r
     partials.tile_of[:] = grp_tile
     _reduce_vertices(ctx, f"{suffix}/partial", grp_tile, staged, s_starts, g_count, partials,
                      np.arange(grp_row.size), REDUCE_OPS[op])
-    # stage 2: partials of each row gathered on the row's output tile (outputs spread so that
-    # every tile receives at least MIN_BYTES_PER_TILE of partials)
-    _spread_outputs(ctx, out, grp_row.size / rows * part_et.itemsize)
-    order2 = np.argsort(grp_row, kind="stable")
-    r2 = grp_row[order2]
-    out_tiles = out.tile_of
-    gathered = ctx.g.add_variable(ctx.name(f"{suffix}/gathered"), (order2.size,), part_et, ipu.TEMPORARY,
-                                  debug=ctx.name())
-    gathered.tile_of[:] = out_tiles[r2]
-    ctx.copy(ipu.Tensor(partials, order2, (order2.size,)), gathered, f"{suffix}/gather")
-    brk2 = np.ones(r2.size, bool)
-    brk2[1:] = r2[1:] != r2[:-1]
-    s2 = np.flatnonzero(brk2)
-    c2 = np.diff(np.append(s2, r2.size))
-    _reduce_vertices(ctx, f"{suffix}/final", out_tiles[r2[s2]].astype(np.int64), gathered, s2, c2, out, r2[s2],
-                     REDUCE_OPS[_SECOND_STAGE[op]])
+    # the partials combined across tiles in stages, as popops does (reduction_stages)
+    staged_partials = reduction_stages.Partials(partials, grp_tile, grp_row, np.arange(grp_row.size))
+    stage = 0
+    while reduction_stages.another_stage(ctx.target, staged_partials, rows):
+        staged_partials = reduction_stages.intermediate(ctx, staged_partials, rows, _SECOND_STAGE[op],
+                                                        f"{suffix}/stage{stage}")
+        stage += 1
+    # outputs spread so that every tile receives at least MIN_BYTES_PER_TILE of partials
+    _spread_outputs(ctx, out, staged_partials.row.size / rows * part_et.itemsize)
+    reduction_stages.final(ctx, staged_partials, rows, out, _SECOND_STAGE[op], f"{suffix}/final")
     return out
 
 
