@@ -28,7 +28,7 @@ import popxl
 import popxl.ops as ops
 import popxl.transforms as transforms
 from popxl.ops import var_updates
-from popxl.transforms.autodiff import autodiff_recomputing
+from popxl.transforms.autodiff import OuterInputs, autodiff_recomputing
 
 from ._model import ModelIO, onnx_opset
 from ._optimizer_updates import OptimizerState, grouped_zeros
@@ -79,6 +79,7 @@ class Program:
     seed: Optional[popxl.Variable]
     tensor_infos: Dict[str, Tuple[Tuple[int, ...], popxl.dtype]] = field(default_factory=dict)
     counts: Dict[str, int] = field(default_factory=dict)  # anchor -> transfers per replica per run
+    updated_in_backward: frozenset = frozenset()  # weights whose optimizer ops run in the backward pass
 
 
 class _Scope:
@@ -203,11 +204,41 @@ class _Builder:
             self.grad_of = self.trainable + [g for g in grad_ids if g not in self.weight_inputs]
             required = [tr.values[w] for w in self.grad_of]
             recompute = recompute_ops(spec.recomputation, from_onnx(node_ops), loss_t)
+            self.grad_request = (fwd, loss_t, required, recompute)  # differentiated once the variables exist
+            self.loss_tensor = loss_t
+
+    def _differentiate(self):
+        """The gradient graph. When each weight's update can run as soon as its gradient is whole (one
+        micro-batch per step, one replica on one IPU, no clipping over all gradients, no weight
+        anchored: `_updates_in_backward`), the optimizer's ops go into the gradient graph right there,
+        as PopART's scheduler places a VarUpdate next to the gradient it consumes, so a weight's
+        gradient is not held through the rest of the backward pass; otherwise they follow it (`_step`)."""
+        fwd, loss_t, required, recompute = self.grad_request
+        self.bwd_outer = None
+        if not self._updates_in_backward():
             if recompute:
                 self.bwd = autodiff_recomputing(fwd, [loss_t], required, recompute)
             else:
                 self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
-            self.loss_tensor = loss_t
+            return
+        outer = OuterInputs()
+        weight_of = {self.weight_inputs[w]: w for w in self.trainable}
+        scale = 1.0 / self.spec.optimizer.lossScaling().val()  # one micro-batch, one replica: Sum and Mean agree
+
+        def update(t, g):
+            w = weight_of.get(t)
+            if w is not None:
+                self.opt_state.apply(outer, w, g, scale)
+                self.updated_early.add(w)
+
+        self.bwd = autodiff_recomputing(fwd, [loss_t], required, recompute, on_gradient=update, outer=outer)
+        self.bwd_outer = outer
+
+    def _updates_in_backward(self) -> bool:
+        spec = self.spec
+        return (spec.af == 1 and self._replicas() == 1 and spec.clip_norm is None and not spec.placement
+                and spec.optimizer.lossScaling().isConst() and not any(a in self.weights for a in spec.anchors)
+                and all(self.weights[w]._ipu is None for w in self.trainable))
 
     def _weight_input(self, name: str) -> popxl.Tensor:
         arr = to_device_array(self.io.initializers[name])
@@ -306,9 +337,12 @@ class _Builder:
     # -- 3. the loops ------------------------------------------------------------------------------------------
     def build(self):
         spec = self.spec
+        self.updated_early: set = set()  # weights whose optimizer ops run in the backward pass (_differentiate)
         if spec.training:
             self._forward(self.ir)
         self._variables()
+        if spec.training:
+            self._differentiate()
         self.in_streams = {}
         if spec.synthetic == SyntheticDataMode.Off:
             for name, t in self.data_inputs.items():
@@ -335,7 +369,7 @@ class _Builder:
             counts[tid] = (spec.bps * spec.af if k == AnchorReturnTypeId.All else
                            spec.bps // art.rp() * spec.af if k == AnchorReturnTypeId.EveryN else 1)
         self.program = Program(self.ir, self.in_streams, self.anchor_streams, self.weights, self.opt_state, self.seed,
-                               counts=counts)
+                               counts=counts, updated_in_backward=frozenset(self.updated_early))
         self.program.tensor_infos = self._tensor_infos()
 
     def _subgraph(self, name: str, body: Callable[[_Scope], None]) -> popxl.Graph:
@@ -364,6 +398,7 @@ class _Builder:
         elif spec.reduction != ReductionType.Sum:
             raise popart_exception(f"accumulationAndReplicationReductionType {spec.reduction} is not supported; use "
                                    f"ReductionType.Sum or Mean")
+        grads = {w: g for w, g in grads.items() if w not in self.updated_early}  # updated in the backward pass
         w_scales = {}
         for w, g in list(grads.items()):
             with self._on_ipu_of(w):
@@ -436,7 +471,10 @@ class _Builder:
             dloss = popxl.constant(np.full(self.loss_tensor.shape, ls, self.loss_tensor.dtype.as_numpy()),
                                    name="loss_scaling")
             lower_inline(self.bwd.graph)
-            gouts = ops.call(self.bwd.graph, dloss, inputs_dict=self.bwd.inputs_dict(info))
+            args = self.bwd.inputs_dict(info)
+            if self.bwd_outer is not None:  # the weights and optimizer state the gradient graph updates
+                args.update({t: get(v) for v, t in self.bwd_outer.inputs.items()})
+            gouts = ops.call(self.bwd.graph, dloss, inputs_dict=args)
             grads = dict(zip(self.grad_of, gouts))
             if spec.af > 1:
                 for w in self.trainable:

@@ -18,13 +18,11 @@ import numpy as np
 
 import popxl
 import popxl.ops as ops
-import popxl.transforms as transforms
 from popart import _program as popart_program
 from popart._program import GRAD_PREFIX, ProgramSpec, _Builder, _safe
 from popart._recompute import Marked, recompute_ops
 from popart.dataflow import AnchorReturnType
 from popart.options import RecomputationType, RecomputeType
-from popxl.transforms.autodiff import autodiff_recomputing
 
 from . import enums
 from ._capture import RANDOM_OPS, Captured, Value
@@ -154,10 +152,7 @@ class TorchBuilder(_Builder):
         required = [self.weight_inputs[w] for w in self.trainable]
         # the loss as the nodes made it (loss_t may be an output copy of it)
         recompute = recompute_ops(spec.recomputation, marked, tr.tensor(spec.loss))
-        if recompute:
-            self.bwd = autodiff_recomputing(fwd, [loss_t], required, recompute)
-        else:
-            self.bwd = transforms.autodiff(fwd, grads_provided=[loss_t], grads_required=required)
+        self.grad_request = (fwd, loss_t, required, recompute)  # differentiated once the variables exist
         self.loss_tensor = loss_t
         self.state_updates = {w: f"__state__{w}" for w in c.state_updates}
 

@@ -24,7 +24,7 @@ reading per-iteration activations that the forward loop stacks (see grad_rules/c
 ``conditional`` ops by a conditional over the gradients of the two branches.
 """
 from enum import Enum
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import popxl.ops as ops
 from popxl.graph import Graph
@@ -340,13 +340,37 @@ class _DirectGrad:
         self.grads_of_inputs = grads_of_inputs
 
 
+class OuterInputs:
+    """By-reference inputs of a gradient graph standing for tensors of the graph that calls it (the
+    weights and optimizer state a gradient consumer updates, see ``autodiff_recomputing``). Called
+    with an outer tensor inside the gradient graph, it gives that tensor's input (made once); the
+    inputs come after the gradient graph's expected inputs, and ``inputs`` maps each outer tensor to
+    its input for the call site."""
+
+    def __init__(self):
+        self.inputs: Dict[Tensor, Tensor] = {}
+
+    def __call__(self, outer: Tensor) -> Tensor:
+        t = self.inputs.get(outer)
+        if t is None:
+            t = graph_input(outer.shape, outer.dtype, outer.name, by_ref=True, meta_shape=outer.meta_shape)
+            self.inputs[outer] = t
+        return t
+
+
+GradientConsumer = Callable[[Tensor, Tensor], None]
+
+
 class _GradBuilder:
     def __init__(self, fwd: Graph, grads_provided: Sequence[Tensor], grads_required: Sequence[Tensor],
-                 state: _State):
+                 state: _State, on_gradient: Optional[GradientConsumer] = None,
+                 outer: Optional[OuterInputs] = None):
         self.fwd = fwd
         self.gp = list(grads_provided)
         self.gr = list(grads_required)
         self.state = state
+        self.on_gradient = on_gradient
+        self.outer = outer
         self.grad_graph = fwd.ir.create_empty_graph(f"{fwd.id}_grad" if fwd.id else "grad")
         self.expected_inputs: List[ExpectedConnection] = []
         self.expected_outputs: List[ExpectedConnection] = []
@@ -483,15 +507,24 @@ class _GradBuilder:
                     g = graph_input(t.shape, t.dtype, GRAD_PREFIX + t.name.split("/")[-1], meta_shape=t.meta_shape)
                     self.expected_inputs.append(ExpectedConnection._create(t, ExpectedConnectionType.FwdGrad))
                     self.partials.setdefault(t, []).append(g)
+                complete = self._completed_by()
                 for op in reversed(self.ops):
                     if self._relevant(op):
                         self._differentiate(op)
+                    for t in complete.get(op, ()):
+                        self._consume(t, self._total(t))
                 for t in self.gr:
                     g = self._total(t)
                     if g is None:
                         g = ops.init(t.shape, t.dtype, GRAD_PREFIX + t.name.split("/")[-1], "zero")
+                    if t not in self._consumed:
+                        self._consume(t, g)
                     graph_output(g)
                     self.expected_outputs.append(ExpectedConnection._create(t, ExpectedConnectionType.FwdGrad))
+                if self.outer is not None:  # the outer tensors' inputs go after the expected ones
+                    for t in self.outer.inputs.values():
+                        self.grad_graph._remove_input(self.grad_graph.inputs.index(t))
+                        self.grad_graph._add_input(t, by_ref=True)
         except BaseException:
             # leave no half-built gradient graph behind (graphs it called stay: they may be complete)
             if not any(self.grad_graph in op.called_graphs for g in self.fwd.ir.graphs for op in g._ops):
@@ -500,6 +533,27 @@ class _GradBuilder:
         finally:
             self.state.building.remove(self.fwd)
         return self.grad_graph, self.expected_inputs, self.expected_outputs
+
+    def _completed_by(self) -> Dict[Op, List[Tensor]]:
+        """For ``on_gradient``: the op after which each required input of the graph has its whole
+        gradient and nothing of the gradient graph reads it any more: its first reader in the
+        forward schedule, the last one the reverse walk reaches (a rule reads, and recomputes,
+        only forward tensors of its own op or of ops after it)."""
+        self._consumed: set = set()
+        out: Dict[Op, List[Tensor]] = {}
+        if self.on_gradient is None:
+            return out
+        ins = set(self.fwd.inputs)
+        for t in self.gr:
+            readers = [c for c in t.consumers if c.graph is self.fwd]
+            if t in ins and t not in self.gp and readers:
+                out.setdefault(min(readers, key=lambda o: o.id), []).append(t)
+        return out
+
+    def _consume(self, t: Tensor, g: Optional[Tensor]) -> None:
+        if self.on_gradient is not None and g is not None and t not in self._consumed:
+            self._consumed.add(t)
+            self.on_gradient(t, g)
 
     def _differentiate(self, op: Op) -> None:
         inputs = tuple(op.inputs)  # rules of control-flow ops may rewrite the op (repeat stacking)
@@ -535,13 +589,15 @@ class _GradBuilder:
             self._add_partial(inputs[i], g, op)
 
 
-def _build(graph: Graph, grads_provided: Sequence[Tensor], grads_required: Sequence[Tensor], state: _State):
-    return _GradBuilder(graph, grads_provided, grads_required, state).build()
+def _build(graph: Graph, grads_provided: Sequence[Tensor], grads_required: Sequence[Tensor], state: _State,
+           on_gradient: Optional[GradientConsumer] = None, outer: Optional[OuterInputs] = None):
+    return _GradBuilder(graph, grads_provided, grads_required, state, on_gradient, outer).build()
 
 
 def _autodiff_stitched(graph: Graph, grads_provided: Sequence[Tensor], grads_required: Sequence[Tensor],
-                       state: _State) -> GradGraphInfo:
-    grad_graph, exp_in, exp_out = _build(graph, grads_provided, grads_required, state)
+                       state: _State, on_gradient: Optional[GradientConsumer] = None,
+                       outer: Optional[OuterInputs] = None) -> GradGraphInfo:
+    grad_graph, exp_in, exp_out = _build(graph, grads_provided, grads_required, state, on_gradient, outer)
     ins, outs = set(graph.inputs), set(graph.outputs)
     for conn in exp_in:
         t = conn.fwd_tensor
@@ -602,12 +658,20 @@ def autodiff(graph: Graph, grads_provided: Optional[Iterable[Tensor]] = None,
 
 
 def autodiff_recomputing(graph: Graph, grads_provided: Sequence[Tensor], grads_required: Sequence[Tensor],
-                         recompute: Iterable[Op]) -> GradGraphInfo:
+                         recompute: Iterable[Op] = (), on_gradient: Optional[GradientConsumer] = None,
+                         outer: Optional[OuterInputs] = None) -> GradGraphInfo:
     """``autodiff`` (stitched) where the outputs of the forward ops ``recompute`` are computed again
     in the gradient graph, each just before its first backward reader, instead of being kept from
     the forward pass (PopART's implicit recomputation, driven by popart/_recompute.py). Outputs of
-    ``graph`` and its inputs are never recomputed. Results are those of plain ``autodiff``."""
+    ``graph`` and its inputs are never recomputed. Results are those of plain ``autodiff``.
+
+    ``on_gradient(t, g)``, called inside the gradient graph as soon as the gradient ``g`` of a
+    required input ``t`` of ``graph`` is whole (after the rule of its last consumer; ``g`` is also
+    the graph's output), adds the ops that consume it there: PopART's scheduler runs a weight's
+    VarUpdate right after its gradient, which frees the gradient, and not after the whole backward
+    pass. ``outer`` gives those ops the caller's tensors (weights, optimizer state) as by-reference
+    inputs of the gradient graph, after its expected inputs."""
     state = _State(None, recompute)
-    info = _autodiff_stitched(graph, list(grads_provided), list(grads_required), state)
+    info = _autodiff_stitched(graph, list(grads_provided), list(grads_required), state, on_gradient, outer)
     state.infos[graph] = info
     return info
