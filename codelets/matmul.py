@@ -136,6 +136,63 @@ def _matmul_block_kernel(views, off, cnt, fp, ip):
             _block_product(ov, off[v, MM_F.out], av, off[v, MM_F.a], bv, off[v, MM_F.b], m, k, n, acc, scratch)
 
 
+@njit(cache=True, inline="always")
+def _gather_rows(view, ip, v, at, count, rows, width, into):
+    """into[:rows * width] = the rows of a row-read field (Codelet.rows_kernel's segments from ip[v, at])."""
+    for i in range(count):
+        r0 = ip[v, at + 2 * i]
+        r1 = ip[v, at + 2 * i + 2] if i + 1 < count else rows
+        src = ip[v, at + 2 * i + 1]
+        n = (r1 - r0) * width
+        if src < 0 or src + n > view.size or r1 * width > into.size:
+            raise IndexError("MatMulBlock: a row segment reaches outside its view")
+        into[r0 * width:r0 * width + n] = view[src:src + n]
+
+
+@njit(cache=True)
+def _matmul_block_rows_kernel(views, off, cnt, fp, ip):
+    """MatMulBlock vertices (float32) some of whose a or b rows are read where an exchange's
+    sources hold them (ipu/forwarding.py): those operands are gathered into a scratch block first,
+    then multiplied as _matmul_block_kernel does (the same gemm_rows on the same values)."""
+    av = views[MM_F.a]
+    bv = views[MM_F.b]
+    ov = views[MM_F.out]
+    scratch = gemm_scratch()
+    nv = off.shape[0]
+    la = lb = 1
+    for v in range(nv):
+        la = max(la, cnt[v, MM_F.a])
+        lb = max(lb, cnt[v, MM_F.b])
+    sa = np.empty(la, np.float32)
+    sb = np.empty(lb, np.float32)
+    base = MM_NIP
+    segs = ip[0, base] if nv else 0
+    at_a = base + 2
+    at_b = base + 3 + 2 * segs
+    for v in range(nv):
+        m = ip[v, MM_IP.m]
+        k = ip[v, MM_IP.k]
+        n = ip[v, MM_IP.n]
+        acc = ip[v, MM_IP.accumulate] != 0
+        if m == 0 or n == 0:
+            continue
+        if k == 0:
+            if not acc:
+                o0 = off[v, MM_F.out]
+                for i in range(m * n):
+                    ov[o0 + i] = 0.0
+            continue
+        a, a0 = av, off[v, MM_F.a]
+        b, b0 = bv, off[v, MM_F.b]
+        if ip[v, at_a - 1] > 0:
+            _gather_rows(av, ip, v, at_a, ip[v, at_a - 1], m, k, sa)
+            a, a0 = sa, 0
+        if ip[v, at_b - 1] > 0:
+            _gather_rows(bv, ip, v, at_b, ip[v, at_b - 1], k, n, sb)
+            b, b0 = sb, 0
+        gemm_rows(a, a0, b, b0, ov, off[v, MM_F.out], m, k, n, acc, scratch)
+
+
 @njit(cache=True)
 def _sum_partials(parts, n, num, acc):
     """acc[:n] = sum over p of parts[p*n:][:n], in float32 from 0 in order p = 0, 1, ... Long
@@ -472,6 +529,17 @@ class MatMulBlock(Codelet):
         # out is overwritten (never read) where accumulate is 0: the kernel's `acc` flag
         return ip[:, MM_IP.accumulate] != 0 if field == "out" else None
 
+    row_fields = ("a", "b")
+
+    def read_rows(self, field, types, ip):
+        # the rows kernel gathers float32 operands (rows of k for a, of n for b)
+        if field not in self.row_fields or any(t != ipu.FLOAT32 for t in types):
+            return None
+        return ip[:, MM_IP.k if field == "a" else MM_IP.n]
+
+    def rows_kernel(self):
+        return _matmul_block_rows_kernel
+
     def state_bytes(self):
         # pointers and sizes of the three fields and the parameters, plus the per-worker worklists
         # (6 workers x 3 entries x 2 bytes) the AMP vertex carries
@@ -533,4 +601,5 @@ class MatMulReducePartials(Codelet):
 
 # the kernels' columns, by name
 MM_F, MM_IP = MatMulBlock.F, MatMulBlock.IP
+MM_NIP = len(MatMulBlock.int_params)  # where the rows kernel's segments start in ip
 RP_F, RP_IP = MatMulReducePartials.F, MatMulReducePartials.IP

@@ -253,6 +253,23 @@ class Codelet:
         it as no read of what the memory held."""
         return None
 
+    # fields (in fields) whose rows the codelet's `rows_kernel` can read from anywhere in the view:
+    # what ipu/forwarding.py uses to feed a vertex that gathers rows from several copy runs
+    row_fields: tuple = ()
+
+    def read_rows(self, field: str, types, ip: np.ndarray) -> np.ndarray | None:
+        """The row length (elements, per vertex: rows of ip) in which `rows_kernel` may read in
+        field `field` of vertices of these field types, or None where it cannot (the default)."""
+        return None
+
+    def rows_kernel(self):
+        """The kernel of a group some of whose vertices read `row_fields` row by row: ip holds the
+        codelet's int parameters, then S (the most segments of any such read), then per row field
+        a segment count and S (first row, element offset) pairs: the rows of segment i, from its
+        first row to the next segment's (the last: to the field's end), lie one after another from
+        that offset. A count of 0: the field is read at its own offset, as `kernel` reads it."""
+        return None
+
     def reference(self, *arrays, **params):
         raise NotImplementedError
 

@@ -30,7 +30,9 @@ import numpy as np
 
 from .codelet import IN, INOUT, OUT
 
-__all__ = ["Forwarding", "exchange_readers", "forward"]
+__all__ = ["Forwarding", "RowReading", "exchange_readers", "forward", "written"]
+
+MAX_SEGMENTS = 32  # a row read spanning more runs than this keeps them copied
 
 
 @dataclass
@@ -101,6 +103,12 @@ def _intervals(groups, directions):
         z = np.zeros(0, np.int64)
         return z, z, z, z, z, z
     return tuple(np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(6))
+
+
+def written(groups):
+    """(byte starts, byte counts) of what the groups' vertices write (out and in/out fields)."""
+    ws, we, *_ = _intervals(groups, (OUT, INOUT))
+    return ws, we - ws
 
 
 def stale_reads(groups, starts, ends):
@@ -182,6 +190,7 @@ def forward(groups, chain, unwritten=None):
     groups with their redirected offsets (the same objects where nothing changed), or None when
     nothing is skipped."""
     rs, re_, rg, rv, rf, risz = _intervals(groups, (IN, INOUT))
+    rlen = _row_bytes(groups, rg, rv, rf, risz)
     ws, we, *_ = _intervals(groups, (OUT, INOUT))
     inout = np.zeros(rs.size, bool)
     for gi, g in enumerate(groups):
@@ -193,6 +202,7 @@ def forward(groups, chain, unwritten=None):
     ufs, ufe = _merged(*unwritten) if unwritten is not None else (z, z)
     skips: list = []
     moves = []  # (read indices, their new byte starts)
+    row_moves = []  # (read index of each row, its row number, its new byte start)
     for i, (fwd, src, dst, nbytes, lo) in enumerate(chain):
         if not fwd:
             skips.append(None)
@@ -214,13 +224,21 @@ def forward(groups, chain, unwritten=None):
         kc = np.maximum(k, 0)
         inside = (k >= 0) & (rs >= d[kc]) & (re_ <= end[kc])
         touch = np.flatnonzero(~inside)
+        rows = None
         if touch.size:
             a0 = np.searchsorted(end, rs[touch], side="right")
             a1 = np.searchsorted(d, re_[touch], side="left")
             span = a1 > a0
+            # a read of a row field whose every row lies inside one run may read each row elsewhere
+            rows = _rows_in_runs(touch[span & (rlen[touch] > 0) & (a1 - a0 <= MAX_SEGMENTS)], rs, re_, rlen, d, end)
+            cross = span.copy()
+            if rows is not None:
+                cross[np.isin(touch, rows[0])] = False
+                r_k = rows[2]
+                bad[r_k[(s[r_k] - d[r_k]) % risz[rows[0]] != 0]] = True
             diff = np.zeros(d.size + 1, np.int64)
-            np.add.at(diff, a0[span], 1)
-            np.add.at(diff, a1[span], -1)
+            np.add.at(diff, a0[cross], 1)
+            np.add.at(diff, a1[cross], -1)
             bad |= np.cumsum(diff[:-1]) > 0
         hit = np.flatnonzero(inside)
         delta = s[kc[hit]] - d[kc[hit]]
@@ -233,6 +251,13 @@ def forward(groups, chain, unwritten=None):
         skips.append(skip)
         go = hit[skip[kc[hit]]]
         moves.append((go, rs[go] + (s[kc[go]] - d[kc[go]])))
+        if rows is not None:
+            r_t, r_start, r_k = rows
+            moved = np.zeros(rs.size, bool)
+            moved[r_t[skip[r_k]]] = True
+            keep_rows = moved[r_t]  # every row of a read any of whose rows moves
+            r_new = r_start + np.where(skip[r_k], s[r_k] - d[r_k], 0)
+            row_moves.append((r_t[keep_rows], (r_start - rs[r_t])[keep_rows], r_new[keep_rows]))
     if not any(x is not None for x in skips):
         return None
     out = list(groups)
@@ -246,4 +271,96 @@ def forward(groups, chain, unwritten=None):
             off[rv[idx[m]], rf[idx[m]]] = starts[m] // risz[idx[m]]
     for gi, off in offs.items():
         out[gi] = replace(groups[gi], off=off)
+    if row_moves:
+        r_t, r_at, r_new = (np.concatenate([m[i] for m in row_moves]) for i in range(3))
+        for gi in np.unique(rg[r_t]).tolist():
+            m = rg[r_t] == gi
+            out[gi] = _read_by_rows(out[gi], rv[r_t[m]], rf[r_t[m]], r_at[m] // rlen[r_t[m]], r_new[m],
+                                    rlen[r_t[m]], risz[r_t[m]])
     return skips, out
+
+
+def _row_bytes(groups, rg, rv, rf, risz):
+    """Per read (of _intervals): the bytes of its rows where the codelet's rows kernel may read it
+    row by row (`Codelet.read_rows`), else 0."""
+    out = np.zeros(rg.size, np.int64)
+    for gi, g in enumerate(groups):
+        for j, f in enumerate(g.codelet.fields):
+            if f.direction != IN or f.name not in g.codelet.row_fields:
+                continue
+            length = g.codelet.read_rows(f.name, g.types, g.ip)
+            if length is None:
+                continue
+            m = np.flatnonzero((rg == gi) & (rf == j))
+            out[m] = np.asarray(length, np.int64)[rv[m]] * risz[m]
+    return out
+
+
+def _rows_in_runs(cand, rs, re_, rlen, d, end):
+    """Of the reads `cand` (row fields), those made of whole rows each inside one run of [d, end):
+    (read index of each of their rows, the row's byte start, its run), rows in order; or None."""
+    if cand.size == 0:
+        return None
+    size = re_[cand] - rs[cand]
+    cand = cand[size % rlen[cand] == 0]
+    if cand.size == 0:
+        return None
+    nrows = (re_[cand] - rs[cand]) // rlen[cand]
+    owner = np.repeat(np.arange(cand.size), nrows)
+    ri = np.arange(owner.size) - np.repeat(np.cumsum(nrows) - nrows, nrows)
+    start = rs[cand][owner] + ri * rlen[cand][owner]
+    k = np.searchsorted(d, start, side="right") - 1
+    kc = np.maximum(k, 0)
+    inside = (k >= 0) & (start + rlen[cand][owner] <= end[kc])
+    good = np.bincount(owner, weights=~inside, minlength=cand.size) == 0
+    if not good.any():
+        return None
+    keep = good[owner]
+    return cand[owner[keep]], start[keep], kc[keep]
+
+
+class RowReading:
+    """A codelet whose vertices read some row fields row by row (`Codelet.rows_kernel`): the
+    kernel group the plan runs in place of the codelet's own where forwarding moved rows."""
+
+    def __init__(self, codelet):
+        self.codelet = codelet
+
+    def __getattr__(self, name):
+        return getattr(self.codelet, name)
+
+    def kernel(self):
+        return self.codelet.rows_kernel()
+
+
+def _read_by_rows(group, vert, field, row, new, row_bytes, isz):
+    """The group with the rows (vertex, field, row number, new byte start) read elsewhere: the rows
+    kernel's segments appended to its int parameters (Codelet.rows_kernel)."""
+    codelet = group.codelet.codelet if isinstance(group.codelet, RowReading) else group.codelet
+    names = [f.name for f in codelet.fields]
+    q = np.array([codelet.row_fields.index(names[j]) for j in range(len(names)) if names[j] in codelet.row_fields])
+    qof = np.full(len(names), -1, np.int64)
+    qof[[j for j in range(len(names)) if names[j] in codelet.row_fields]] = q
+    # segments: a row starts one where it does not follow the previous row of its read
+    o = np.lexsort((row, field, vert))
+    vert, field, row, new, row_bytes, isz = vert[o], field[o], row[o], new[o], row_bytes[o], isz[o]
+    start = np.ones(vert.size, bool)
+    start[1:] = (vert[1:] != vert[:-1]) | (field[1:] != field[:-1]) | (new[1:] != new[:-1] + row_bytes[:-1])
+    start |= row == 0
+    sv, sf, sr, sn, si = vert[start], field[start], row[start], new[start], isz[start]
+    key = sv * len(names) + sf
+    first = np.ones(key.size, bool)
+    first[1:] = key[1:] != key[:-1]
+    idx = np.arange(key.size) - np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
+    count = np.bincount(np.cumsum(first) - 1)
+    segs = int(count.max())
+    nip = len(codelet.int_params)
+    width = nip + 1 + len(codelet.row_fields) * (1 + 2 * segs)
+    ip = np.zeros((group.ip.shape[0], width), np.int64)
+    ip[:, :nip] = group.ip[:, :nip]
+    ip[:, nip] = segs
+    col = nip + 1 + qof[sf] * (1 + 2 * segs)
+    ip[sv[first], col[first]] = count
+    ip[sv, col + 1 + 2 * idx] = sr
+    ip[sv, col + 2 + 2 * idx] = sn // si
+    return replace(group, codelet=RowReading(codelet), ip=ip)

@@ -66,6 +66,7 @@ PARALLEL_MIN_ELEMENTS = 1 << 21
 PARALLEL_MIN_BYTES = 1 << 22
 # exchanges into a buffer only the next compute set reads feed it directly (ipu/forwarding.py)
 FORWARD = True
+FORWARD_PAST = 3  # compute steps an exchange's reader may wait behind (an operand's transposes)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -226,7 +227,8 @@ class Plan:
         self._loop_ops = LoopOps(self)
         self._arrays = None
         # exchanges feeding the next compute set (ipu/forwarding.py)
-        self._chain: list = []  # (step id, its first and end op row, its table) since the last other step
+        self._chain: list = []  # (step id, its first and end op row, its table) since the last other step, and
+        # (compute step id, None, None, what it writes) for a compute step an exchange's reader waits behind
         self._forwarded: dict = {}  # (compute step, chain's steps) -> the rows it rewrites
         self._reduced: dict = {}  # table -> its table without the skipped runs
         self._skipped: list = []  # where the skipped runs are in the run table: (first, end)
@@ -435,6 +437,15 @@ class Plan:
         if (step.kind == "compute" and self._chain and FORWARD and self.exe.forwarding is not None
                 and len(ops) > at and all(r[0] == KERNEL for r in ops[at:])):
             self._forward(step, ops, at)
+            fw = self.exe.forwarding.readers
+            passed = {c[0] for c in self._chain if c[1] is None} | {step.id}
+            if len(passed) <= FORWARD_PAST and any(c[1] is not None and fw.get(c[0], step.id) not in passed
+                                                   for c in self._chain):
+                # an exchange read by a later compute step (an operand's transpose runs between):
+                # the chain goes on, this step's writes checked against the sources it skips to
+                groups = [self._groups[int(r[1])][0] for r in ops[at:]]
+                self._chain.append((step.id, None, None, forwarding.written(groups)))
+                return
         if step.kind != "sync":
             self._chain = []
 
@@ -454,8 +465,13 @@ class Plan:
         gets its skipped runs moved to its end and a table entry without them (the CopyTable
         keeps all its runs, in that order: the Python walk copies everything)."""
         fw = self.exe.forwarding.readers
-        chain, where = [], []
-        for x, _, _, k in self._chain:
+        chain: list = []
+        where: list = []
+        for x, row, _, k in self._chain:
+            if row is None:  # a compute step in between: what it writes must not be a skipped run's source
+                chain.append((False, np.zeros(0, np.int64), *k, 0))
+                where.append(None)
+                continue
             parts = self._table_parts[k]
             lo, hi = self._tables[k][0], self._tables[k + parts - 1][1]
             first = self._tables[k][1] - lo if parts == 2 else 0
@@ -476,9 +492,10 @@ class Plan:
             return []
         skips, new_groups = got
         out: list = []
-        for i, (skip, (k, lo, hi, first)) in enumerate(zip(skips, where)):
+        for i, (skip, place) in enumerate(zip(skips, where)):
             if skip is None:
                 continue
+            k, lo, hi, first = place
             a = lo + first
             order = np.argsort(skip, kind="stable")  # kept runs first, then the skipped (destinations disjoint)
             for flat in self._runs:

@@ -172,3 +172,126 @@ def test_stale_reads_are_the_bytes_a_first_step_may_read_before_writing_them():
     s, e = forwarding.stale_reads([g], np.array([0], np.int64), np.array([64], np.int64))
     # vertex 2 reads out bytes 16-32 that no earlier vertex wrote; vertex 3 reads a at bytes 32-40
     assert list(zip(s.tolist(), e.tolist())) == [(16, 32), (32, 40)]
+
+
+def _gathered_matmul(m=8, k=6, n=5, tiles=4):
+    """x (m x k, a few rows a tile) and w (k x n, spread linearly: some rows cross tiles) multicast
+    to every tile, then per tile two MatMulBlock vertices (rows 0-2 overwrite, rows 3.. accumulate)
+    whose a blocks gather rows of several tiles' runs: each reads its rows where x holds them."""
+    g = ipu.Graph(ipu.small_target(tiles))
+    x = g.add_variable("x", (m, k), "float32")
+    w = g.add_variable("w", (k, n), "float32")
+    g.set_tile_mapping(x, {t: [(2 * k * t, 2 * k * t + 2 * k)] for t in range(tiles)})
+    g.map_linearly(w)
+    ya = g.add_variable("ya", (tiles, m, k), "float32", category="temporary")
+    yb = g.add_variable("yb", (tiles, k, n), "float32", category="temporary")
+    out = g.add_variable("out", (tiles, m, n), "float32")
+    for v, size in ((ya, m * k), (yb, k * n), (out, m * n)):
+        g.set_tile_mapping(v, {t: [(size * t, size * (t + 1))] for t in range(tiles)})
+    cs = g.add_compute_set("mm")
+    for t in range(tiles):
+        for r0, r1, acc in ((0, 3, 0), (3, m, 1)):
+            g.add_vertex(cs, "MatMulBlock", t, a=ya[t, r0:r1].flatten(), b=yb[t].flatten(),
+                         out=out[t, r0:r1].flatten(), m=r1 - r0, k=k, n=n, accumulate=acc)
+    prog = ipu.Sequence(ipu.Copy(x.reshape((1, m, k)).broadcast((tiles, m, k)), ya),
+                        ipu.Copy(w.reshape((1, k, n)).broadcast((tiles, k, n)), yb), ipu.Execute(cs))
+    return ipu.compile(g, prog), x, w, out
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_matmul_rows_gathered_from_several_runs_are_read_where_the_source_holds_them(replicas, split_everything):
+    exe, x, w, out = _gathered_matmul()
+    rng = np.random.default_rng(1)
+    xv = rng.normal(size=(8, 6)).astype(np.float32)
+    wv = rng.normal(size=(6, 5)).astype(np.float32)
+    res = []
+    for kw in PATHS:
+        exe.native = None
+        e = ipu.Engine(exe, replicas=replicas, **kw)
+        e.write_tensor(x, xv)
+        e.write_tensor(w, wv)
+        for _ in range(2):
+            e.run(0)
+        dead = np.zeros(e.memory.shape[-1], bool)
+        skipped = 0
+        if kw["compiled"]:
+            d, nb = exe.native.skipped_runs()
+            skipped = int(nb.sum())
+            for a, b in zip(d.tolist(), nb.tolist()):
+                dead[a:a + b] = True
+        res.append((e.memory.copy(), e.cycles, *e.executed_steps(), dead, skipped,
+                    [e.read_tensor(out, replica=r) for r in range(replicas)]))
+    mem0, cyc0, ids0, st0, _, _, out0 = res[0]
+    for mem, cyc, ids, st, dead, _, got in res[1:]:
+        assert cyc == cyc0
+        np.testing.assert_array_equal(ids, ids0)
+        np.testing.assert_array_equal(st, st0)
+        assert np.array_equal(mem[..., ~dead], mem0[..., ~dead])
+        for a, b in zip(got, out0):
+            np.testing.assert_array_equal(a, b)
+    assert res[1][5] == res[2][5]
+    # every row of every a block is read from x (the vertices' reads span 2-3 of its runs), so
+    # none of the multicast of x is copied
+    assert res[1][5] >= 4 * 8 * 6 * 4
+    ref = xv @ wv
+    for t in range(4):
+        np.testing.assert_allclose(out0[0][t, :3], ref[:3], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out0[0][t, 3:], 2 * ref[3:], rtol=1e-5, atol=1e-5)
+
+
+def test_forward_reads_rows_of_a_row_field_from_several_runs():
+    # a MatMulBlock's a (2 x 3 rows at dst elements 100..105) gathered from two runs of one row
+    # each; a third vertex's a crosses a run in mid-row: its runs stay copied
+    f32 = ipu.FLOAT32
+    mm = ipu.get_codelet("MatMulBlock")
+    off = np.array([[100, 300, 500], [120, 300, 520], [140, 300, 540]], np.int64)
+    cnt = np.array([[6, 6, 4], [6, 6, 4], [6, 6, 4]], np.int64)
+    ip = np.array([[2, 3, 2, 0]] * 3, np.int64)
+    g = KernelGroup(mm, (f32, f32, f32), np.zeros(3, np.int64), off, cnt, np.zeros((3, 0)), ip, np.zeros(3, np.int64))
+    src, dst, n = _runs((8000, 400, 12), (9000, 412, 12), (10000, 480, 12), (11000, 492, 12),
+                        (12000, 560, 8), (13000, 568, 16))
+    skips, (g2,) = forwarding.forward([g], [(True, src, dst, n, 0)])
+    assert skips[0].tolist() == [True, True, True, True, False, False]
+    assert isinstance(g2.codelet, forwarding.RowReading)
+    segs = g2.ip[:, 4]
+    assert segs.tolist() == [2, 2, 2]
+    a_count, a_pairs = g2.ip[:, 5], g2.ip[:, 6:10]
+    assert a_count.tolist() == [2, 2, 0]
+    assert a_pairs[0].tolist() == [0, 2000, 1, 2250] and a_pairs[1].tolist() == [0, 2500, 1, 2750]
+    assert g2.ip[:, 10].tolist() == [0, 0, 0]  # b is read where it is
+    np.testing.assert_array_equal(g2.ip[:, :4], ip)
+
+
+@pytest.mark.parametrize("between", ["other", "writes source"])
+def test_an_exchange_read_after_another_compute_step_is_forwarded_past_it(between, split_everything):
+    # the multicast of x into y, then a compute step that reads and writes other tensors (as an
+    # operand's transpose runs between its exchange and the product), then the step reading y
+    g = ipu.Graph(ipu.small_target(4))
+    x = g.add_variable("x", (4, 8), "float32")
+    g.map_linearly(x)
+    y = g.add_variable("y", (4, 4, 8), "float32", category="temporary")
+    acc = g.add_variable("acc", (4, 4, 8), "float32")
+    other = g.add_variable("other", (4, 8), "float32")
+    g.map_linearly(other)
+    for v in (y, acc):
+        g.set_tile_mapping(v, {t: [(32 * t, 32 * t + 32)] for t in range(4)})
+    mid = g.add_compute_set("mid")
+    target = x if between == "writes source" else other
+    for t in range(4):
+        one = g.add_constant(f"one{t}", np.ones(8, np.float32), tile=t)
+        g.add_vertex(mid, "ScaledAdd", t, data=target.flatten()[8 * t:8 * t + 8], deltas=one, a=1.0, b=1.0)
+    cs = g.add_compute_set("add")
+    yf, af = y.flatten(), acc.flatten()
+    for t in range(4):
+        for r in range(4):
+            at = 32 * t + 8 * r
+            g.add_vertex(cs, "ScaledAdd", t, data=af[at:at + 8], deltas=yf[at:at + 8], a=1.0, b=1.0)
+    exe = ipu.compile(g, ipu.Sequence(ipu.Copy(x.reshape((1, 4, 8)).broadcast((4, 4, 8)), y), ipu.Execute(mid),
+                                      ipu.Execute(cs)))
+    skipped, got = _compare(exe, x, acc)
+    data = np.arange(32, dtype=np.float32).reshape(4, 8)
+    if between == "other":
+        assert skipped == 4 * 4 * 8 * 4
+        np.testing.assert_array_equal(got, 2 * np.broadcast_to(data, (4, 4, 8)))
+    else:  # the step between writes x: y is copied before it, as the walk copies it
+        assert skipped == 0
