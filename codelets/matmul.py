@@ -165,11 +165,9 @@ def _matmul_block_rows_kernel(views, off, cnt, fp, ip):
         lb = max(lb, cnt[v, MM_F.b])
     sa = np.empty(la, np.float32)
     sb = np.empty(lb, np.float32)
-    base = MM_NIP
-    segs = ip[0, base] if nv else 0
-    at_a = base + 2
-    at_b = base + 3 + 2 * segs
+    at_a = MM_NIP + 2  # after the int parameters: S, then a's segment count, then S pairs, then b's
     for v in range(nv):
+        at_b = MM_NIP + 3 + 2 * ip[v, MM_NIP]
         m = ip[v, MM_IP.m]
         k = ip[v, MM_IP.k]
         n = ip[v, MM_IP.n]
