@@ -131,12 +131,11 @@ class Graph:
         """Spread the view's elements over tiles in consecutive chunks (multiples of `grain`),
         as evenly as possible, like poputil::mapTensorLinearly."""
         self._check_tensor(tensor)
-        flat = tensor.flat_index()
         tiles = np.arange(self.target.num_tiles) if tiles is None else np.asarray(list(tiles), dtype=np.int64)
         bad = np.flatnonzero((tiles < 0) | (tiles >= self._num_tiles))
         if bad.size:  # (one check of the array: a call per tile was 1.7% of BERT-base's compile)
             self._check_tile(tiles[bad[0]])
-        n = flat.size
+        n = tensor.numel
         if n == 0:
             return
         grains = -(-n // grain)
@@ -149,7 +148,7 @@ class Graph:
             tensor.variable.set_tile_runs(tiles[:used], counts)
             return
         which = np.minimum(np.arange(n, dtype=np.int64) // chunk, len(tiles) - 1)
-        tensor.variable.tile_of[flat] = tiles[which].astype(np.int32)
+        tensor.variable.tile_of[tensor.flat_index()] = tiles[which].astype(np.int32)
 
     def tile_pieces(self, tensor: Tensor):
         """[(tile, view)] for each run of consecutive elements of a variable on one tile."""

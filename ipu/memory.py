@@ -53,23 +53,47 @@ def place_pieces(tile, nbytes, start, end, target: Target, seg_ptr=None):
         seg_ptr = np.arange(len(size) + 1, dtype=np.int64)
     seg_ptr = np.asarray(seg_ptr, np.int64)
     first = start[seg_ptr[:-1]] if len(size) else np.zeros(0, np.int64)
-    order = _visit_order(np.asarray(tile, np.int64), first, size, target.num_tiles)
-    return place(order, tile, size, seg_ptr, start, end, target.num_tiles)
+    order, visited = _visit(np.asarray(tile, np.int64), first, size, target.num_tiles)
+    return place(order, tile, size, seg_ptr, start, end, target.num_tiles, visited)
 
 
 def _visit_order(tile, first, size, num_tiles: int) -> np.ndarray:
     """The pieces by tile, then first use, then size (largest first), ties in their own order:
-    np.lexsort((-size, first, tile)), as one stable sort of one key packing the three when it
-    fits in int64 (a third of the time at BERT-base size, 5.8 M pieces: 0.51 -> 0.21 s)."""
-    if tile.size == 0:
-        return np.zeros(0, np.int64)
+    np.lexsort((-size, first, tile))."""
+    return _visit(tile, first, size, num_tiles)[0]
+
+
+def _visit(tile, first, size, num_tiles: int):
+    """(_visit_order, (tile, first, size) in that order). One sort of a key packing the three
+    and, below them, the piece's own position (so ties keep their order) when that fits in int64;
+    the order and the visited pieces' tiles, first uses and sizes are then read off the sorted
+    keys, front to back, where a stable argsort of the key and gathers of the three in its order
+    read the tables at random (BERT-base 4 inline layers, 5.58 M pieces: 0.19 s + 0.5 s -> 0.2 s).
+    Else the key without positions, stably argsorted, or np.lexsort when even that does not fit."""
+    n = tile.size
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return z, (z, z, z)
     f0 = int(first.min())
     span_f = int(first.max()) - f0 + 1
     span_s = int(size.max()) + 1
     if int(size.min()) < 0 or num_tiles * span_f * span_s >= 2 ** 62:
-        return np.lexsort((-size, first, tile))
-    key = (tile * span_f + (first - f0)) * span_s + (span_s - 1 - size)
-    return np.argsort(key, kind="stable")
+        order = np.lexsort((-size, first, tile))
+    else:
+        key = (tile * span_f + (first - f0)) * span_s + (span_s - 1 - size)
+        if num_tiles * span_f * span_s * n < 2 ** 62:
+            key *= n
+            key += np.arange(n, dtype=np.int64)
+            key.sort()
+            order = key % n
+            key //= n
+            size_o = span_s - 1 - key % span_s
+            key //= span_s
+            first_o = key % span_f + f0
+            key //= span_f
+            return order, (key, first_o, size_o)
+        order = np.argsort(key, kind="stable")
+    return order, (tile[order], first[order], size[order])
 
 
 # What to do about each category, when it is one of those that fill the overflowing tiles.

@@ -527,10 +527,12 @@ def _place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, pid, least
     return addr, peak
 
 
-def place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
+def place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles, visited=None):
     """Tile-local addresses of pieces visited in `order` (by tile, always-live first, then by first
     use) and each tile's high-water mark. Piece p is live over segments seg_start/seg_end
-    [seg_ptr[p]:seg_ptr[p + 1]] (sorted, disjoint); a first segment starting below 0 is always live."""
+    [seg_ptr[p]:seg_ptr[p + 1]] (sorted, disjoint); a first segment starting below 0 is always live.
+    `visited`: (tile, first segment start, size) of the pieces in `order`, when the caller has them
+    (ipu.memory reads them off its sorted keys)."""
     order, tile, size, seg_ptr, seg_start, seg_end = (np.ascontiguousarray(x, np.int64)
                                                       for x in (order, tile, size, seg_ptr, seg_start, seg_end))
     n = order.size
@@ -538,17 +540,23 @@ def place(order, tile, size, seg_ptr, seg_start, seg_end, num_tiles):
     # to back (gathered by NumPy here) rather than at random: at BERT-base size (5.8 M pieces) the
     # planner's time was mostly waiting for memory. The addresses do not depend on the numbering
     # (ties between pieces are broken by the order of visit; patterns are only compared).
-    counts = np.diff(seg_ptr)[order]
-    first = seg_ptr[:-1][order]
-    if counts.size and counts.min() == counts.max() == 1:
-        segs = first
+    counts = np.diff(seg_ptr)
+    if counts.size and counts.min() == counts.max() == 1 and seg_ptr[0] == 0:  # piece p's segment is p
         ptr = np.arange(n + 1, dtype=np.int64)
+        if visited is None:
+            args = (tile[order], size[order], seg_start[order], seg_end[order])
+        else:
+            args = (visited[0], visited[2], visited[1], seg_end[order])
     else:
+        counts = counts[order]
+        first = seg_ptr[:-1][order]
         ptr = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=ptr[1:])
         segs = np.repeat(first - ptr[:-1], counts) + np.arange(int(ptr[-1]), dtype=np.int64)
-    args = (np.arange(n, dtype=np.int64), tile[order], size[order], ptr, seg_start[segs], seg_end[segs])
-    del segs, first, counts
+        args = (tile[order], size[order], seg_start[segs], seg_end[segs])
+        del segs, first
+    args = (np.arange(n, dtype=np.int64), args[0], args[1], ptr, args[2], args[3])
+    del counts
     pid, least = interpreted.call(_patterns, n, args[3], args[4], args[5], budget=_PYTHON_PIECES)
     local, peak = interpreted.call(_place, n, *args, int(num_tiles), pid, least, budget=_PYTHON_PIECES)
     addr = np.empty(n, np.int64)

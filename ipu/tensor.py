@@ -203,7 +203,7 @@ def _compact(index):
     """`index` as IndexRuns when that is much smaller, else unchanged."""
     if not isinstance(index, np.ndarray) or index.size < _COMPACT_MIN:
         return index
-    head = index.reshape(-1)[:4096]
+    head = index.flat[:4096]  # (not reshape(-1)[:4096]: that copies a transposed index whole first)
     if np.count_nonzero(np.diff(head) != 1) * 8 > head.size:  # a sample says: not mostly runs
         return index
     starts, lengths = IndexRuns.of(index)

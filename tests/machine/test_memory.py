@@ -120,3 +120,18 @@ def test_visit_order_is_the_three_key_sort():
         f = rng.integers(-1, 2 ** 40 if big else 9, n)  # big: the packed key would not fit, lexsort itself
         s = rng.integers(0, 5, n) * 8
         assert np.array_equal(_visit_order(t, f, s, tiles), np.lexsort((-s, f, t)))
+
+
+def test_visit_reads_the_visited_pieces_off_its_keys():
+    """_visit's tiles, first uses and sizes in visit order (read off the sorted keys when they
+    also hold each piece's position) are those of the pieces in _visit_order."""
+    from ipu.memory import _visit
+
+    rng = np.random.default_rng(6)
+    for n, tiles, top in [(0, 4, 9), (1, 4, 9), (500, 4, 9), (500, 1472, 3000), (200, 1472, 2 ** 40), (64, 3, 2 ** 45)]:
+        t = rng.integers(0, tiles, n)
+        f = rng.integers(-1, top, n)
+        s = rng.integers(0, 5, n) * 8
+        order, (vt, vf, vs) = _visit(t, f, s, tiles)
+        assert np.array_equal(order, np.lexsort((-s, f, t)))
+        assert np.array_equal(vt, t[order]) and np.array_equal(vf, f[order]) and np.array_equal(vs, s[order])
