@@ -37,7 +37,15 @@ def _view_or_copy(ctx, op, view):
 
 @lowering_rule("reshape")
 def reshape(ctx, op):
-    _view_or_copy(ctx, op, ctx.value(op.inputs[0]).reshape(tuple(op.outputs[0].shape)))
+    view = ctx.value(op.inputs[0]).reshape(tuple(op.outputs[0].shape))
+    src = op.inputs[0].producer
+    if (not _is_view(op) and src is not None and src.type == "transpose" and not _is_view(src)
+            and _read_only_by_gathering_ops(src)):
+        # a transpose kept as a view, reshaped on its way to the ops that gather it (a
+        # convolution's weights, transposed and regrouped for its input gradient)
+        ctx.bind(op.outputs[0], view)
+        return
+    _view_or_copy(ctx, op, view)
 
 
 def _root(t):
@@ -51,6 +59,9 @@ def _root(t):
 # Ops that copy an operand into a layout of their own anyway (a matmul into its blocks, a
 # variable update into the variable's storage order), so they may read it as a transposing view.
 _GATHERING_READERS = {"matmul", "accumulate", "copy_var_update"}
+# Ops that gather their weights (input 1) into blocks of their own: a convolution's weights move
+# into its plan's blocks by one Copy from whatever view they are (rules/conv.py)
+_GATHERING_WEIGHTS = {"conv", "conv_pow2scaled"}
 
 
 def _call_sites(graph) -> list:
@@ -59,23 +70,45 @@ def _call_sites(graph) -> list:
             and (o.attrs["graph"] if "graph" in o.attrs else (o.called_graphs or [None])[0]) is graph]
 
 
-def _gathering_readers(t, depth: int = 0) -> list | None:
+def _called(op):
+    """The graph a call op calls."""
+    return op.attrs["graph"] if "graph" in op.attrs else (op.called_graphs or [None])[0]
+
+
+def _gathering_readers(t, depth: int = 0, spans: list | None = None) -> list | None:
     """The ids of the ops that read `t` when all of them gather their operand from a view
     (_GATHERING_READERS, reading `t` as an input they do not change), directly, through transposes
-    (autodiff's dA = dY @ (W^T)^T reads a forward transpose through another) or, for a graph
-    output, through the outputs of the calls of its graph (a backward graph's dW^T read by the
-    optimizer's update in the caller); None otherwise."""
+    (autodiff's dA = dY @ (W^T)^T reads a forward transpose through another) and reshapes (a
+    convolution's input gradient reads its weights transposed and regrouped), for a graph output
+    through the outputs of the calls of its graph (a backward graph's dW^T read by the optimizer's
+    update in the caller), and for a call's argument through the called graph's input (a forward
+    graph's W^T, kept for the backward graph, read there by dX = dY @ (W^T)^T); None otherwise.
+    `spans` collects (caller graph, call site, consuming call) for every output followed into a
+    call: the caller must not change the storage in between."""
     ids = []
     if depth > 8:
         return None
     for c in t.consumers:
         if c.type in _GATHERING_READERS and not any(c.inputs[i] is t for i in c.modified):
             ids.append(c.id)
-        elif c.type == "transpose" and not _is_view(c):
-            sub = _gathering_readers(c.outputs[0], depth + 1)
+        elif (c.type in _GATHERING_WEIGHTS and not c.modified
+              and all(i == 1 for i, x in enumerate(c.inputs) if x is t)):
+            ids.append(c.id)
+        elif c.type in ("transpose", "reshape") and not _is_view(c):
+            sub = _gathering_readers(c.outputs[0], depth + 1, spans)
             if sub is None:
                 return None
             ids += sub
+        elif c.type == "call" and _called(c) is not None and not any(c.inputs[i] is t for i in c.modified):
+            graph = _called(c)
+            for i, x in enumerate(c.inputs):
+                if x is t:
+                    if i >= len(graph.inputs):
+                        return None
+                    sub = _gathering_readers(graph.inputs[i], depth + 1, spans)
+                    if sub is None:
+                        return None
+                    ids += sub
         else:
             return None
     outs = t.graph.outputs
@@ -87,11 +120,23 @@ def _gathering_readers(t, depth: int = 0) -> list | None:
         if not sites or any(len(c.outputs) != len(outs) for c in sites):
             return None
         for c in sites:
-            sub = _gathering_readers(c.outputs[j], depth + 1)
+            sub = _gathering_readers(c.outputs[j], depth + 1, spans)
             if sub is None:
                 return None
+            if spans is not None:
+                spans += [(c, d) for d in c.outputs[j].consumers if d.type == "call"]
             ids += sub
     return ids
+
+
+def _changed_between(root, graph, first: int, last: int, context=None) -> bool:
+    """Whether an op of `graph` changes `root`'s storage in place after op `first` up to op
+    `last`, or in another execution context than `context` (when given)."""
+    for other in graph.ops:
+        if any(_root(other.inputs[i]) is root for i in other.modified):
+            if first < other.id <= last or (context is not None and other.execution_context != context):
+                return True
+    return False
 
 
 def _read_only_by_gathering_ops(op) -> bool:
@@ -99,18 +144,42 @@ def _read_only_by_gathering_ops(op) -> bool:
     updates read it (as _gathering_readers finds them) and no op of the graph changes the input's
     storage in place between the transpose and the last of those readers (ops are lowered in id
     order; a weight updated after the backward pass, as SGD does, is read by every matmul before
-    it changes). A matmul then gathers its blocks from the view as contiguous source rows and
+    it changes), nor, where the view leaves its graph for another call, an op of the caller
+    between the two calls. A matmul then gathers its blocks from the view as contiguous source rows and
     transposes them on the tiles (codelets/plans/matmul.py), or finds the weight already laid out
     as its blocks (lowering/creators.py); an update reads its operand in the variable's storage
     order (lowering/layouts.py). Either way the tensor moves once, not first element by
     element into a copy here (Poplar's dimShuffle is a view)."""
-    readers = _gathering_readers(op.outputs[0])
+    spans: list = []
+    readers = _gathering_readers(op.outputs[0], spans=spans)
     if not readers:
         return False
-    root, last = _root(op.inputs[0]), max(readers)
-    for other in op.graph.ops:
-        if any(_root(other.inputs[i]) is root for i in other.modified):
-            if op.id < other.id <= last or other.execution_context != op.execution_context:
+    root = _root(op.inputs[0])
+    if _changed_between(root, op.graph, op.id, max(readers), op.execution_context):
+        return False
+    for site, consumer in spans:
+        # the caller's storage behind the view: the site's argument for the graph input the view
+        # reads (a view of a tensor the called graph makes itself is the graph's own)
+        graph = op.graph
+        if _called(site) is not graph or site.graph is not consumer.graph:
+            return False  # deeper than one call: not followed
+        if not any(x is root for x in graph.inputs):
+            continue
+        k = next(i for i, x in enumerate(graph.inputs) if x is root)
+        if k >= len(site.inputs):
+            return False
+        caller_root = _root(site.inputs[k])
+        if _changed_between(caller_root, site.graph, site.id, consumer.id - 1, site.execution_context):
+            return False
+        # the consuming call may change that storage itself (a weight's update in the backward
+        # graph, PopART's VarUpdate placed next to its gradient), but only after its last reader
+        callee = _called(consumer)
+        inside = {o.id for o in callee.ops}
+        last = max([r for r in readers if r in inside] or readers)
+        for j, x in enumerate(consumer.inputs):
+            if _root(x) is not caller_root:
+                continue
+            if j >= len(callee.inputs) or _changed_between(callee.inputs[j], callee, -1, last):
                 return False
     return True
 
