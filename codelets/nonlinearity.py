@@ -2,7 +2,8 @@
 
 inGrad = outGrad x f'(t), element by element, where t is the forward output for the functions
 whose derivative follows from it (relu, sigmoid, tanh, clip: poplibs' `nonlinearity_derivative`
-reads `out`) and the forward input for those whose derivative needs it (hard_sigmoid, swish).
+reads `out`) and the forward input for those whose derivative needs it (hard_sigmoid, swish, gelu:
+PopART's GeluGradOpx passes the forward input as popnn's `out`).
 One vertex instead of the comparison, cast and multiply (or subtract and multiply) ops the
 derivative would otherwise take: what PopART's *GradOpx do with popnn's NonLinearityGrad vertices
 or a fused popops expression.
@@ -14,6 +15,9 @@ or a fused popops expression.
     tanh          f' = 1 - y y
     hard_sigmoid  f' = alpha if 0 < alpha x + beta < 1 else 0 (from the input)
     swish         f' = s (1 + x (1 - s)), s = sigmoid(x) (from the input)
+    gelu          f' = (1 + u + (1 - u u) x k (1 + 3 c x x)) / 2, u = tanh(k x (1 + c x x)),
+                  k = sqrt(2 / pi), c = 0.044715: the derivative of the tanh approximation that the
+                  forward gelu computes (popnn NonLinearity.hpp gelu_gradient; from the input)
 
 float32 is computed in float32; float16 is widened, computed in float32 and rounded once.
 Cost: popnnCycleEstimators.cpp NonLinearityGrad1D (a MultiVertex: 9 supervisor cycles plus 6 x a
@@ -21,7 +25,8 @@ worker's 3 + 5 + 2 + 3 + 3 + 3 + 1 set-up cycles, 4 + (vectors - 1) x op + 1 for
 float 2 + 2 (+ op + 1 for an odd element), half 2 + 2 (+ op + 2) + 2 (+ op + 4)), with the op
 cycles of getNonLinearityOpCycles (popnn PerformanceEstimation.hpp: relu 1, sigmoid 5 / 2,
 tanh 5 / 1 for float / half). clip and hard_sigmoid are two compares and a select (derived: 2);
-swish is the sigmoid plus its multiplies (derived: sigmoid + 2).
+swish is the sigmoid plus its multiplies (derived: sigmoid + 2); gelu is getNonLinearityOpCycles'
+GELU (10 / 5, the same table's forward gelu cycles: poplibs has one table for both).
 """
 from __future__ import annotations
 
@@ -45,17 +50,20 @@ class NonLinearityGradCode(IntEnum):
     CLIP = 3
     HARD_SIGMOID = 4
     SWISH = 5
+    GELU = 6
 
 
 GRAD_OPS = {m.name.lower(): int(m) for m in NonLinearityGradCode}
 GRAD_NAMES = {v: k for k, v in GRAD_OPS.items()}
 # whether the op reads the forward input (else the forward output)
-READS_INPUT = {"hard_sigmoid", "swish"}
+READS_INPUT = {"hard_sigmoid", "swish", "gelu"}
 
 _OP_CYCLES = {("relu", "float"): 1, ("relu", "half"): 1, ("sigmoid", "float"): 5, ("sigmoid", "half"): 2,
               ("tanh", "float"): 5, ("tanh", "half"): 1, ("clip", "float"): 2, ("clip", "half"): 2,
               ("hard_sigmoid", "float"): 2, ("hard_sigmoid", "half"): 2, ("swish", "float"): 7,
-              ("swish", "half"): 4}
+              ("swish", "half"): 4, ("gelu", "float"): 10, ("gelu", "half"): 5}
+_GELU_K = np.float32(0.7978845608028654)  # sqrt(2 / pi)
+_GELU_C = np.float32(0.044715)
 
 
 @njit(cache=True, inline="always")
@@ -73,6 +81,11 @@ def _derivative(op, t, p0, p1):
     if op == 4:  # hard sigmoid
         u = p0 * t + p1
         return p0 if (u > zero) and (u < one) else zero
+    if op == 6:  # gelu (tanh approximation): the tanh in float64, rounded once (as the reference)
+        x2 = t * t
+        u = np.float32(math.tanh(np.float64(_GELU_K * t * (one + _GELU_C * x2))))
+        dv = one + u + (one - u * u) * (t * _GELU_K * (one + np.float32(3.0) * _GELU_C * x2))
+        return np.float32(0.5) * dv
     # swish: the sigmoid in float64, rounded once (as the reference, whatever the host's float32 exp)
     s = np.float32(1.0 / (1.0 + math.exp(-np.float64(t))))
     return s * (one + t * (one - s))
@@ -113,6 +126,11 @@ def nonlinearity_grad_reference(g, t, op: str, p0: float = 0.0, p1: float = 0.0)
         elif op == "swish":
             s = (1.0 / (1.0 + np.exp(-t32.astype(np.float64)))).astype(np.float32)
             d = s * (one + t32 * (one - s))
+        elif op == "gelu":
+            x2 = t32 * t32
+            u = np.tanh((_GELU_K * t32 * (one + _GELU_C * x2)).astype(np.float64)).astype(np.float32)
+            dv = one + u + (one - u * u) * (t32 * _GELU_K * (one + np.float32(3.0) * _GELU_C * x2))
+            d = np.float32(0.5) * dv
         else:
             raise ValueError(f"no non-linearity gradient {op!r}")
     return (g32 * d.astype(np.float32)).astype(dt)
@@ -138,7 +156,7 @@ def nonlinearity_grad_cycles(n, op: str, t, workers: int = 6):
 @ipu.register
 class NonLinearityGrad(Codelet):
     """inGrad = outGrad x f'(t) for the op `op` (GRAD_OPS); fp p0, p1: clip's bounds, hard sigmoid's
-    alpha and beta."""
+    alpha and beta (unused by the others)."""
 
     name = "NonLinearityGrad"
     fields = (Field("outGrad", IN), Field("out", IN), Field("inGrad", OUT))

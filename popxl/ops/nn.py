@@ -167,6 +167,6 @@ def _batch_norm_training_grad(g: Tensor, t: Tensor, scale: Tensor, mean: Tensor,
 def _nonlinearity_grad(g: Tensor, t: Tensor, kind: str, p0: float = 0.0, p1: float = 0.0) -> Tensor:
     """g x f'(t) for the activation `kind` (codelets/nonlinearity.py): t is the forward output for
     relu, sigmoid, tanh and clip (p0, p1 its bounds), the forward input for hard_sigmoid (p0, p1
-    alpha and beta) and swish."""
+    alpha and beta), swish and gelu."""
     return single("nonlinearity_grad", [g, t], g.shape, g.dtype, {"kind": kind, "p0": float(p0), "p1": float(p1)},
                   input_names=["g", "t"])

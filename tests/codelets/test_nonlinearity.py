@@ -14,6 +14,7 @@ FORWARD = {
     "clip": (lambda x, a, b: np.clip(x, a, b), None),
     "hard_sigmoid": (lambda x, a, b: np.clip(a * x + b, 0, 1), None),
     "swish": (lambda x, a, b: x / (1 + np.exp(-x)), None),
+    "gelu": (lambda x, a, b: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), None),
 }
 PARAMS = {"clip": (0.0, 6.0), "hard_sigmoid": (1 / 6, 0.5)}
 

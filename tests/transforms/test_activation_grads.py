@@ -10,7 +10,7 @@ import popxl.transforms as transforms
 
 
 @pytest.mark.parametrize("dtype", [popxl.float32, popxl.float16])
-@pytest.mark.parametrize("act, reads", [(ops.swish, "input"), (ops.sigmoid, "output"), (ops.relu, "output")])
+@pytest.mark.parametrize("act, reads", [(ops.swish, "input"), (ops.gelu, "input"), (ops.sigmoid, "output"), (ops.relu, "output")])
 def test_activation_gradient_is_one_nonlinearity_grad_op(act, reads, dtype):
     ir = popxl.Ir()
     with ir.main_graph:

@@ -81,6 +81,10 @@ def _nl_grad64(g, t, kind, p0, p1):
     elif kind == "hard_sigmoid":
         u = p0 * t + p1
         d = np.where((u > 0) & (u < 1), p0, 0.0)
+    elif kind == "gelu":
+        k, c = np.sqrt(2 / np.pi), 0.044715
+        u = np.tanh(k * t * (1 + c * t * t))
+        d = 0.5 * (1 + u + (1 - u * u) * t * k * (1 + 3 * c * t * t))
     else:
         s = 1 / (1 + np.exp(-t))
         d = s * (1 + t * (1 - s))

@@ -71,9 +71,13 @@ def _sigmoid(ctx, op, grads):
 
 @grad_rule("gelu")
 def _gelu(ctx, op, grads):
-    # gelu(x) = 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2 / pi), c = 0.044715
+    """gelu(x) = 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2 / pi), c = 0.044715: from the input, for
+    float data one NonLinearityGrad op, as PopART's GeluGradOpx is one popnn
+    nonLinearityInputGradient(GELU) (the decomposition below kept a dozen ops and their temporaries)."""
     g, x = grads[0], ctx.input(0)
     dt = g.dtype
+    if dt.name in ("float32", "float16"):
+        return [_nl_grad(g, x, "gelu")]
     k, c = math.sqrt(2.0 / math.pi), 0.044715
     x2 = ops.mul(x, x)
     inner = ops.mul(ops.mul(x, const(k, dt)), ops.add(const(1.0, dt), ops.mul(x2, const(c, dt))))
