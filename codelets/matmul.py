@@ -270,6 +270,32 @@ def _ov_reduce_into(ov, o0, pv, p0, n, num, scratch):
 
 
 @njit(cache=True)
+def _reduce_partials_rows_kernel(views, off, cnt, fp, ip):
+    """MatMulReducePartials vertices (float32 partials) some of whose partial rows are read where an
+    exchange's sources hold them (ipu/forwarding.py): those partials are gathered into a scratch
+    block first, then summed as _reduce_partials_kernel sums them."""
+    pv = views[RP_F.partials]
+    ov = views[RP_F.out]
+    longest = 1
+    most = 1
+    for v in range(off.shape[0]):
+        longest = max(longest, cnt[v, RP_F.out])
+        most = max(most, cnt[v, RP_F.partials])
+    scratch = np.empty(longest, np.float32)
+    rows = np.empty(most, np.float32)
+    for v in range(off.shape[0]):
+        n = cnt[v, RP_F.out]
+        if n == 0:
+            continue
+        num = ip[v, RP_IP.num_partials]
+        if ip[v, RP_NIP + 1] > 0:
+            _gather_rows(pv, ip, v, RP_NIP + 2, ip[v, RP_NIP + 1], num, n, rows)
+            _reduce_into(ov, off[v, RP_F.out], rows, 0, n, num, scratch)
+        else:
+            _reduce_into(ov, off[v, RP_F.out], pv, off[v, RP_F.partials], n, num, scratch)
+
+
+@njit(cache=True)
 def _reduce_partials_kernel(views, off, cnt, fp, ip):
     """All MatMulReducePartials vertices: out = sum over p of partials[p, :] (float32 sums, in order
     p = 0, 1, ... from 0), written in out's type; a float16 output is summed in one scratch row
@@ -529,7 +555,7 @@ class MatMulBlock(Codelet):
 
     row_fields = ("a", "b")
 
-    def read_rows(self, field, types, ip):
+    def read_rows(self, field, types, cnt, ip):
         # the rows kernel gathers float32 operands (rows of k for a, of n for b)
         if field not in self.row_fields or any(t != ipu.FLOAT32 for t in types):
             return None
@@ -566,6 +592,17 @@ class MatMulReducePartials(Codelet):
     def kernel(self):
         return _reduce_partials_kernel
 
+    row_fields = ("partials",)
+
+    def read_rows(self, field, types, cnt, ip):
+        # the rows kernel gathers float32 partials, rows of the output's length
+        if field != "partials" or types[0] != ipu.FLOAT32:
+            return None
+        return cnt[:, RP_F.out]
+
+    def rows_kernel(self):
+        return _reduce_partials_rows_kernel
+
     def check(self, types, cnt, fp, ip):
         t = self.table(types, cnt, fp, ip)
         if np.any(t.num_partials < 0):
@@ -601,3 +638,4 @@ class MatMulReducePartials(Codelet):
 MM_F, MM_IP = MatMulBlock.F, MatMulBlock.IP
 MM_NIP = len(MatMulBlock.int_params)  # where the rows kernel's segments start in ip
 RP_F, RP_IP = MatMulReducePartials.F, MatMulReducePartials.IP
+RP_NIP = len(MatMulReducePartials.int_params)

@@ -257,9 +257,9 @@ class Codelet:
     # what ipu/forwarding.py uses to feed a vertex that gathers rows from several copy runs
     row_fields: tuple = ()
 
-    def read_rows(self, field: str, types, ip: np.ndarray) -> np.ndarray | None:
-        """The row length (elements, per vertex: rows of ip) in which `rows_kernel` may read in
-        field `field` of vertices of these field types, or None where it cannot (the default)."""
+    def read_rows(self, field: str, types, cnt: np.ndarray, ip: np.ndarray) -> np.ndarray | None:
+        """The row length (elements, per vertex: rows of cnt and ip) in which `rows_kernel` may
+        read field `field` of vertices of these field types, or None where it cannot (the default)."""
         return None
 
     def rows_kernel(self):

@@ -288,7 +288,7 @@ def _row_bytes(groups, rg, rv, rf, risz):
         for j, f in enumerate(g.codelet.fields):
             if f.direction != IN or f.name not in g.codelet.row_fields:
                 continue
-            length = g.codelet.read_rows(f.name, g.types, g.ip)
+            length = g.codelet.read_rows(f.name, g.types, g.cnt, g.ip)
             if length is None:
                 continue
             m = np.flatnonzero((rg == gi) & (rf == j))

@@ -295,3 +295,39 @@ def test_an_exchange_read_after_another_compute_step_is_forwarded_past_it(betwee
         np.testing.assert_array_equal(got, 2 * np.broadcast_to(data, (4, 4, 8)))
     else:  # the step between writes x: y is copied before it, as the walk copies it
         assert skipped == 0
+
+
+def test_reduce_partials_rows_from_several_tiles_are_read_where_they_lie(split_everything):
+    # partial rows of 6 on 4 tiles; two MatMulReducePartials vertices each sum a half (3 columns)
+    # of every tile's row, gathered into [4, 3] blocks on tiles 0 and 1: each block spans 4 runs
+    g = ipu.Graph(ipu.small_target(4))
+    parts = g.add_variable("parts", (4, 6), "float32")
+    g.map_linearly(parts)
+    buf = g.add_variable("buf", (2, 4, 3), "float32", category="temporary")
+    out = g.add_variable("out", (2, 3), "float32")
+    g.set_tile_mapping(buf, {v: [(12 * v, 12 * v + 12)] for v in range(2)})
+    g.set_tile_mapping(out, {v: [(3 * v, 3 * v + 3)] for v in range(2)})
+    cs = g.add_compute_set("reduce")
+    for v in range(2):
+        g.add_vertex(cs, "MatMulReducePartials", v, partials=buf[v].flatten(), out=out[v], num_partials=4)
+    src = parts.reshape((4, 2, 3)).transpose((1, 0, 2))
+    exe = ipu.compile(g, ipu.Sequence(ipu.Copy(src, buf), ipu.Execute(cs)))
+    pv = np.random.default_rng(2).normal(size=(4, 6)).astype(np.float32)
+    res = []
+    for kw in PATHS:
+        exe.native = None
+        e = ipu.Engine(exe, **kw)
+        e.write_tensor(parts, pv)
+        e.run(0)
+        skipped = int(exe.native.skipped_runs()[1].sum()) if kw["compiled"] else 0
+        res.append((e.cycles, *e.executed_steps(), skipped, e.read_tensor(out)))
+    for cyc, ids, st, _, got in res[1:]:
+        assert cyc == res[0][0]
+        np.testing.assert_array_equal(ids, res[0][1])
+        np.testing.assert_array_equal(st, res[0][2])
+        np.testing.assert_array_equal(got, res[0][4])
+    assert res[1][3] == res[2][3] == 2 * 4 * 3 * 4  # every partial row read where it lies
+    ref = np.zeros(6, np.float32)
+    for r in pv:
+        ref += r
+    np.testing.assert_array_equal(res[0][4].reshape(-1), ref)
