@@ -596,7 +596,7 @@ class MatMulReducePartials(Codelet):
 
     def read_rows(self, field, types, cnt, ip):
         # the rows kernel gathers float32 partials, rows of the output's length
-        if field != "partials" or types[0] != ipu.FLOAT32:
+        if field != "partials" or self.table(types, cnt).type.partials != ipu.FLOAT32:
             return None
         return cnt[:, RP_F.out]
 
