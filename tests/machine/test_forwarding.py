@@ -14,6 +14,11 @@ PATHS = [dict(compiled=False), dict(compiled=True, threads=1), dict(compiled=Tru
 
 
 @pytest.fixture
+def row_reads(monkeypatch):
+    monkeypatch.setattr(forwarding, "MAX_SEGMENTS", 32)
+
+
+@pytest.fixture
 def split_everything(monkeypatch):
     monkeypatch.setattr(native, "PARALLEL_MIN_ELEMENTS", 0)
     monkeypatch.setattr(native, "PARALLEL_MIN_BYTES", 0)
@@ -199,7 +204,8 @@ def _gathered_matmul(m=8, k=6, n=5, tiles=4):
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
-def test_matmul_rows_gathered_from_several_runs_are_read_where_the_source_holds_them(replicas, split_everything):
+def test_matmul_rows_gathered_from_several_runs_are_read_where_the_source_holds_them(replicas, split_everything,
+                                                                                       row_reads):
     exe, x, w, out = _gathered_matmul()
     rng = np.random.default_rng(1)
     xv = rng.normal(size=(8, 6)).astype(np.float32)
@@ -239,7 +245,7 @@ def test_matmul_rows_gathered_from_several_runs_are_read_where_the_source_holds_
         np.testing.assert_allclose(out0[0][t, 3:], 2 * ref[3:], rtol=1e-5, atol=1e-5)
 
 
-def test_forward_reads_rows_of_a_row_field_from_several_runs():
+def test_forward_reads_rows_of_a_row_field_from_several_runs(row_reads):
     # a MatMulBlock's a (2 x 3 rows at dst elements 100..105) gathered from two runs of one row
     # each; a third vertex's a crosses a run in mid-row: its runs stay copied
     f32 = ipu.FLOAT32
@@ -297,7 +303,7 @@ def test_an_exchange_read_after_another_compute_step_is_forwarded_past_it(betwee
         assert skipped == 0
 
 
-def test_reduce_partials_rows_from_several_tiles_are_read_where_they_lie(split_everything):
+def test_reduce_partials_rows_from_several_tiles_are_read_where_they_lie(split_everything, row_reads):
     # partial rows of 6 on 4 tiles; two MatMulReducePartials vertices each sum a half (3 columns)
     # of every tile's row, gathered into [4, 3] blocks on tiles 0 and 1: each block spans 4 runs
     g = ipu.Graph(ipu.small_target(4))
