@@ -6,6 +6,7 @@ EfficientNet-B0 trained a few SGD steps at batch 8 through popart.TrainingSessio
 Real model sizes: every test here is slow (minutes and GBs each; run one at a time, -m slow)."""
 from __future__ import annotations
 
+import copy
 import os
 import sys
 
@@ -54,33 +55,30 @@ def test_cnn_matches_pytorch_at_batch_1(name):
     assert relative_error(out["logits"].reshape(want.shape), want) < 1e-4
 
 
-# Not yet: float32 training at batch 8 does not fit one GC200. MobileNetV2: over on 1,458 tiles, worst
-# (tile 514) 1,173,204 B (temporaries 385,992, exchange code 368,688, vertex state 298,252, control code
-# 48,664); the average tile's live temporaries alone (the activations kept for the backward pass) are
-# ~341 KB of its 624 KiB. EfficientNet-B0 (last measured before the two changes below): over on 1,469
-# tiles, worst 1,859,714 B (temporaries 585,008, vertex state 571,418, exchange code 512,288). Fixed so
-# far: the weight-gradient exchanges (a batch's windows move as runs; dW = dy @ windows), ReLU6's Clamp
-# vertices (poplibs' 2D vertex), the op of UnaryOp / BinaryOp / Reduce vertices counted as the template
-# parameter it is in poplibs, not vertex state (worst tile 1,248,728 -> 1,194,120 B), and gradients laid
-# out like the activations as popnn lays them (batch norm's backward pass no longer rearranges its operands:
-# -> 1,173,204 B, exchange code 413,148 -> 368,688). What remains is the NCHW layout of the convolutions' outputs:
-# a tile holds ~20 (image, channel) runs of each activation, so every per-channel step of batch norm
-# (forward and backward) and the non-linearities cost a vertex per run (~21 KB of state each on that
-# tile) where poplin's grouped layout ([N][C/G][H][W][G]) gives a few per tile; then the stride-2
-# input gradients' zero interleave (concat: 38.7 KB of exchange code), matmul partials and the
-# activations themselves. strict: the day it fits, this marker must go.
-@pytest.mark.xfail(reason="MobileNetV2 / EfficientNet-B0 float32 training at batch 8 does not fit one GC200 yet "
-                   "(MobileNetV2: worst tile 1,173,204 B of 638,976, 1,458 tiles over: activations, per-channel "
-                   "vertex state over NCHW conv outputs, exchange code)", raises=Exception, strict=True)
-@pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_b0"])
-def test_cnn_trains_like_pytorch_at_batch_8(name, steps=3, batch=8, lr=0.05):
-    """SGD steps of softmax + NLL over the exported training graph (batch norm on batch statistics):
-    the loss of every step and the weights after the last against torch.optim.SGD."""
+# Float32 training at batch 8 with PopART's Standard recomputation (the activations a backward op
+# needs are recomputed from the kept conv / norm outputs, as Graphcore's CNN applications train).
+# MobileNetV2 fits one GC200 (worst tile 565,684 B of 638,976 at 4a4c3d4). EfficientNet-B0 does not
+# yet: 947 tiles over, worst (tile 0) 710,762 B (exchange code 237,252, temporaries 188,288, constants
+# 100,704, vertex state 79,866, control code 72,892); strict, so the day it fits its marker must go.
+_EFFICIENTNET_OVER = pytest.mark.xfail(
+    reason="EfficientNet-B0 float32 training at batch 8 does not fit one GC200 yet (worst tile 710,762 B of "
+           "638,976: exchange code, temporaries)", raises=popart.OutOfMemoryException, strict=True)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", pytest.param("efficientnet_b0", marks=_EFFICIENTNET_OVER)])
+def test_cnn_trains_like_pytorch_at_batch_8(name, steps=3, batch=8, lr=0.005):
+    """SGD steps of softmax + NLL over the exported training graph (batch norm on batch statistics),
+    against torch.optim.SGD in float64. Random weights at batch 8 make this training ill-conditioned:
+    after three steps PyTorch's own float32 run is ~19% (of a tensor's largest weight) away from its
+    float64 run at 224 px (measured at 4a4c3d4; ours 18.8%, PyTorch 18.9%). So every step's loss and the
+    final weights must be as close to float64 as PyTorch's float32 (within 2x), and the first loss,
+    before any update, within 1e-4."""
     model = zoo.build(name)
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     model.train()
+    start = copy.deepcopy(model)
     proto = zoo.export_onnx(model, name, batch, training=True)
     b = popart.Builder(proto)
     (logits,) = b.getOutputTensorIds()
@@ -89,25 +87,44 @@ def test_cnn_trains_like_pytorch_at_batch_8(name, steps=3, batch=8, lr=0.05):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((steps, batch, 3, 224, 224)).astype(np.float32)
     y = rng.integers(0, 1000, (steps, batch)).astype(np.int32)
+    opts = popart.SessionOptions()
+    opts.autoRecomputation = popart.RecomputationType.Standard
     s = popart.TrainingSession(b.getModelProto(), popart.DataFlow(1, {loss: popart.AnchorReturnType("All")}), loss,
-                               popart.ConstSGD(lr), _gc200())
+                               popart.ConstSGD(lr), _gc200(), userOptions=opts)
     s.prepareDevice()
     s.weightsFromHost()
     out = s.initAnchorArrays()
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    ours = []
     for i in range(steps):
         s.run(popart.PyStepIO({"input": x[i], label: y[i]}, out))
-        opt.zero_grad()
-        want = torch.nn.functional.cross_entropy(model(torch.from_numpy(x[i])), torch.from_numpy(y[i]).long())
-        want.backward()
-        opt.step()
-        assert abs(float(out[loss]) - float(want)) <= 1e-4 * abs(float(want)), i
+        ours.append(float(out[loss]))
     s.weightsToHost()
     mp = onnx.load_from_string(proto)
-    params = {k: v.detach().numpy() for k, v in model.named_parameters()}
-    init = {t.name: t for t in mp.graph.initializer if t.name in params}
+    named = dict(start.named_parameters())
+    init = {t.name: t for t in mp.graph.initializer if t.name in named}
     got = {k: np.zeros(onnx.numpy_helper.to_array(t).shape, np.float32) for k, t in init.items()}
     s.readWeights(popart.PyWeightsIO(got))
     assert got
-    worst = max(relative_error(got[k], params[k]) for k in got)
-    assert worst < 1e-3, worst
+
+    def torch_sgd(dtype):
+        m = copy.deepcopy(start).to(dtype).train()
+        opt, losses = torch.optim.SGD(m.parameters(), lr=lr), []
+        for i in range(steps):
+            opt.zero_grad()
+            step_loss = torch.nn.functional.cross_entropy(m(torch.from_numpy(x[i]).to(dtype)),
+                                                          torch.from_numpy(y[i]).long())
+            step_loss.backward()
+            opt.step()
+            losses.append(float(step_loss))
+        return {k: v.detach().double().numpy() for k, v in m.named_parameters()}, losses
+
+    w32, l32 = torch_sgd(torch.float32)
+    w64, l64 = torch_sgd(torch.float64)
+    assert abs(ours[0] - l64[0]) <= 1e-4 * abs(l64[0]), (ours, l64)
+    for i in range(1, steps):
+        assert abs(ours[i] - l64[i]) <= 2 * abs(l32[i] - l64[i]) + 1e-4 * abs(l64[i]), (i, ours, l32, l64)
+
+    def worst(weights):
+        return max(np.abs(weights[k] - w64[k]).max() / np.abs(w64[k]).max() for k in got)
+
+    assert worst(got) <= 2 * worst(w32) + 1e-4, (worst(got), worst(w32))
