@@ -283,6 +283,17 @@ def _slot(table, v, mask):
 
 
 @njit(cache=True)
+def _empty_table(table, runs):
+    """Clear the head of `table` for a bucket of `runs` keys (a power of two, at most half full);
+    its mask."""
+    size = 16
+    while size < 2 * runs:
+        size *= 2
+    table[:size] = -1
+    return size - 1
+
+
+@njit(cache=True)
 def _exchange_kernel(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles, span, bus_pairs):
     """One pass of bucketing over an exchange's runs, then a small hash table per tile's bucket:
     per tile the bytes sent (each distinct (source offset, size) run once), received (a run both
@@ -353,11 +364,7 @@ def _exchange_kernel(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles, sp
         b = s_ptr[t + 1]
         if b == a:
             continue
-        size = 16
-        while size < 2 * (b - a):
-            size *= 2
-        mask = size - 1
-        table[:size] = -1
+        mask = _empty_table(table, b - a)
         for j in range(a, b):
             v = s_keys[j]
             h = _slot(table, v, mask)
@@ -370,11 +377,7 @@ def _exchange_kernel(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles, sp
         b = d_ptr[p + 1]
         if b == a:
             continue
-        size = 16
-        while size < 2 * (b - a):
-            size *= 2
-        mask = size - 1
-        table[:size] = -1
+        mask = _empty_table(table, b - a)
         for j in range(a, b):
             v = d_keys[j]
             h = _slot(table, v, mask)
@@ -383,7 +386,7 @@ def _exchange_kernel(src_tile, dst_tile, src_off, dst_off, nbytes, num_tiles, sp
                 count[h] = 1
             else:
                 count[h] += 1
-        for h in range(size):
+        for h in range(mask + 1):
             v = table[h]
             if v == -1:
                 continue
